@@ -1,0 +1,123 @@
+/*
+ * edgerunner.h - the one public header of EdgeRunner-C.
+ *
+ * Using the library, in three steps:
+ *   1. er_model_load() maps a GGUF file read-only, validates it and binds the weights.
+ *      A loaded model is shared read-only: any number of contexts may use it.
+ *   2. er_context_create() makes a context: its own KV cache and scratch, sized once.
+ *      A context is used by one thread at a time.
+ *   3. er_context_decode() feeds tokens (a whole prompt in one batched pass, or one
+ *      generated token); er_context_logits() gives the logits of the last token fed.
+ *      er_generate_greedy() does the whole greedy loop with a per-token callback.
+ *
+ * Errors: every fallible call returns an er_status. On failure, er_last_error() gives a
+ * message naming what was wrong and where (file, tensor, byte offset). The message is
+ * kept per thread until that thread's next failing call. The library never prints,
+ * exits or aborts on bad input.
+ */
+#ifndef EDGERUNNER_H
+#define EDGERUNNER_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum er_status {
+    ER_OK = 0,
+    ER_ERR_INVALID_ARG,  /* NULL pointer, zero size, out-of-range value from the caller */
+    ER_ERR_IO,           /* open/stat/mmap failed */
+    ER_ERR_FORMAT,       /* malformed or truncated file, inconsistent metadata */
+    ER_ERR_UNSUPPORTED,  /* valid file, but a type or architecture we do not run */
+    ER_ERR_NO_MEMORY,
+    ER_ERR_CONTEXT_FULL, /* the tokens do not fit in the context's KV cache */
+} er_status;
+
+/* A short constant name for a status ("ER_ERR_FORMAT"). */
+const char *er_status_name(er_status status);
+
+/* The message of this thread's last failing call ("" when there was none). */
+const char *er_last_error(void);
+
+typedef struct er_model er_model;
+typedef struct er_context er_context;
+
+/* ---- model -------------------------------------------------------------------------- */
+
+typedef struct er_model_params {
+    int reserved; /* backend and placement options land here; zero-initialise */
+} er_model_params;
+
+er_model_params er_model_default_params(void);
+
+er_status er_model_load(const char *path, const er_model_params *params, er_model **out);
+void er_model_free(er_model *model); /* NULL-safe */
+
+int64_t er_model_n_vocab(const er_model *model);
+int64_t er_model_n_ctx_train(const er_model *model);
+int32_t er_model_bos(const er_model *model); /* -1 when the file names none */
+int32_t er_model_eos(const er_model *model); /* -1 when the file names none */
+const char *er_model_arch(const er_model *model);
+
+/* The text of token `id` as stored in the vocabulary, decoded to bytes: SentencePiece
+ * spaces and <0xNN> byte tokens, or GPT-2 byte-level characters. Writes at most
+ * `cap` bytes (no NUL) and returns the number written, or -1 when the model has no
+ * vocabulary or the id is out of range. Control tokens decode to "". */
+int64_t er_token_to_piece(const er_model *model, int32_t id, char *buf, int64_t cap);
+
+/* ---- context ------------------------------------------------------------------------ */
+
+typedef struct er_context_params {
+    int64_t n_ctx;   /* KV cache length in tokens; 0 = the model's training context, capped at 4096 */
+    int64_t n_batch; /* most tokens processed in one pass; 0 = 512 */
+    int n_threads;   /* 0 = all online cores */
+} er_context_params;
+
+er_context_params er_context_default_params(void);
+
+er_status er_context_create(er_model *model, const er_context_params *params, er_context **out);
+void er_context_free(er_context *ctx); /* NULL-safe */
+
+int64_t er_context_n_ctx(const er_context *ctx);
+int64_t er_context_n_past(const er_context *ctx); /* tokens in the KV cache */
+
+/* Appends `n_tokens` tokens to the context (a prompt in batches of n_batch, or one
+ * generated token). If `logits_all` is not NULL it receives the logits of every token
+ * fed: (n_tokens, n_vocab) row-major. The logits of the last token are always kept and
+ * returned by er_context_logits(). Fails with ER_ERR_CONTEXT_FULL, changing nothing,
+ * when the tokens do not fit. */
+er_status er_context_decode(er_context *ctx, const int32_t *tokens, int64_t n_tokens,
+                            float *logits_all);
+
+/* (n_vocab) logits of the last token decoded; NULL before the first decode. */
+const float *er_context_logits(const er_context *ctx);
+
+/* Forgets the KV cache from position `n_past` on (0 clears it). */
+er_status er_context_rewind(er_context *ctx, int64_t n_past);
+
+/* ---- generation --------------------------------------------------------------------- */
+
+/* The index of the largest logit (the first one on ties). */
+int32_t er_argmax(const float *logits, int64_t n_vocab);
+
+/* Called with each generated token; return non-zero to stop generation. */
+typedef int (*er_token_callback)(int32_t token, void *user);
+
+typedef struct er_generate_params {
+    int64_t n_predict; /* most tokens to generate */
+    int ignore_eos;    /* non-zero: do not stop at the model's end-of-sequence token */
+} er_generate_params;
+
+/* Feeds the prompt, then greedily generates up to n_predict tokens, calling `on_token`
+ * for each (the EOS token that stops generation is not reported). Stops early, without
+ * error, when the context is full; *n_generated (may be NULL) says how many were made. */
+er_status er_generate_greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt,
+                             const er_generate_params *params, er_token_callback on_token,
+                             void *user, int64_t *n_generated);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EDGERUNNER_H */

@@ -1,0 +1,111 @@
+/*
+ * ops.c - reference CPU operations (see ops.h).
+ *
+ * Costs, per token: matmul reads every weight once (decode is bound by memory
+ * bandwidth); attention reads pos * (head_dim + head_dim_v) floats per KV head.
+ */
+#include "backend/cpu/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < n; i++)
+            ss += xr[i] * xr[i];
+        const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+        for (int64_t i = 0; i < n; i++)
+            yr[i] = xr[i] * scale * weight[i];
+    }
+}
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
+                float *row) {
+    for (int64_t o = 0; o < w->n_out; o++) {
+        const uint8_t *wrow = w->data + (size_t)o * w->row_size;
+        if (n_tokens == 1) {
+            y[o] = w->traits->dot_f32(wrow, x, w->n_in);
+            continue;
+        }
+        /* several tokens: dequantize the row once; the reference dot products compute
+         * the same sums in the same order, so results match the n_tokens == 1 path */
+        w->traits->to_f32(wrow, row, w->n_in);
+        for (int64_t t = 0; t < n_tokens; t++)
+            y[t * y_stride + o] = dot_f32(row, x + t * w->n_in, w->n_in);
+    }
+}
+
+void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y) {
+    for (int64_t t = 0; t < n_tokens; t++)
+        embd->traits->to_f32(embd->data + (size_t)tokens[t] * embd->row_size, y + t * embd->n_in, embd->n_in);
+}
+
+void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
+              const model_config *c, const float *freq_divisors) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; i++) {
+        /* angles in double: exact to float for any position */
+        double theta = (double)pos * (double)c->rope_pos_scale * pow((double)c->rope_base, -2.0 * (double)i / (double)n_rot);
+        if (freq_divisors)
+            theta /= freq_divisors[i];
+        const float cs = (float)cos(theta), sn = (float)sin(theta);
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *xh = x + h * head_dim;
+            /* NeoX pairs dims (i, i + n_rot/2); the original llama pairs (2i, 2i+1) */
+            const int64_t i0 = c->rope_neox ? i : 2 * i;
+            const int64_t i1 = c->rope_neox ? i + half : 2 * i + 1;
+            const float x0 = xh[i0], x1 = xh[i1];
+            xh[i0] = x0 * cs - x1 * sn;
+            xh[i1] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+void cpu_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
+                   int64_t pos, const model_config *c, float *scores) {
+    const int64_t kv_stride = c->n_head_kv * c->head_dim;
+    const int64_t v_stride = c->n_head_kv * c->head_dim_v;
+    const int64_t group = c->n_head / c->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    for (int64_t h = 0; h < c->n_head; h++) {
+        const int64_t kvh = h / group;
+        const float *qh = q + h * c->head_dim;
+        float max = -INFINITY;
+        for (int64_t j = 0; j <= pos; j++) {
+            scores[j] = dot_f32(qh, k_cache + j * kv_stride + kvh * c->head_dim, c->head_dim) * scale;
+            if (scores[j] > max)
+                max = scores[j];
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j <= pos; j++) {
+            scores[j] = expf(scores[j] - max);
+            sum += scores[j];
+        }
+        const float inv = 1.0f / sum;
+        float *oh = out + h * c->head_dim_v;
+        memset(oh, 0, (size_t)c->head_dim_v * sizeof *oh);
+        for (int64_t j = 0; j <= pos; j++) {
+            const float p = scores[j] * inv;
+            const float *vj = v_cache + j * v_stride + kvh * c->head_dim_v;
+            for (int64_t d = 0; d < c->head_dim_v; d++)
+                oh[d] += p * vj[d];
+        }
+    }
+}
+
+void cpu_swiglu(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}

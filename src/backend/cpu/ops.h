@@ -1,0 +1,38 @@
+/*
+ * ops.h - CPU operations of the forward pass, reference versions (plain C, one thread).
+ *
+ * These define the numbers every faster backend is checked against: float arithmetic in
+ * a fixed order, no fast-math. Activations are row-major (n_tokens, width).
+ */
+#ifndef ER_BACKEND_CPU_OPS_H
+#define ER_BACKEND_CPU_OPS_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+
+/* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n_rows rows of n elements */
+void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps);
+
+/* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T.
+ * `row` is scratch for one dequantized row (n_in floats). The result for a token does
+ * not depend on n_tokens: prefill and decode give bit-identical logits. */
+void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
+                float *row);
+
+/* y[i] = embedding row tokens[i] (n_embd floats each) */
+void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y);
+
+/* Rotates n_heads heads of head_dim (first n_rot dims) at absolute position pos. */
+void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
+              const model_config *c, const float *freq_divisors);
+
+/* Causal grouped-query attention of one token at position pos over cache rows 0..pos:
+ * out (n_head * head_dim_v) from q (n_head * head_dim), scores scratch (pos + 1). */
+void cpu_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
+                   int64_t pos, const model_config *c, float *scores);
+
+/* gate[i] = silu(gate[i]) * up[i] */
+void cpu_swiglu(float *gate, const float *up, int64_t n);
+
+#endif

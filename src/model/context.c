@@ -1,0 +1,159 @@
+/*
+ * context.c - contexts (KV cache + scratch, allocated once), decode and greedy generation.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "model/model.h"
+
+enum { DEFAULT_N_CTX = 4096, DEFAULT_N_BATCH = 512 };
+
+er_context_params er_context_default_params(void) {
+    er_context_params p = {0, 0, 0};
+    return p;
+}
+
+/* calloc of a * b * c floats, NULL on overflow or exhaustion */
+static float *alloc_floats(int64_t a, int64_t b, int64_t c) {
+    size_t n;
+    if (a <= 0 || b <= 0 || c <= 0 || __builtin_mul_overflow((size_t)a, (size_t)b, &n) ||
+        __builtin_mul_overflow(n, (size_t)c, &n) || __builtin_mul_overflow(n, sizeof(float), &n))
+        return NULL;
+    return calloc(n / sizeof(float), sizeof(float));
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+er_status er_context_create(er_model *model, const er_context_params *params, er_context **out) {
+    er_status st = ER_OK;
+    if (!model || !out)
+        return er_fail(ER_ERR_INVALID_ARG, "er_context_create: NULL %s", model ? "out" : "model");
+    *out = NULL;
+    er_context_params p = params ? *params : er_context_default_params();
+    const model_config *c = &model->config;
+    if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0)
+        return er_fail(ER_ERR_INVALID_ARG, "er_context_create: negative n_ctx, n_batch or n_threads");
+    if (p.n_ctx == 0)
+        p.n_ctx = c->n_ctx_train < DEFAULT_N_CTX ? c->n_ctx_train : DEFAULT_N_CTX;
+    if (p.n_batch == 0)
+        p.n_batch = DEFAULT_N_BATCH;
+    if (p.n_batch > p.n_ctx)
+        p.n_batch = p.n_ctx;
+
+    er_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return er_fail(ER_ERR_NO_MEMORY, "er_context_create: out of memory");
+    ctx->model = model;
+    ctx->n_ctx = p.n_ctx;
+    ctx->n_batch = p.n_batch;
+    const int64_t kv_dim = c->n_head_kv * c->head_dim;
+    const int64_t v_dim = c->n_head_kv * c->head_dim_v;
+    ctx->k_cache = alloc_floats(c->n_layer, p.n_ctx, kv_dim);
+    ctx->v_cache = alloc_floats(c->n_layer, p.n_ctx, v_dim);
+    ctx->x = alloc_floats(p.n_batch, c->n_embd, 1);
+    ctx->xn = alloc_floats(p.n_batch, c->n_embd, 1);
+    ctx->q = alloc_floats(p.n_batch, c->n_head, c->head_dim);
+    ctx->attn = alloc_floats(p.n_batch, c->n_head, c->head_dim_v);
+    ctx->gate = alloc_floats(p.n_batch, c->n_ff, 1);
+    ctx->up = alloc_floats(p.n_batch, c->n_ff, 1);
+    ctx->scores = alloc_floats(p.n_ctx, 1, 1);
+    ctx->row = alloc_floats(max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v), 1, 1);
+    ctx->logits = alloc_floats(c->n_vocab, 1, 1);
+    if (!ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->q || !ctx->attn || !ctx->gate ||
+        !ctx->up || !ctx->scores || !ctx->row || !ctx->logits) {
+        st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate a %lld-token KV cache and scratch for %s",
+                     (long long)p.n_ctx, model->path);
+        goto fail;
+    }
+    *out = ctx;
+    return ER_OK;
+fail:
+    er_context_free(ctx);
+    return st;
+}
+
+void er_context_free(er_context *ctx) {
+    if (!ctx)
+        return;
+    free(ctx->k_cache);
+    free(ctx->v_cache);
+    free(ctx->x);
+    free(ctx->xn);
+    free(ctx->q);
+    free(ctx->attn);
+    free(ctx->gate);
+    free(ctx->up);
+    free(ctx->scores);
+    free(ctx->row);
+    free(ctx->logits);
+    free(ctx);
+}
+
+int64_t er_context_n_ctx(const er_context *ctx) { return ctx ? ctx->n_ctx : 0; }
+int64_t er_context_n_past(const er_context *ctx) { return ctx ? ctx->n_past : 0; }
+const float *er_context_logits(const er_context *ctx) { return ctx && ctx->has_logits ? ctx->logits : NULL; }
+
+er_status er_context_decode(er_context *ctx, const int32_t *tokens, int64_t n_tokens, float *logits_all) {
+    if (!ctx || !tokens || n_tokens <= 0)
+        return er_fail(ER_ERR_INVALID_ARG, "er_context_decode: %s", !ctx ? "NULL context" : !tokens ? "NULL tokens" : "no tokens");
+    const int64_t n_vocab = ctx->model->config.n_vocab;
+    for (int64_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return er_fail(ER_ERR_INVALID_ARG, "token %lld (id %d) is outside the vocabulary [0, %lld)",
+                           (long long)i, tokens[i], (long long)n_vocab);
+    if (n_tokens > ctx->n_ctx - ctx->n_past)
+        return er_fail(ER_ERR_CONTEXT_FULL, "%lld tokens do not fit: %lld of the context's %lld are used",
+                       (long long)n_tokens, (long long)ctx->n_past, (long long)ctx->n_ctx);
+    for (int64_t i = 0; i < n_tokens; i += ctx->n_batch) {
+        const int64_t n = n_tokens - i < ctx->n_batch ? n_tokens - i : ctx->n_batch;
+        model_forward(ctx, tokens + i, n, logits_all ? logits_all + i * n_vocab : NULL);
+        ctx->n_past += n;
+    }
+    ctx->has_logits = 1;
+    return ER_OK;
+}
+
+er_status er_context_rewind(er_context *ctx, int64_t n_past) {
+    if (!ctx || n_past < 0 || n_past > ctx->n_past)
+        return er_fail(ER_ERR_INVALID_ARG, "er_context_rewind: position %lld is outside [0, %lld]",
+                       (long long)n_past, ctx ? (long long)ctx->n_past : 0LL);
+    ctx->n_past = n_past;
+    ctx->has_logits = 0;
+    return ER_OK;
+}
+
+int32_t er_argmax(const float *logits, int64_t n_vocab) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n_vocab; i++)
+        if (logits[i] > logits[best])
+            best = (int32_t)i;
+    return best;
+}
+
+er_status er_generate_greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt,
+                             const er_generate_params *params, er_token_callback on_token, void *user,
+                             int64_t *n_generated) {
+    er_status st;
+    int64_t n_gen = 0;
+    if (n_generated)
+        *n_generated = 0;
+    if (!ctx || !params || params->n_predict < 0)
+        return er_fail(ER_ERR_INVALID_ARG, "er_generate_greedy: %s", !ctx ? "NULL context" : !params ? "NULL params" : "negative n_predict");
+    if ((st = er_context_decode(ctx, prompt, n_prompt, NULL)) != ER_OK)
+        return st;
+    const int32_t eos = ctx->model->config.eos;
+    while (n_gen < params->n_predict) {
+        int32_t token = er_argmax(ctx->logits, ctx->model->config.n_vocab);
+        if (!params->ignore_eos && token == eos)
+            break;
+        n_gen++;
+        if ((on_token && on_token(token, user) != 0) || n_gen == params->n_predict || ctx->n_past >= ctx->n_ctx)
+            break;
+        if ((st = er_context_decode(ctx, &token, 1, NULL)) != ER_OK)
+            break;
+    }
+    if (n_generated)
+        *n_generated = n_gen;
+    return st;
+}

@@ -1,0 +1,77 @@
+/*
+ * forward.c - the transformer forward pass shared by llama and qwen3 (picked by flags
+ * in model_config, read once at load):
+ *
+ *   x = embed(tokens)
+ *   per layer:  h = rmsnorm(x) ; q, k, v = h Wq, h Wk, h Wv
+ *               [qwen3: rmsnorm over each q and k head] ; rope(q, k) ; k, v -> cache
+ *               x += attention(q, cache) Wo
+ *               h = rmsnorm(x) ; x += (silu(h Wgate) * (h Wup)) Wdown
+ *   logits = rmsnorm(x) Wout
+ *
+ * The batch is processed layer by layer (every weight row is read once per batch), K and
+ * V are written straight into the cache rows of their positions.
+ */
+#include <string.h>
+
+#include "backend/cpu/ops.h"
+#include "model/model.h"
+
+void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, float *logits_all) {
+    const er_model *m = ctx->model;
+    const model_config *c = &m->config;
+    const int64_t n_embd = c->n_embd;
+    const int64_t q_dim = c->n_head * c->head_dim;
+    const int64_t kv_dim = c->n_head_kv * c->head_dim;
+    const int64_t v_dim = c->n_head_kv * c->head_dim_v;
+    const int64_t attn_dim = c->n_head * c->head_dim_v;
+    float *x = ctx->x, *xn = ctx->xn;
+
+    cpu_get_rows(&m->token_embd, tokens, n_tokens, x);
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        float *k_cache = ctx->k_cache + (size_t)il * (size_t)ctx->n_ctx * (size_t)kv_dim; /* (n_ctx, kv_dim) */
+        float *v_cache = ctx->v_cache + (size_t)il * (size_t)ctx->n_ctx * (size_t)v_dim;  /* (n_ctx, v_dim) */
+        float *k_new = k_cache + ctx->n_past * kv_dim; /* (n_tokens, kv_dim) */
+        float *v_new = v_cache + ctx->n_past * v_dim;  /* (n_tokens, v_dim) */
+
+        cpu_rmsnorm(xn, x, l->attn_norm, n_tokens, n_embd, c->norm_eps);
+        cpu_matmul(&l->wq, xn, n_tokens, ctx->q, q_dim, ctx->row);
+        cpu_matmul(&l->wk, xn, n_tokens, k_new, kv_dim, ctx->row);
+        cpu_matmul(&l->wv, xn, n_tokens, v_new, v_dim, ctx->row);
+        for (int64_t t = 0; t < n_tokens; t++) {
+            float *qt = ctx->q + t * q_dim, *kt = k_new + t * kv_dim;
+            if (c->has_qk_norm) {
+                cpu_rmsnorm(qt, qt, l->q_norm, c->n_head, c->head_dim, c->norm_eps);
+                cpu_rmsnorm(kt, kt, l->k_norm, c->n_head_kv, c->head_dim, c->norm_eps);
+            }
+            cpu_rope(qt, c->n_head, c->head_dim, c->n_rot, ctx->n_past + t, c, m->rope_freqs);
+            cpu_rope(kt, c->n_head_kv, c->head_dim, c->n_rot, ctx->n_past + t, c, m->rope_freqs);
+        }
+        for (int64_t t = 0; t < n_tokens; t++)
+            cpu_attention(ctx->attn + t * attn_dim, ctx->q + t * q_dim, k_cache, v_cache, ctx->n_past + t, c,
+                          ctx->scores);
+        cpu_matmul(&l->wo, ctx->attn, n_tokens, xn, n_embd, ctx->row);
+        for (int64_t i = 0; i < n_tokens * n_embd; i++)
+            x[i] += xn[i];
+
+        cpu_rmsnorm(xn, x, l->ffn_norm, n_tokens, n_embd, c->norm_eps);
+        cpu_matmul(&l->w_gate, xn, n_tokens, ctx->gate, c->n_ff, ctx->row);
+        cpu_matmul(&l->w_up, xn, n_tokens, ctx->up, c->n_ff, ctx->row);
+        cpu_swiglu(ctx->gate, ctx->up, n_tokens * c->n_ff);
+        cpu_matmul(&l->w_down, ctx->gate, n_tokens, xn, n_embd, ctx->row);
+        for (int64_t i = 0; i < n_tokens * n_embd; i++)
+            x[i] += xn[i];
+    }
+
+    /* the output head is the largest matmul: run it only for the rows asked for */
+    if (logits_all) {
+        cpu_rmsnorm(xn, x, m->output_norm, n_tokens, n_embd, c->norm_eps);
+        cpu_matmul(&m->output, xn, n_tokens, logits_all, c->n_vocab, ctx->row);
+        memcpy(ctx->logits, logits_all + (n_tokens - 1) * c->n_vocab, (size_t)c->n_vocab * sizeof(float));
+    } else {
+        const float *x_last = x + (n_tokens - 1) * n_embd;
+        cpu_rmsnorm(xn, x_last, m->output_norm, 1, n_embd, c->norm_eps);
+        cpu_matmul(&m->output, xn, 1, ctx->logits, c->n_vocab, ctx->row);
+    }
+}

@@ -1,0 +1,306 @@
+/*
+ * load.c - er_model_load: GGUF metadata -> model_config, tensors -> weight views.
+ *
+ * Every hyperparameter comes from the metadata under the architecture's prefix
+ * ("qwen3.block_count", ...), with llama.cpp's defaults where a key is optional, so that
+ * every size of a family loads without code changes. Every shape is checked here, once,
+ * so that the forward pass never has to.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "model/model.h"
+
+/* Sizes beyond these are refused: they keep every buffer size product far from
+ * overflow and catch hostile metadata early. */
+enum { MAX_DIM = 1 << 20, MAX_LAYERS = 4096, MAX_HEADS = 4096, MAX_VOCAB = 1 << 24 };
+
+typedef struct loader {
+    er_model *m;
+    const char *path;
+    const char *arch; /* metadata prefix */
+} loader;
+
+static er_status get_int(const loader *ld, const char *suffix, int required, int64_t def,
+                         int64_t lo, int64_t hi, int64_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
+    const gguf_kv *kv = gguf_find_kv(ld->m->file, key);
+    if (!kv) {
+        if (required)
+            return er_fail(ER_ERR_FORMAT, "%s: missing metadata key '%s'", ld->path, key);
+        *out = def;
+        return ER_OK;
+    }
+    if (!gguf_value_as_int(&kv->value, out))
+        return er_fail(ER_ERR_FORMAT, "%s: metadata key '%s' has type %s, expected an integer",
+                       ld->path, key, gguf_type_name(kv->value.type));
+    if (*out < lo || *out > hi)
+        return er_fail(ER_ERR_FORMAT, "%s: metadata key '%s' is %lld, outside [%lld, %lld]",
+                       ld->path, key, (long long)*out, (long long)lo, (long long)hi);
+    return ER_OK;
+}
+
+static er_status get_float(const loader *ld, const char *suffix, double def, double *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->arch, suffix);
+    const gguf_kv *kv = gguf_find_kv(ld->m->file, key);
+    *out = def;
+    if (kv && !gguf_value_as_float(&kv->value, out))
+        return er_fail(ER_ERR_FORMAT, "%s: metadata key '%s' has type %s, expected a number",
+                       ld->path, key, gguf_type_name(kv->value.type));
+    if (!isfinite(*out))
+        return er_fail(ER_ERR_FORMAT, "%s: metadata key '%s' is not finite", ld->path, key);
+    return ER_OK;
+}
+
+static int32_t token_id_or_none(const gguf_file *f, const char *key, int64_t n_vocab) {
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    int64_t id;
+    if (!kv || !gguf_value_as_int(&kv->value, &id) || id < 0 || id >= n_vocab)
+        return -1;
+    return (int32_t)id;
+}
+
+static er_status read_config(loader *ld) {
+    er_model *m = ld->m;
+    model_config *c = &m->config;
+    er_status st;
+    const gguf_kv *arch = gguf_find_kv(m->file, "general.architecture");
+    if (!arch || arch->value.type != GGUF_TYPE_STRING)
+        return er_fail(ER_ERR_FORMAT, "%s: missing string metadata key 'general.architecture'", ld->path);
+    if (gguf_string_eq(arch->value.str, "llama")) {
+        c->arch = ER_ARCH_LLAMA;
+        ld->arch = "llama";
+    } else if (gguf_string_eq(arch->value.str, "qwen3")) {
+        c->arch = ER_ARCH_QWEN3;
+        ld->arch = "qwen3";
+    } else {
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama, qwen3)",
+                       ld->path, (int)(arch->value.str.len > 64 ? 64 : arch->value.str.len), arch->value.str.data);
+    }
+    double eps, base, scale = 1.0;
+    if ((st = get_int(ld, "embedding_length", 1, 0, 1, MAX_DIM, &c->n_embd)) != ER_OK ||
+        (st = get_int(ld, "block_count", 1, 0, 1, MAX_LAYERS, &c->n_layer)) != ER_OK ||
+        (st = get_int(ld, "feed_forward_length", 1, 0, 1, MAX_DIM, &c->n_ff)) != ER_OK ||
+        (st = get_int(ld, "context_length", 1, 0, 1, INT32_MAX, &c->n_ctx_train)) != ER_OK ||
+        (st = get_int(ld, "attention.head_count", 1, 0, 1, MAX_HEADS, &c->n_head)) != ER_OK ||
+        (st = get_int(ld, "attention.head_count_kv", 0, c->n_head, 1, c->n_head, &c->n_head_kv)) != ER_OK)
+        return st;
+    if (c->n_head % c->n_head_kv != 0)
+        return er_fail(ER_ERR_FORMAT, "%s: %lld attention heads are not a multiple of %lld KV heads",
+                       ld->path, (long long)c->n_head, (long long)c->n_head_kv);
+    const int64_t default_head_dim = c->n_embd % c->n_head == 0 ? c->n_embd / c->n_head : 0;
+    if ((st = get_int(ld, "attention.key_length", default_head_dim == 0, default_head_dim, 1, MAX_DIM / 4, &c->head_dim)) != ER_OK ||
+        (st = get_int(ld, "attention.value_length", 0, c->head_dim, 1, MAX_DIM / 4, &c->head_dim_v)) != ER_OK ||
+        (st = get_int(ld, "rope.dimension_count", 0, c->head_dim, 2, c->head_dim, &c->n_rot)) != ER_OK)
+        return st;
+    if (c->n_rot % 2 != 0)
+        return er_fail(ER_ERR_FORMAT, "%s: %s.rope.dimension_count is odd (%lld)", ld->path, ld->arch, (long long)c->n_rot);
+    if (c->n_head * c->head_dim > MAX_DIM || c->n_head * c->head_dim_v > MAX_DIM)
+        return er_fail(ER_ERR_FORMAT, "%s: attention width %lld x %lld is too large", ld->path,
+                       (long long)c->n_head, (long long)c->head_dim);
+    if ((st = get_float(ld, "attention.layer_norm_rms_epsilon", 1e-5, &eps)) != ER_OK ||
+        (st = get_float(ld, "rope.freq_base", 10000.0, &base)) != ER_OK)
+        return st;
+    if (eps < 0 || base <= 0)
+        return er_fail(ER_ERR_FORMAT, "%s: norm epsilon %g or RoPE base %g out of range", ld->path, eps, base);
+
+    /* RoPE scaling: none or linear (positions divided by the factor). */
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", ld->arch);
+    const gguf_kv *scaling = gguf_find_kv(m->file, key);
+    if (scaling && scaling->value.type == GGUF_TYPE_STRING && !gguf_string_eq(scaling->value.str, "none")) {
+        if (!gguf_string_eq(scaling->value.str, "linear"))
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: RoPE scaling '%.*s' is not supported (none, linear are)",
+                           ld->path, (int)(scaling->value.str.len > 32 ? 32 : scaling->value.str.len), scaling->value.str.data);
+        if ((st = get_float(ld, "rope.scaling.factor", 1.0, &scale)) != ER_OK)
+            return st;
+    } else if ((st = get_float(ld, "rope.scale_linear", 1.0, &scale)) != ER_OK) {
+        return st;
+    }
+    if (scale <= 0)
+        return er_fail(ER_ERR_FORMAT, "%s: RoPE scaling factor %g is not positive", ld->path, scale);
+
+    c->norm_eps = (float)eps;
+    c->rope_base = (float)base;
+    c->rope_pos_scale = (float)(1.0 / scale);
+    c->rope_neox = c->arch == ER_ARCH_QWEN3; /* llama.cpp: LLAMA_ROPE_TYPE_NEOX for qwen3 */
+    c->has_qk_norm = c->arch == ER_ARCH_QWEN3;
+    return ER_OK;
+}
+
+static const gguf_tensor *find_tensor(const loader *ld, const char *name, int optional, er_status *st) {
+    const gguf_tensor *t = gguf_find_tensor(ld->m->file, name);
+    *st = ER_OK;
+    if (!t && !optional)
+        *st = er_fail(ER_ERR_FORMAT, "%s: tensor '%s' not found", ld->path, name);
+    return t;
+}
+
+static er_status bind_weight(loader *ld, const char *name, int64_t n_in, int64_t n_out, int optional,
+                             er_weight *out) {
+    er_status st;
+    const gguf_tensor *t = find_tensor(ld, name, optional, &st);
+    memset(out, 0, sizeof *out);
+    if (!t)
+        return st;
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+        return er_fail(ER_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                       ld->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)n_in, (long long)n_out);
+    const er_type_traits *traits = er_type_get(t->type);
+    if (!traits->dot_f32)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which this build cannot compute with (F32, F16, BF16, Q8_0 are supported)",
+                       ld->path, name, traits->name);
+    /* kernels load blocks and floats directly: the data must be 4-byte aligned, which any
+     * GGUF with the usual alignment (32) gives */
+    if ((uintptr_t)t->data % 4 != 0)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' data at file offset %llu is not 4-byte aligned",
+                       ld->path, name, (unsigned long long)(t->data - ld->m->file->base));
+    out->data = t->data;
+    out->traits = traits;
+    out->n_in = n_in;
+    out->n_out = n_out;
+    out->row_size = er_type_row_size(traits, n_in);
+    return ER_OK;
+}
+
+/* Copies a 1-D tensor of n elements to F32 at *arena and advances it. */
+static er_status bind_vector(loader *ld, const char *name, int64_t n, int optional, float **arena,
+                             const float **out) {
+    er_status st;
+    const gguf_tensor *t = find_tensor(ld, name, optional, &st);
+    *out = NULL;
+    if (!t)
+        return st;
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return er_fail(ER_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld]",
+                       ld->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)n);
+    const er_type_traits *traits = er_type_get(t->type);
+    if (!traits->to_f32)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has unsupported type %s", ld->path, name, traits->name);
+    traits->to_f32(t->data, *arena, n);
+    *out = *arena;
+    *arena += n;
+    return ER_OK;
+}
+
+static er_status bind_weights(loader *ld) {
+    er_model *m = ld->m;
+    const model_config *c = &m->config;
+    er_status st;
+    char name[96];
+    const int64_t q_dim = c->n_head * c->head_dim;
+    const int64_t kv_dim = c->n_head_kv * c->head_dim;
+    const int64_t v_dim = c->n_head_kv * c->head_dim_v;
+
+    const gguf_tensor *embd = find_tensor(ld, "token_embd.weight", 0, &st);
+    if (!embd)
+        return st;
+    if (embd->ne[1] > MAX_VOCAB)
+        return er_fail(ER_ERR_FORMAT, "%s: vocabulary of %lld tokens is too large", ld->path, (long long)embd->ne[1]);
+    m->config.n_vocab = embd->ne[1];
+    if ((st = bind_weight(ld, "token_embd.weight", c->n_embd, c->n_vocab, 0, &m->token_embd)) != ER_OK ||
+        (st = bind_weight(ld, "output.weight", c->n_embd, c->n_vocab, 1, &m->output)) != ER_OK)
+        return st;
+    if (!m->output.data)
+        m->output = m->token_embd; /* tied embeddings */
+
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    const size_t n_floats = (size_t)c->n_layer * (size_t)(2 * c->n_embd + 2 * c->head_dim) +
+                            (size_t)c->n_embd + (size_t)c->n_rot / 2;
+    m->f32_arena = malloc(n_floats * sizeof(float));
+    if (!m->layers || !m->f32_arena)
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %lld layers", ld->path, (long long)c->n_layer);
+    float *arena = m->f32_arena;
+
+    if ((st = bind_vector(ld, "output_norm.weight", c->n_embd, 0, &arena, &m->output_norm)) != ER_OK ||
+        (st = bind_vector(ld, "rope_freqs.weight", c->n_rot / 2, 1, &arena, &m->rope_freqs)) != ER_OK)
+        return st;
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        layer_weights *l = &m->layers[il];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%lld." suffix, (long long)il), name)
+        if ((st = bind_vector(ld, NAME("attn_norm.weight"), c->n_embd, 0, &arena, &l->attn_norm)) != ER_OK ||
+            (st = bind_vector(ld, NAME("ffn_norm.weight"), c->n_embd, 0, &arena, &l->ffn_norm)) != ER_OK ||
+            (st = bind_weight(ld, NAME("attn_q.weight"), c->n_embd, q_dim, 0, &l->wq)) != ER_OK ||
+            (st = bind_weight(ld, NAME("attn_k.weight"), c->n_embd, kv_dim, 0, &l->wk)) != ER_OK ||
+            (st = bind_weight(ld, NAME("attn_v.weight"), c->n_embd, v_dim, 0, &l->wv)) != ER_OK ||
+            (st = bind_weight(ld, NAME("attn_output.weight"), c->n_head * c->head_dim_v, c->n_embd, 0, &l->wo)) != ER_OK ||
+            (st = bind_weight(ld, NAME("ffn_gate.weight"), c->n_embd, c->n_ff, 0, &l->w_gate)) != ER_OK ||
+            (st = bind_weight(ld, NAME("ffn_up.weight"), c->n_embd, c->n_ff, 0, &l->w_up)) != ER_OK ||
+            (st = bind_weight(ld, NAME("ffn_down.weight"), c->n_ff, c->n_embd, 0, &l->w_down)) != ER_OK)
+            return st;
+        if (c->has_qk_norm &&
+            ((st = bind_vector(ld, NAME("attn_q_norm.weight"), c->head_dim, 0, &arena, &l->q_norm)) != ER_OK ||
+             (st = bind_vector(ld, NAME("attn_k_norm.weight"), c->head_dim, 0, &arena, &l->k_norm)) != ER_OK))
+            return st;
+#undef NAME
+    }
+    return ER_OK;
+}
+
+er_model_params er_model_default_params(void) {
+    er_model_params p = {0};
+    return p;
+}
+
+er_status er_model_load(const char *path, const er_model_params *params, er_model **out) {
+    er_status st;
+    (void)params;
+    if (!path || !out)
+        return er_fail(ER_ERR_INVALID_ARG, "er_model_load: NULL %s", path ? "out" : "path");
+    *out = NULL;
+    er_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", path);
+    loader ld = {m, path, NULL};
+    m->path = strdup(path);
+    if (!m->path) {
+        st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    if ((st = gguf_open(path, &m->file)) != ER_OK || (st = read_config(&ld)) != ER_OK ||
+        (st = bind_weights(&ld)) != ER_OK || (st = vocab_load(m->file, path, &m->vocab)) != ER_OK)
+        goto fail;
+    m->config.bos = token_id_or_none(m->file, "tokenizer.ggml.bos_token_id", m->config.n_vocab);
+    m->config.eos = token_id_or_none(m->file, "tokenizer.ggml.eos_token_id", m->config.n_vocab);
+    *out = m;
+    return ER_OK;
+fail:
+    er_model_free(m);
+    return st;
+}
+
+void er_model_free(er_model *m) {
+    if (!m)
+        return;
+    gguf_close(m->file);
+    free(m->layers);
+    free(m->f32_arena);
+    free(m->path);
+    free(m);
+}
+
+int64_t er_model_n_vocab(const er_model *m) { return m ? m->config.n_vocab : 0; }
+int64_t er_model_n_ctx_train(const er_model *m) { return m ? m->config.n_ctx_train : 0; }
+int32_t er_model_bos(const er_model *m) { return m ? m->config.bos : -1; }
+int32_t er_model_eos(const er_model *m) { return m ? m->config.eos : -1; }
+
+const char *er_model_arch(const er_model *m) {
+    if (!m)
+        return "";
+    return m->config.arch == ER_ARCH_QWEN3 ? "qwen3" : "llama";
+}
+
+int64_t er_token_to_piece(const er_model *m, int32_t id, char *buf, int64_t cap) {
+    if (!m || (!buf && cap > 0))
+        return -1;
+    return vocab_token_to_piece(&m->vocab, id, buf, cap);
+}

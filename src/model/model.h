@@ -1,0 +1,105 @@
+/*
+ * model.h - a loaded model (config from metadata, weights bound as views into the
+ * mapping) and a context (KV cache and scratch, sized once at creation).
+ *
+ * Invariants after er_model_load succeeds: every weight exists with the shape the
+ * config implies and a type we can compute with; every 1-D norm is copied to F32;
+ * nothing in the token loop allocates or re-checks.
+ */
+#ifndef ER_MODEL_MODEL_H
+#define ER_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgerunner.h"
+#include "io/gguf.h"
+#include "quant/types.h"
+#include "tokenizer/vocab.h"
+
+enum er_arch { ER_ARCH_LLAMA, ER_ARCH_QWEN3 };
+
+typedef struct model_config {
+    enum er_arch arch;
+    int64_t n_vocab;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;   /* per-head size of Q and K (attention.key_length) */
+    int64_t head_dim_v; /* per-head size of V (attention.value_length) */
+    int64_t n_ff;
+    int64_t n_ctx_train;
+    int64_t n_rot;     /* rotated dimensions per head (rope.dimension_count), <= head_dim */
+    float norm_eps;
+    float rope_base;
+    float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
+    int rope_neox;        /* 1: rotate pairs (i, i + n_rot/2); 0: pairs (2i, 2i+1) */
+    int has_qk_norm;      /* Qwen3: RMSNorm over each Q and K head before RoPE */
+    int32_t bos;          /* -1: none */
+    int32_t eos;          /* -1: none */
+} model_config;
+
+/* A 2-D weight matrix in GGML layout: n_out rows of n_in contiguous elements. */
+typedef struct er_weight {
+    const uint8_t *data; /* (n_out, row_size) into the mapping */
+    const er_type_traits *traits;
+    int64_t n_in;
+    int64_t n_out;
+    size_t row_size; /* bytes per row */
+} er_weight;
+
+typedef struct layer_weights {
+    const float *attn_norm; /* (n_embd) */
+    const float *q_norm;    /* (head_dim), Qwen3 only, else NULL */
+    const float *k_norm;    /* (head_dim), Qwen3 only, else NULL */
+    er_weight wq;           /* (n_head * head_dim, n_embd) */
+    er_weight wk;           /* (n_head_kv * head_dim, n_embd) */
+    er_weight wv;           /* (n_head_kv * head_dim_v, n_embd) */
+    er_weight wo;           /* (n_embd, n_head * head_dim_v) */
+    const float *ffn_norm;  /* (n_embd) */
+    er_weight w_gate;       /* (n_ff, n_embd) */
+    er_weight w_up;         /* (n_ff, n_embd) */
+    er_weight w_down;       /* (n_embd, n_ff) */
+} layer_weights;
+
+struct er_model {
+    char *path;
+    gguf_file *file; /* owns the read-only mapping the weights point into */
+    model_config config;
+    er_weight token_embd;     /* (n_vocab, n_embd) */
+    er_weight output;         /* (n_vocab, n_embd); token_embd's view when tied */
+    const float *output_norm; /* (n_embd) */
+    const float *rope_freqs;  /* (n_rot / 2) frequency divisors (Llama 3.1), or NULL */
+    layer_weights *layers;    /* (n_layer) */
+    float *f32_arena;         /* owns every norm vector above, converted to F32 */
+    vocab vocab;
+};
+
+struct er_context {
+    er_model *model;
+    int64_t n_ctx;
+    int64_t n_batch;
+    int64_t n_past;
+    int has_logits;
+    /* KV cache, F32 so that it matches the reference exactly */
+    float *k_cache; /* (n_layer, n_ctx, n_head_kv * head_dim) */
+    float *v_cache; /* (n_layer, n_ctx, n_head_kv * head_dim_v) */
+    /* scratch for one batch of up to n_batch tokens */
+    float *x;      /* (n_batch, n_embd) residual stream */
+    float *xn;     /* (n_batch, max(n_embd, n_ff)) normed input to the next matmul */
+    float *q;      /* (n_batch, n_head * head_dim) */
+    float *attn;   /* (n_batch, n_head * head_dim_v) attention output */
+    float *gate;   /* (n_batch, n_ff) */
+    float *up;     /* (n_batch, n_ff) */
+    float *scores; /* (n_ctx) attention weights of one head */
+    float *row;    /* (max row length) one dequantized weight row */
+    float *logits; /* (n_vocab) of the last token decoded */
+};
+
+/* Runs n_tokens (<= n_batch, fitting in the cache) through the model at positions
+ * n_past.., appends their K/V to the cache, and writes logits: of every token into
+ * logits_all (n_tokens, n_vocab) when not NULL, and of the last one into ctx->logits. */
+void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, float *logits_all);
+
+#endif

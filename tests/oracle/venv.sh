@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds (once) and prints the path of the Python virtual environment that holds the
+# independent oracles: transformers + CPU torch (reference forward pass), gguf (reference
+# GGUF writer and Q8_0 quantizer) and llama-cpp-python (llama.cpp itself, built from its
+# sdist). The environment lives outside the clone, keyed by the pinned versions, so that
+# it is built once per machine and reused; a fresh machine rebuilds it (about 10 minutes).
+#
+# Usage: PY=$(tests/oracle/venv.sh)/bin/python
+set -euo pipefail
+
+PINS="torch==2.15.0 transformers==5.24.0 gguf==0.19.0 numpy==2.4.6 llama-cpp-python==0.3.36"
+key=$(printf '%s' "$PINS" | sha256sum | cut -c1-12)
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/edgerunner"
+venv="$cache/oracle-venv-$key"
+
+mkdir -p "$cache"
+exec 9>"$cache/oracle-venv-$key.lock"
+flock 9
+if [ ! -f "$venv/.complete" ]; then
+    rm -rf "$venv"
+    echo "oracle venv: building $venv ($PINS)" >&2
+    python3 -m venv "$venv" >&2
+    "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
+    # llama.cpp is compiled here; tests, examples and servers are not needed.
+    CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+        "$venv/bin/python" -m pip install --quiet $PINS >&2
+    touch "$venv/.complete"
+fi
+echo "$venv"

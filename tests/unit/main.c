@@ -1,0 +1,36 @@
+/* main.c - runs every unit test suite; run from the repository root. */
+#include <string.h>
+
+#include "test.h"
+
+int test_checks_failed;
+int test_checks_passed;
+
+typedef struct suite {
+    const char *name;
+    void (*run)(void);
+} suite;
+
+int main(int argc, char **argv) {
+    static const suite suites[] = {
+        {"gguf", test_gguf},
+        {"types", test_types},
+        {"model", test_model},
+    };
+    int n_suites_passed = 0, n_suites_failed = 0;
+    for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
+        if (argc > 1 && strcmp(argv[1], suites[i].name) != 0)
+            continue;
+        const int failed_before = test_checks_failed, passed_before = test_checks_passed;
+        suites[i].run();
+        const int failed = test_checks_failed - failed_before;
+        printf("%-6s %s: %d checks passed, %d failed\n", failed ? "FAIL" : "ok", suites[i].name,
+               test_checks_passed - passed_before, failed);
+        if (failed)
+            n_suites_failed++;
+        else
+            n_suites_passed++;
+    }
+    printf("%d passed, %d failed\n", n_suites_passed, n_suites_failed);
+    return n_suites_failed ? 1 : 0;
+}

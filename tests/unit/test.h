@@ -1,0 +1,32 @@
+/*
+ * test.h - the unit tests' tiny harness: CHECK counts a failure and goes on; each
+ * suite is a function listed in main.c; the run ends with "N passed, M failed".
+ */
+#ifndef ER_TEST_H
+#define ER_TEST_H
+
+#include <stdio.h>
+
+extern int test_checks_failed;
+extern int test_checks_passed;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            test_checks_passed++;                                          \
+        } else {                                                           \
+            test_checks_failed++;                                          \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, "\n");                                         \
+        }                                                                  \
+    } while (0)
+
+/* Where the test data lives (tests/data), relative to the repository root. */
+#define TEST_DATA "tests/data/"
+
+void test_gguf(void);
+void test_types(void);
+void test_model(void);
+
+#endif
