@@ -1,0 +1,144 @@
+/*
+ * test_model.c - the model and context API on the real stories260K.gguf: loading,
+ * batched prefill against token-by-token decode, batch sizes, rewind, the context
+ * limit, and misuse of the API. (Correctness against independent references is in
+ * tests/oracle/.)
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "edgerunner.h"
+#include "model/model.h"
+#include "test.h"
+
+#define STORIES TEST_DATA "stories260K.gguf"
+
+static const int32_t prompt[] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376}; /* BOS "Once upon a time..." */
+enum { N_PROMPT = sizeof prompt / sizeof prompt[0] };
+
+static er_context *new_context(er_model *m, int64_t n_ctx, int64_t n_batch) {
+    er_context_params cp = er_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    er_context *ctx = NULL;
+    er_status st = er_context_create(m, &cp, &ctx);
+    CHECK(st == ER_OK, "context: %s", er_last_error());
+    return ctx;
+}
+
+static void test_load(er_model *m) {
+    const model_config *c = &m->config;
+    CHECK(!strcmp(er_model_arch(m), "llama"), "arch %s", er_model_arch(m));
+    CHECK(c->n_layer == 5 && c->n_embd == 64 && c->n_head == 8 && c->n_head_kv == 4 && c->n_ff == 172 &&
+              c->n_vocab == 512 && c->head_dim == 8,
+          "config %lld layers, %lld embd, %lld/%lld heads, ff %lld, vocab %lld", (long long)c->n_layer,
+          (long long)c->n_embd, (long long)c->n_head, (long long)c->n_head_kv, (long long)c->n_ff, (long long)c->n_vocab);
+    CHECK(er_model_bos(m) == 1 && er_model_eos(m) == 2, "bos %d eos %d", er_model_bos(m), er_model_eos(m));
+    char piece[16];
+    int64_t n = er_token_to_piece(m, 403, piece, sizeof piece);
+    CHECK(n == 5 && !memcmp(piece, " Once", 5), "piece of 403 is ' Once'");
+    CHECK(er_token_to_piece(m, 512, piece, sizeof piece) == -1, "piece of an id out of range");
+}
+
+/* Prefill of the whole prompt, in batches of any size, and one token at a time all
+ * give bit-identical logits. */
+static void test_prefill_equals_decode(er_model *m) {
+    const int64_t n_vocab = er_model_n_vocab(m);
+    float *all = malloc((size_t)(N_PROMPT * n_vocab) * sizeof *all);
+    er_context *ctx = new_context(m, 64, 0);
+    CHECK(er_context_decode(ctx, prompt, N_PROMPT, all) == ER_OK, "prefill: %s", er_last_error());
+    CHECK(!memcmp(er_context_logits(ctx), all + (N_PROMPT - 1) * n_vocab, (size_t)n_vocab * sizeof(float)),
+          "last logits kept");
+    int finite = 1;
+    for (int64_t i = 0; i < N_PROMPT * n_vocab; i++)
+        finite &= isfinite(all[i]) != 0;
+    CHECK(finite, "logits are finite");
+
+    er_context *one = new_context(m, 64, 0);
+    er_context *batched = new_context(m, 64, 3);
+    float *row = malloc((size_t)(N_PROMPT * n_vocab) * sizeof *row);
+    int same_one = 1;
+    for (int i = 0; i < N_PROMPT; i++) {
+        er_context_decode(one, &prompt[i], 1, NULL);
+        same_one &= !memcmp(er_context_logits(one), all + i * n_vocab, (size_t)n_vocab * sizeof(float));
+    }
+    CHECK(same_one, "token-by-token decode gives the prefill's logits");
+    CHECK(er_context_decode(batched, prompt, N_PROMPT, row) == ER_OK && !memcmp(row, all, (size_t)(N_PROMPT * n_vocab) * sizeof(float)),
+          "n_batch = 3 gives the same logits");
+
+    /* rewind to 4 and decode the rest again */
+    CHECK(er_context_rewind(ctx, 4) == ER_OK && er_context_n_past(ctx) == 4, "rewind");
+    CHECK(er_context_logits(ctx) == NULL, "no logits right after a rewind");
+    CHECK(er_context_decode(ctx, prompt + 4, N_PROMPT - 4, NULL) == ER_OK &&
+              !memcmp(er_context_logits(ctx), all + (N_PROMPT - 1) * n_vocab, (size_t)n_vocab * sizeof(float)),
+          "decode after rewind reproduces the logits");
+    er_context_free(ctx);
+    er_context_free(one);
+    er_context_free(batched);
+    free(all);
+    free(row);
+}
+
+typedef struct collected {
+    int32_t ids[64];
+    int n;
+} collected;
+
+static int collect(int32_t token, void *user) {
+    collected *c = user;
+    c->ids[c->n++] = token;
+    return c->n == 5; /* stop after 5 through the callback */
+}
+
+static void test_generation(er_model *m) {
+    er_context *ctx = new_context(m, 8, 0);
+    collected got = {{0}, 0};
+    er_generate_params gp = {64, 1};
+    int64_t n_gen = -1;
+    CHECK(er_generate_greedy(ctx, prompt, 1, &gp, collect, &got, &n_gen) == ER_OK && n_gen == 5 && got.n == 5,
+          "callback stops generation (%lld)", (long long)n_gen);
+    er_context_rewind(ctx, 0);
+    n_gen = -1;
+    CHECK(er_generate_greedy(ctx, prompt, 3, &gp, NULL, NULL, &n_gen) == ER_OK && n_gen == 6,
+          "a full context stops generation without error (%lld of 8 - 3 + 1)", (long long)n_gen);
+    er_context_free(ctx);
+}
+
+static void test_misuse(er_model *m) {
+    er_model *none = (er_model *)1;
+    er_context *ctx = new_context(m, 4, 0);
+    int32_t bad_token = 512;
+    CHECK(er_model_load(NULL, NULL, &none) == ER_ERR_INVALID_ARG, "NULL path");
+    CHECK(er_model_load(STORIES, NULL, NULL) == ER_ERR_INVALID_ARG, "NULL out");
+    CHECK(er_model_load("tests/data/no-such-file.gguf", NULL, &none) == ER_ERR_IO && none == NULL &&
+              strstr(er_last_error(), "no-such-file.gguf"),
+          "missing file names the path: %s", er_last_error());
+    CHECK(er_context_create(NULL, NULL, &ctx) == ER_ERR_INVALID_ARG, "NULL model");
+    CHECK(er_context_decode(ctx, prompt, 0, NULL) == ER_ERR_INVALID_ARG, "no tokens");
+    CHECK(er_context_decode(ctx, NULL, 1, NULL) == ER_ERR_INVALID_ARG, "NULL tokens");
+    CHECK(er_context_decode(ctx, &bad_token, 1, NULL) == ER_ERR_INVALID_ARG && strstr(er_last_error(), "512"),
+          "token outside the vocabulary: %s", er_last_error());
+    CHECK(er_context_decode(ctx, prompt, 5, NULL) == ER_ERR_CONTEXT_FULL && er_context_n_past(ctx) == 0,
+          "a prompt longer than the context fails and changes nothing");
+    CHECK(er_context_rewind(ctx, 1) == ER_ERR_INVALID_ARG, "rewind past n_past");
+    er_context_params neg = {-1, 0, 0};
+    er_context *c2 = NULL;
+    CHECK(er_context_create(m, &neg, &c2) == ER_ERR_INVALID_ARG && c2 == NULL, "negative n_ctx");
+    er_context_free(ctx);
+    er_context_free(NULL);
+    er_model_free(NULL);
+}
+
+void test_model(void) {
+    er_model *m = NULL;
+    er_status st = er_model_load(STORIES, NULL, &m);
+    CHECK(st == ER_OK, "load %s: %s", STORIES, er_last_error());
+    if (st != ER_OK)
+        return;
+    test_load(m);
+    test_prefill_equals_decode(m);
+    test_generation(m);
+    test_misuse(m);
+    er_model_free(m);
+}
