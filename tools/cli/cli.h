@@ -1,0 +1,26 @@
+/*
+ * cli.h - what the `edgerunner` subcommands share: one file per subcommand, each an
+ * int cmd_NAME(argc, argv) returning the process exit code (0, or 1 after printing one
+ * line on stderr).
+ */
+#ifndef ER_CLI_H
+#define ER_CLI_H
+
+#include <stdint.h>
+
+#include "edgerunner.h"
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+/* Print "edgerunner: WHAT" (or the last library error) on stderr; return 1. */
+int cli_fail(const char *what);
+int cli_fail_status(er_status st);
+
+/* Parse an integer in [lo, hi]; 0 on a malformed or out-of-range value. */
+int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* "1,2,3" or "1 2 3" -> a malloc'd array of ids; returns the count, or -1. */
+int64_t cli_parse_ids(const char *s, int32_t **out);
+
+#endif

@@ -1,0 +1,156 @@
+/* run.c - `edgerunner run`: greedy generation from token ids. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct run_state {
+    const er_model *model;
+    int print_ids;
+    int64_t n_printed;
+} run_state;
+
+static int print_token(int32_t token, void *user) {
+    run_state *rs = user;
+    char piece[256];
+    int64_t n = rs->print_ids ? -1 : er_token_to_piece(rs->model, token, piece, sizeof piece);
+    if (n < 0)
+        printf(rs->n_printed ? " %d" : "%d", token);
+    else
+        fwrite(piece, 1, (size_t)n, stdout);
+    rs->n_printed++;
+    fflush(stdout);
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *model_path = NULL, *ids_arg = NULL, *dump_path = NULL;
+    int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
+    int print_ids = 0, ignore_eos = 0, n_given = 0;
+    double temp = 0.0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes_value = 1;
+        if (!strcmp(a, "--ids")) {
+            print_ids = 1;
+            takes_value = 0;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            ignore_eos = 1;
+            takes_value = 0;
+        } else if (!v) {
+            fprintf(stderr, "edgerunner: run: %s needs a value\n", a);
+            return 1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            model_path = v;
+        } else if (!strcmp(a, "--prompt-ids")) {
+            ids_arg = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            return cli_fail("run: text prompts need the tokenizer, which is not built yet; use --prompt-ids");
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!cli_parse_i64(v, -1, INT32_MAX, &n_predict))
+                return cli_fail("run: -n wants an integer >= -1");
+            n_given = 1;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            if (!cli_parse_i64(v, 0, INT32_MAX, &n_ctx))
+                return cli_fail("run: -c wants an integer >= 0");
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            if (!cli_parse_i64(v, 0, INT32_MAX, &n_batch))
+                return cli_fail("run: -b wants an integer >= 0");
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!cli_parse_i64(v, 0, 1024, &n_threads))
+                return cli_fail("run: -t wants an integer in [0, 1024]");
+        } else if (!strcmp(a, "--temp")) {
+            char *end;
+            temp = strtod(v, &end);
+            if (end == v || *end || temp < 0)
+                return cli_fail("run: --temp wants a number >= 0");
+            if (temp != 0.0)
+                return cli_fail("run: only greedy decoding (--temp 0) is implemented so far");
+        } else if (!strcmp(a, "--dump-logits")) {
+            dump_path = v;
+        } else {
+            fprintf(stderr, "edgerunner: run: unknown option '%s'\n", a);
+            return 1;
+        }
+        i += takes_value;
+    }
+    if (!model_path)
+        return cli_fail("run: -m MODEL is required");
+    if (!ids_arg)
+        return cli_fail("run: --prompt-ids ID,ID,... is required");
+
+    int rc = 1;
+    er_status st;
+    er_model *model = NULL;
+    er_context *ctx = NULL;
+    int32_t *prompt = NULL;
+    float *logits = NULL;
+    FILE *dump = NULL;
+    int64_t n_prompt = cli_parse_ids(ids_arg, &prompt);
+    if (n_prompt < 0) {
+        cli_fail("run: --prompt-ids wants a comma-separated list of non-negative token ids");
+        goto done;
+    }
+    er_context_params cp = er_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.n_threads = (int)n_threads;
+    if ((st = er_model_load(model_path, NULL, &model)) != ER_OK ||
+        (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
+        rc = cli_fail_status(st);
+        goto done;
+    }
+    if (dump_path) {
+        const int64_t n_vocab = er_model_n_vocab(model);
+        logits = malloc((size_t)n_prompt * (size_t)n_vocab * sizeof *logits);
+        if (!logits) {
+            cli_fail("run: out of memory for the logits");
+            goto done;
+        }
+        if ((st = er_context_decode(ctx, prompt, n_prompt, logits)) != ER_OK) {
+            rc = cli_fail_status(st);
+            goto done;
+        }
+        dump = fopen(dump_path, "wb");
+        if (!dump || fwrite(logits, sizeof *logits, (size_t)(n_prompt * n_vocab), dump) != (size_t)(n_prompt * n_vocab) ||
+            fclose(dump) != 0) {
+            dump = NULL;
+            fprintf(stderr, "edgerunner: run: cannot write %s: %s\n", dump_path, strerror(errno));
+            goto done;
+        }
+        dump = NULL;
+        if (!n_given) {
+            rc = 0;
+            goto done;
+        }
+        er_context_rewind(ctx, 0);
+    }
+
+    run_state rs = {model, print_ids, 0};
+    er_generate_params gp = {n_predict < 0 ? INT64_MAX : n_predict, ignore_eos};
+    int64_t n_generated = 0;
+    st = er_generate_greedy(ctx, prompt, n_prompt, &gp, print_token, &rs, &n_generated);
+    if (rs.n_printed || print_ids)
+        printf("\n");
+    if (st != ER_OK) {
+        rc = cli_fail_status(st);
+        goto done;
+    }
+    if (n_generated < gp.n_predict && er_context_n_past(ctx) >= er_context_n_ctx(ctx))
+        fprintf(stderr, "edgerunner: stopped: the context of %lld tokens is full\n", (long long)er_context_n_ctx(ctx));
+    rc = 0;
+done:
+    if (dump)
+        fclose(dump);
+    free(logits);
+    free(prompt);
+    er_context_free(ctx);
+    er_model_free(model);
+    return rc;
+}
