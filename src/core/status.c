@@ -18,17 +18,26 @@ const char *er_status_name(er_status status) {
     case ER_ERR_UNSUPPORTED: return "ER_ERR_UNSUPPORTED";
     case ER_ERR_NO_MEMORY: return "ER_ERR_NO_MEMORY";
     case ER_ERR_CONTEXT_FULL: return "ER_ERR_CONTEXT_FULL";
+    case ER_ERR_DEVICE: return "ER_ERR_DEVICE";
     }
     return "ER_ERR_UNKNOWN";
 }
 
 const char *er_last_error(void) { return last_error; }
 
+/* Names from a file may hold control characters; a message stays one printable line. */
+static void replace_controls(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 er_status er_fail(er_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    replace_controls(last_error);
     return status;
 }
 
@@ -46,5 +55,6 @@ er_status er_fail_prefix(er_status status, const char *fmt, ...) {
     memcpy(last_error, prefix, n_prefix);
     memcpy(last_error + n_prefix, old, n_old);
     last_error[n_prefix + n_old] = '\0';
+    replace_controls(last_error);
     return status;
 }

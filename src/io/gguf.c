@@ -50,6 +50,10 @@ bool gguf_string_eq(gguf_string s, const char *cstr) {
 
 static size_t remaining(const reader *r) { return r->size - r->pos; }
 
+/* A name's length for "%.*s" in a message: at most 200 bytes (an int cast of a longer
+ * length could be negative, which would make printf read to a NUL past the name). */
+static int shown(uint64_t len) { return len > 200 ? 200 : (int)len; }
+
 static er_status take(reader *r, size_t n, const void **out, const char *what) {
     if (n > remaining(r))
         return er_fail(ER_ERR_FORMAT,
@@ -144,10 +148,10 @@ static er_status read_array(reader *r, gguf_value *v, int depth, const gguf_stri
         return st;
     if (elem_type >= GGUF_TYPE_COUNT)
         return er_fail(ER_ERR_FORMAT, "%s: key '%.*s': array at byte offset %zu has unknown element type %u",
-                       r->name, (int)key->len, key->data, at, elem_type);
+                       r->name, shown(key->len), key->data, at, elem_type);
     if (depth >= GGUF_MAX_ARRAY_DEPTH)
         return er_fail(ER_ERR_FORMAT, "%s: key '%.*s': arrays nested deeper than %d at byte offset %zu",
-                       r->name, (int)key->len, key->data, GGUF_MAX_ARRAY_DEPTH, at);
+                       r->name, shown(key->len), key->data, GGUF_MAX_ARRAY_DEPTH, at);
     v->arr.type = (enum gguf_value_type)elem_type;
 
     /* the smallest encoding of one element bounds how many can fit in what remains */
@@ -159,7 +163,7 @@ static er_status read_array(reader *r, gguf_value *v, int depth, const gguf_stri
     if (n > remaining(r) / min_size)
         return er_fail(ER_ERR_FORMAT,
                        "%s: key '%.*s': array at byte offset %zu claims %llu %s elements, more than the %zu bytes left can hold",
-                       r->name, (int)key->len, key->data, at, (unsigned long long)n,
+                       r->name, shown(key->len), key->data, at, (unsigned long long)n,
                        gguf_type_name(v->arr.type), remaining(r));
 
     if (elem_type == GGUF_TYPE_STRING) {
@@ -233,15 +237,15 @@ static const gguf_string *find_duplicate(const gguf_string **sorted, uint64_t n)
 
 static er_status read_metadata(reader *r, gguf_file *f) {
     er_status st;
+    const uint64_t n_read = f->n_kv;
+    f->n_kv = 0; /* counts fully read pairs, for gguf_close on failure (f->kv may be NULL) */
     /* each pair needs at least 8 (key length) + 4 (type) + 1 bytes */
-    if (f->n_kv > remaining(r) / 13)
+    if (n_read > remaining(r) / 13)
         return er_fail(ER_ERR_FORMAT, "%s: header claims %llu metadata pairs, more than the %zu bytes left can hold",
-                       r->name, (unsigned long long)f->n_kv, remaining(r));
-    f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kv);
+                       r->name, (unsigned long long)n_read, remaining(r));
+    f->kv = calloc(n_read ? n_read : 1, sizeof *f->kv);
     if (!f->kv)
-        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %llu metadata pairs", r->name, (unsigned long long)f->n_kv);
-    uint64_t n_read = f->n_kv;
-    f->n_kv = 0; /* counts fully read pairs, for gguf_close on failure */
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %llu metadata pairs", r->name, (unsigned long long)n_read);
     for (uint64_t i = 0; i < n_read; i++) {
         gguf_kv *kv = &f->kv[i];
         size_t at = r->pos;
@@ -255,7 +259,7 @@ static er_status read_metadata(reader *r, gguf_file *f) {
             return st;
         if (type >= GGUF_TYPE_COUNT)
             return er_fail(ER_ERR_FORMAT, "%s: key '%.*s' at byte offset %zu has unknown value type %u",
-                           r->name, (int)kv->key.len, kv->key.data, at, type);
+                           r->name, shown(kv->key.len), kv->key.data, at, type);
         f->n_kv = i + 1;
         if ((st = read_value(r, (enum gguf_value_type)type, &kv->value, 0, &kv->key)) != ER_OK)
             return st;
@@ -310,11 +314,12 @@ static er_status read_tensor_infos(reader *r, gguf_file *f) {
         if (t->ne[0] % traits->block_size != 0)
             return er_fail(ER_ERR_FORMAT, "%s: tensor '%.*s': row length %lld is not a multiple of the %s block size %lld",
                            r->name, nl, t->name.data, (long long)t->ne[0], traits->name, (long long)traits->block_size);
-        /* n_elements < 2^62 and type_size <= 292: the product fits in 64 bits */
-        uint64_t size = n_elements / (uint64_t)traits->block_size * traits->type_size;
-        if (size > SIZE_MAX)
-            return er_fail(ER_ERR_FORMAT, "%s: tensor '%.*s' is too large (%llu bytes)", r->name, nl, t->name.data, (unsigned long long)size);
-        t->size = (size_t)size;
+        /* n_elements <= 2^62 blocks of up to 292 bytes: the byte size can pass 2^64 */
+        const uint64_t n_blocks = n_elements / (uint64_t)traits->block_size;
+        if (n_blocks > SIZE_MAX / traits->type_size)
+            return er_fail(ER_ERR_FORMAT, "%s: tensor '%.*s' is too large (%llu blocks of %zu bytes)", r->name, nl,
+                           t->name.data, (unsigned long long)n_blocks, traits->type_size);
+        t->size = (size_t)n_blocks * traits->type_size;
         if ((st = read_u64(r, &t->offset, "tensor offset")) != ER_OK)
             return st;
     }
@@ -372,7 +377,7 @@ static er_status check_unique(const reader *r, gguf_file *f) {
         sorted[i] = &f->kv[i].key;
     const gguf_string *dup = find_duplicate(sorted, f->n_kv);
     if (dup) {
-        st = er_fail(ER_ERR_FORMAT, "%s: duplicate metadata key '%.*s'", r->name, (int)dup->len, dup->data);
+        st = er_fail(ER_ERR_FORMAT, "%s: duplicate metadata key '%.*s'", r->name, shown(dup->len), dup->data);
         goto done;
     }
     for (uint64_t i = 0; i < f->n_tensors; i++)
@@ -390,9 +395,10 @@ er_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_fi
     reader r = {data, size, 0, name ? name : "gguf"};
     const void *magic = NULL;
     gguf_file *f = NULL;
+    if (out)
+        *out = NULL;
     if (!out || (!data && size > 0))
         return er_fail(ER_ERR_INVALID_ARG, "gguf_parse: NULL argument");
-    *out = NULL;
     f = calloc(1, sizeof *f);
     if (!f)
         return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", r.name);

@@ -136,7 +136,7 @@ int cmd_run(int argc, char **argv) {
     er_generate_params gp = {n_predict < 0 ? INT64_MAX : n_predict, ignore_eos};
     int64_t n_generated = 0;
     st = er_generate_greedy(ctx, prompt, n_prompt, &gp, print_token, &rs, &n_generated);
-    if (rs.n_printed || print_ids)
+    if (rs.n_printed || (print_ids && st == ER_OK))
         printf("\n");
     if (st != ER_OK) {
         rc = cli_fail_status(st);

@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# run.sh BINARY - end-to-end tests of the edgerunner command line, from the repo root:
+#   tests/cli/run.sh build/edgerunner
+#   tests/cli/run.sh build/debug/edgerunner     (ASan + UBSan build)
+#
+# The contract checked: on any error the binary exits with status 1 exactly (not a signal,
+# not a sanitizer's exit code), prints exactly one line on stderr starting with
+# "edgerunner:", and prints nothing on stdout. Hostile GGUF files are written with
+# python3's struct into a temporary directory. Every invocation runs under `timeout 20`,
+# so a hang is a failure. Prints one line per check, then "N passed, M failed".
+set -u
+
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+    echo "usage: $0 BINARY (run from the repository root)" >&2
+    exit 2
+fi
+BIN=$1
+STORIES=tests/data/stories260K.gguf
+if [ ! -f "$STORIES" ]; then
+    echo "$0: $STORIES not found (run from the repository root)" >&2
+    exit 2
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/er_cli.XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT
+
+# Sanitizer reports must not look like an ordinary failure: ASan and UBSan exit with 1 by
+# default, so give them their own codes; stderr is also searched for their reports.
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:exitcode=86:detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=0:print_stacktrace=1:exitcode=87
+export LSAN_OPTIONS=exitcode=88
+
+n_pass=0
+n_fail=0
+pass() {
+    n_pass=$((n_pass + 1))
+    echo "ok    $1"
+}
+fail() {
+    n_fail=$((n_fail + 1))
+    echo "FAIL  $1: $2"
+    if [ -s "$TMP/err" ]; then
+        head -c 2000 "$TMP/err" | cat -v | sed 's/^/      stderr: /'
+    fi
+}
+
+# invoke ARGS...: runs the binary; sets rc, and leaves stdout/stderr in $TMP/out, $TMP/err
+invoke() {
+    timeout 20 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+}
+
+# why the last invocation does not look like a clean run ("" when it does)
+sanitizer_problem() {
+    if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|UndefinedBehaviorSanitizer' "$TMP/err"; then
+        echo "sanitizer report"
+    elif [ "$rc" -eq 124 ]; then
+        echo "timed out (hang?)"
+    elif [ "$rc" -gt 128 ]; then
+        echo "killed by signal $((rc - 128))"
+    fi
+}
+
+# expect_error NAME PATTERN [stdout-blank] -- ARGS...: exit 1, one stderr line
+# "edgerunner: ..." matching PATTERN (grep -E, case-insensitive), empty stdout (or only
+# whitespace with stdout-blank)
+expect_error() {
+    local name=$1 pattern=$2 stdout_mode=empty
+    shift 2
+    if [ "$1" = stdout-blank ]; then
+        stdout_mode=blank
+        shift
+    fi
+    shift # --
+    invoke "$@"
+    local problem
+    problem=$(sanitizer_problem)
+    local n_lines n_records
+    n_lines=$(wc -l <"$TMP/err")
+    n_records=$(awk 'END { print NR }' "$TMP/err")
+    if [ -n "$problem" ]; then
+        fail "$name" "$problem (exit $rc)"
+    elif [ "$rc" -ne 1 ]; then
+        fail "$name" "exit status $rc, expected 1"
+    elif [ "$n_lines" -ne 1 ] || [ "$n_records" -ne 1 ]; then
+        fail "$name" "$n_records lines on stderr, expected exactly 1"
+    elif ! head -n 1 "$TMP/err" | grep -q '^edgerunner: '; then
+        fail "$name" "stderr does not start with 'edgerunner: '"
+    elif ! grep -qiE -- "$pattern" "$TMP/err"; then
+        fail "$name" "message does not match /$pattern/"
+    elif [ "$stdout_mode" = empty ] && [ -s "$TMP/out" ]; then
+        fail "$name" "stdout not empty: $(head -c 200 "$TMP/out")"
+    elif [ "$stdout_mode" = blank ] && grep -q '[^[:space:]]' "$TMP/out"; then
+        fail "$name" "stdout not blank: $(head -c 200 "$TMP/out")"
+    else
+        pass "$name"
+    fi
+}
+
+# expect_ok NAME -- ARGS...: exit 0, no sanitizer report
+expect_ok() {
+    local name=$1
+    shift 2
+    invoke "$@"
+    local problem
+    problem=$(sanitizer_problem)
+    if [ -n "$problem" ]; then
+        fail "$name" "$problem (exit $rc)"
+    elif [ "$rc" -ne 0 ]; then
+        fail "$name" "exit status $rc, expected 0"
+    else
+        pass "$name"
+        return 0
+    fi
+    return 1
+}
+
+# ---- hostile files ------------------------------------------------------------------
+# gen.py writes the files and prints a manifest: "FILE<TAB>PATTERN<TAB>KIND" where KIND is
+# "gguf" (the file itself is malformed: info and run both fail) or "model" (a valid GGUF
+# that is not a loadable model: info succeeds, run fails).
+cat >"$TMP/gen.py" <<'PY'
+import os, struct, sys
+
+out, stories_path = sys.argv[1], sys.argv[2]
+manifest = []
+
+def u32(v): return struct.pack('<I', v)
+def u64(v): return struct.pack('<Q', v)
+def s(b):
+    b = b.encode() if isinstance(b, str) else b
+    return u64(len(b)) + b
+def header(n_tensors, n_kv, version=3, magic=b'GGUF'):
+    return magic + u32(version) + u64(n_tensors) + u64(n_kv)
+def kv_u32(k, v): return s(k) + u32(4) + u32(v)
+def kv_str(k, v): return s(k) + u32(8) + s(v)
+def info(name, ne, typ, off):
+    return s(name) + u32(len(ne)) + b''.join(u64(x) for x in ne) + u32(typ) + u64(off)
+def pad(b, a=32): return b + b'\0' * (-len(b) % a)
+def tensor_file(infos, data_len, kvs=(), align=32):
+    b = header(len(infos), len(kvs)) + b''.join(kvs) + b''.join(infos)
+    return pad(b, align) + bytes(data_len)
+def add(name, data, pattern, kind='gguf'):
+    path = os.path.join(out, name + '.gguf')
+    with open(path, 'wb') as f:
+        f.write(data)
+    manifest.append((path, pattern, kind))
+
+F32, Q8_0 = 0, 8
+good = info('good', [8], F32, 0)
+junk = bytes(64)
+
+add('empty', b'', 'empty')
+add('magic', b'GGUX' + u32(3) + u64(0) + u64(0), 'magic')
+add('short', b'GG', 'offset')
+add('version1', header(0, 0, version=1), 'version 1')
+add('version4', header(0, 0, version=4), 'version 4')
+add('version_max', header(0, 0, version=0xFFFFFFFF), 'version 4294967295')
+add('n_kv_2e63', header(0, 1 << 63) + junk, 'metadata pairs')
+add('n_kv_max', header(0, (1 << 64) - 1) + junk, 'metadata pairs')
+add('n_tensors_2e63', header(1 << 63, 0) + junk, 'tensors')
+add('n_tensors_max', header((1 << 64) - 1, 0) + junk, 'tensors')
+add('key_len_huge', header(0, 1) + u64((1 << 64) - 1) + junk, 'length')
+add('string_len_huge', header(0, 1) + s('k') + u32(8) + u64(1 << 62) + junk, 'length')
+add('array_count_huge', header(0, 1) + s('k') + u32(9) + u32(10) + u64(1 << 62) + junk, 'claims')
+add('string_array_count_huge', header(0, 1) + s('k') + u32(9) + u32(8) + u64((1 << 64) - 1) + junk, 'claims')
+add('value_type_unknown', header(0, 1) + s('k') + u32(13) + junk, 'unknown value type')
+add('element_type_unknown', header(0, 1) + s('k') + u32(9) + u32(77) + u64(1) + junk, 'unknown element type')
+deep = s('deep') + u32(9) + (u32(9) + u64(1)) * 9 + u32(0) + u64(1) + b'\x01'
+add('arrays_too_deep', header(0, 1) + deep, 'nested deeper')
+add('n_dims_0', tensor_file([good, s('bad') + u32(0) + u32(F32) + u64(32)], 64), "'bad'.*dimensions")
+add('n_dims_5', tensor_file([good, info('bad', [2] * 5, F32, 32)], 256), "'bad'.*dimensions")
+add('dim_zero', tensor_file([good, info('bad', [4, 0], F32, 32)], 64), "'bad'.*dimension")
+add('dims_overflow', tensor_file([good, info('bad', [1 << 32, 1 << 32], F32, 32)], 64), "'bad'.*dimension")
+add('bytes_overflow', tensor_file([good, info('bad', [1 << 62], F32, 32)], 64), "'bad'")
+add('type_99', tensor_file([good, info('bad', [8], 99, 32)], 64), "'bad'.*unknown type")
+add('type_4', tensor_file([good, info('bad', [32], 4, 32)], 64), "'bad'.*unknown type")
+add('q8_0_row_33', tensor_file([good, info('bad', [33, 2], Q8_0, 32)], 256), "'bad'.*block size")
+add('offset_past_end', tensor_file([good, info('bad', [8], F32, 1 << 40)], 64), "'bad'.*outside the file")
+add('offset_near_2e64', tensor_file([good, info('bad', [8], F32, (1 << 64) - 32)], 64), "'bad'.*outside the file")
+add('size_past_end', tensor_file([good, info('bad', [8], F32, 32)], 63), "'bad'.*outside the file")
+add('no_data_section', header(1, 0) + good, 'past the end')
+add('offset_misaligned', tensor_file([good, info('bad', [4], F32, 48)], 128), "'bad'.*alignment")
+add('alignment_u64', header(0, 1) + s('general.alignment') + u32(10) + u64(32), 'general.alignment.*type')
+add('alignment_zero', header(0, 1) + kv_u32('general.alignment', 0), 'power of two')
+add('alignment_48', header(0, 1) + kv_u32('general.alignment', 48), 'power of two')
+add('duplicate_key', header(0, 2) + kv_u32('k.dup', 1) + kv_u32('k.dup', 2), "duplicate.*'k.dup'")
+add('duplicate_tensor', tensor_file([good, info('good', [8], F32, 32)], 64), "duplicate.*'good'")
+add('empty_key', header(0, 1) + kv_u32('', 1), 'empty key')
+add('empty_tensor_name', tensor_file([good, info('', [8], F32, 32)], 64), 'empty name')
+# names with control characters still give exactly one line on stderr
+add('newline_in_key', header(0, 1) + s('bad\nkey\r\x1b[2J') + u32(13) + junk, 'unknown value type')
+add('newline_in_tensor_name', tensor_file([info('x\ny', [8], 99, 0)], 32), 'unknown type')
+
+# the real model, cut short: in the header, metadata, tensor infos, padding, data
+stories = open(stories_path, 'rb').read()
+def data_offset(b):
+    """start of the data section (an independent minimal GGUF walk)"""
+    pos = 24
+    n_tensors, n_kv = struct.unpack_from('<QQ', b, 8)
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    def skip_string(p): return p + 8 + struct.unpack_from('<Q', b, p)[0]
+    def skip_value(p, t):
+        if t == 8: return skip_string(p)
+        if t == 9:
+            et, n = struct.unpack_from('<IQ', b, p)
+            p += 12
+            for _ in range(n): p = skip_value(p, et)
+            return p
+        return p + sizes[t]
+    align = 32
+    for _ in range(n_kv):
+        k0 = pos
+        pos = skip_string(pos)
+        key = b[k0 + 8:pos]
+        t = struct.unpack_from('<I', b, pos)[0]
+        if key == b'general.alignment': align = struct.unpack_from('<I', b, pos + 4)[0]
+        pos = skip_value(pos + 4, t)
+    for _ in range(n_tensors):
+        pos = skip_string(pos)
+        nd = struct.unpack_from('<I', b, pos)[0]
+        pos += 4 + 8 * nd + 4 + 8
+    return (pos + align - 1) // align * align
+doff = data_offset(stories)
+for cut in (3, 24, 1000, doff - 1, doff + 100, len(stories) // 2, len(stories) - 1):
+    pattern = 'outside the file' if cut > doff else 'offset|bytes left|remain|past the end'
+    add('stories_cut_%d' % cut, stories[:cut], pattern)
+
+# valid GGUF files that are not models we can load: `info` works, `run` fails
+add('arch_mamba', header(0, 1) + kv_str('general.architecture', 'mamba'), "'mamba'.*supported.*llama", 'model')
+arch = s('general.architecture') + u32(8) + s('llama')
+assert stories.count(arch) == 1
+add('stories_arch_mamba', stories.replace(arch, s('general.architecture') + u32(8) + s('mamba')),
+    "'mamba'.*supported.*llama", 'model')
+add('arch_with_newline', header(0, 1) + kv_str('general.architecture', 'mam\nba'), 'supported', 'model')
+add('no_arch', header(0, 1) + kv_str('general.name', 'x'), 'general.architecture', 'model')
+blocks = s('llama.block_count') + u32(4) + u32(5)
+assert stories.count(blocks) == 1
+add('stories_block_count_huge', stories.replace(blocks, s('llama.block_count') + u32(4) + u32(1000000)),
+    'block_count', 'model')
+add('stories_block_count_6', stories.replace(blocks, s('llama.block_count') + u32(4) + u32(6)),
+    "blk\\.5.*not found", 'model')
+embd = s('llama.embedding_length') + u32(4) + u32(64)
+assert stories.count(embd) == 1
+add('stories_embedding_length_65', stories.replace(embd, s('llama.embedding_length') + u32(4) + u32(65)),
+    'shape|embedding|multiple|head', 'model')
+
+for path, pattern, kind in manifest:
+    print('%s\t%s\t%s' % (path, pattern, kind))
+PY
+
+if ! python3 "$TMP/gen.py" "$TMP" "$STORIES" >"$TMP/manifest"; then
+    echo "FAIL  generating hostile files with python3"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+while IFS=$'\t' read -r file pattern kind; do
+    base=$(basename "$file" .gguf)
+    if [ "$kind" = gguf ]; then
+        expect_error "info on hostile $base" "$pattern" -- info -m "$file"
+    else
+        expect_ok "info on $base (valid GGUF, not a loadable model)" -- info -m "$file"
+    fi
+    expect_error "run on hostile $base" "$pattern" -- run -m "$file" --prompt-ids 1 -n 4 --temp 0 --ids
+done <"$TMP/manifest"
+
+# ---- paths that are not GGUF files ----------------------------------------------------
+mkdir -p "$TMP/a_directory.gguf"
+expect_error "info on a nonexistent file" "no-such-file" -- info -m "$TMP/no-such-file.gguf"
+expect_error "run on a nonexistent file" "no-such-file" -- run -m "$TMP/no-such-file.gguf" --prompt-ids 1 -n 4 --temp 0 --ids
+expect_error "info on a directory" "a_directory" -- info -m "$TMP/a_directory.gguf"
+expect_error "run on a directory" "a_directory" -- run -m "$TMP/a_directory.gguf" --prompt-ids 1 -n 4 --temp 0 --ids
+
+# ---- usage errors ---------------------------------------------------------------------
+expect_error "run without -m" "-m" -- run --prompt-ids 1 -n 4 --temp 0 --ids
+expect_error "info without -m" "-m" -- info
+expect_error "run without --prompt-ids" "prompt-ids" -- run -m "$STORIES" -n 4
+expect_error "run with -m but no value" "needs a value" -- run --prompt-ids 1 -m
+expect_error "run with a malformed id list" "prompt-ids" -- run -m "$STORIES" --prompt-ids 1,x,3 -n 2
+expect_error "run with a negative id" "prompt-ids" -- run -m "$STORIES" --prompt-ids -5 -n 2
+expect_error "run with an id past INT32_MAX" "prompt-ids" -- run -m "$STORIES" --prompt-ids 99999999999 -n 2
+expect_error "run with an unknown option" "unknown option" -- run -m "$STORIES" --bogus --prompt-ids 1
+expect_error "run with -n not a number" "-n" -- run -m "$STORIES" --prompt-ids 1 -n many
+
+invoke
+if [ "$rc" -eq 1 ] && [ -z "$(sanitizer_problem)" ]; then pass "no command: exit 1"; else fail "no command" "exit status $rc"; fi
+invoke frobnicate
+if [ "$rc" -eq 1 ] && [ -z "$(sanitizer_problem)" ] && head -n 1 "$TMP/err" | grep -q "^edgerunner: .*frobnicate"; then
+    pass "unknown command: exit 1"
+else
+    fail "unknown command" "exit status $rc"
+fi
+
+# ---- the real model -------------------------------------------------------------------
+if expect_ok "info on stories260K" -- info -m "$STORIES"; then
+    if grep -q llama "$TMP/out" && grep -q token_embd.weight "$TMP/out"; then
+        pass "info output names llama and token_embd.weight"
+    else
+        fail "info output" "no 'llama' or 'token_embd.weight' in: $(head -c 300 "$TMP/out")"
+    fi
+fi
+
+run_args=(run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids)
+if expect_ok "run stories260K -n 8" -- "${run_args[@]}"; then
+    first=$(cat "$TMP/out")
+    if [ "$(wc -l <"$TMP/out")" -eq 1 ] && echo "$first" | grep -qE '^[0-9]+( [0-9]+){7}$'; then
+        pass "run prints 8 ids on one line ($first)"
+    else
+        fail "run output" "expected 8 ids on one line, got '$first'"
+    fi
+    bad_id=$(echo "$first" | tr ' ' '\n' | awk '$1 >= 512' | head -n 1)
+    if [ -z "$bad_id" ]; then pass "generated ids are inside the vocabulary"; else fail "generated ids" "id $bad_id >= 512"; fi
+    if expect_ok "run stories260K again" -- "${run_args[@]}"; then
+        if [ "$(cat "$TMP/out")" = "$first" ]; then
+            pass "the same run twice gives the same ids"
+        else
+            fail "determinism" "'$first' then '$(cat "$TMP/out")'"
+        fi
+    fi
+    if expect_ok "run stories260K with one thread" -- "${run_args[@]}" -t 1; then
+        if [ "$(cat "$TMP/out")" = "$first" ]; then
+            pass "one thread gives the same ids"
+        else
+            fail "thread count changes the result" "'$first' then '$(cat "$TMP/out")'"
+        fi
+    fi
+fi
+
+expect_error "run with an id past the vocabulary" "vocabulary" stdout-blank -- run -m "$STORIES" --prompt-ids 1,100000 -n 4 --temp 0 --ids
+expect_error "run with id = n_vocab" "vocabulary" stdout-blank -- run -m "$STORIES" --prompt-ids 512 -n 4 --temp 0 --ids
+expect_error "run with a prompt longer than the context" "fit|context" stdout-blank -- run -m "$STORIES" -c 4 --prompt-ids 1,2,3,4,5,6 -n 4 --temp 0 --ids
+expect_error "run with a nonzero temperature" "temp" -- run -m "$STORIES" --prompt-ids 1 -n 4 --temp 0.8
+
+echo "$n_pass passed, $n_fail failed"
+[ "$n_fail" -eq 0 ]
