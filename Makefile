@@ -12,11 +12,27 @@ CFLAGS := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes 
 LDLIBS := -lm -lpthread
 DEBUG_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRC := $(sort $(wildcard src/*/*.c src/backend/*/*.c))
+LIB_SRC := $(filter-out $(EXCLUDE),$(sort $(wildcard src/*/*.c src/backend/*/*.c)))
+
+# The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90 (H100/H200).
+# CUDA=0 forces a CPU-only build.
+NVCC ?= $(shell command -v nvcc 2>/dev/null)
+CUDA ?= $(if $(NVCC),1,0)
+ifeq ($(CUDA),1)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= sm_90
+NVCCFLAGS := -arch=$(CUDA_ARCH) -O3 -std=c++17 -Iinclude -Isrc -Xptxas -v -Xcompiler -Wall,-Wextra -MMD -MP
+CFLAGS += -DER_HAVE_CUDA -I$(CUDA_HOME)/include
+CU_SRC := $(sort $(wildcard src/backend/cuda/*.cu))
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+else
+LIB_SRC := $(filter-out src/backend/cuda/%,$(LIB_SRC))
+CU_SRC :=
+endif
 CLI_SRC := $(wildcard tools/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/*.c)
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
@@ -37,11 +53,16 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# ptxas's register and spill report for each kernel goes to $@.log
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $< 2> $@.log || (cat $@.log; false)
+
 unit: $(BUILD)/unit_tests $(BUILD)/edgerunner
 	$(BUILD)/unit_tests
 
 debug:
-	$(MAKE) BUILD=build/debug OPT="$(DEBUG_FLAGS)" EXTRA_CFLAGS="-fsanitize=address,undefined" all build/debug/unit_tests
+	$(MAKE) BUILD=build/debug CUDA=0 OPT="$(DEBUG_FLAGS)" EXTRA_CFLAGS="-fsanitize=address,undefined" all build/debug/unit_tests
 
 # Every test: C unit tests (plain, then under the sanitizers), the CLI's behaviour on
 # good and hostile files, then the independent oracles (transformers, llama.cpp, gguf).

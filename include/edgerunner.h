@@ -32,6 +32,7 @@ typedef enum er_status {
     ER_ERR_UNSUPPORTED,  /* valid file, but a type or architecture we do not run */
     ER_ERR_NO_MEMORY,
     ER_ERR_CONTEXT_FULL, /* the tokens do not fit in the context's KV cache */
+    ER_ERR_DEVICE,       /* no usable GPU, or a CUDA call failed */
 } er_status;
 
 /* A short constant name for a status ("ER_ERR_FORMAT"). */
@@ -45,9 +46,17 @@ typedef struct er_context er_context;
 
 /* ---- model -------------------------------------------------------------------------- */
 
+typedef enum er_backend {
+    ER_BACKEND_CPU = 0, /* the reference: plain C, F32 activations and KV cache */
+    ER_BACKEND_CUDA,    /* one NVIDIA GPU (sm_90 build); weights uploaded once at load */
+} er_backend;
+
 typedef struct er_model_params {
-    int reserved; /* backend and placement options land here; zero-initialise */
+    er_backend backend;
 } er_model_params;
+
+/* Whether this build has the CUDA backend and a usable device (0 or 1). */
+int er_cuda_available(void);
 
 er_model_params er_model_default_params(void);
 

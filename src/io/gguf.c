@@ -6,6 +6,7 @@
  * the bytes that remain (each element needs at least its minimal encoded size) before
  * anything is allocated for it, so a huge count cannot make us allocate or loop.
  */
+#define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 
 #include "io/gguf.h"
@@ -489,6 +490,15 @@ void gguf_close(gguf_file *f) {
     if (f->mapping)
         munmap(f->mapping, f->size);
     free(f);
+}
+
+void gguf_drop_pages(gguf_file *f) {
+    if (!f || !f->mapping)
+        return;
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t start = (f->data_offset + page - 1) / page * page;
+    if (start < f->size)
+        madvise((uint8_t *)f->mapping + start, f->size - start, MADV_DONTNEED);
 }
 
 const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key) {

@@ -102,6 +102,10 @@ er_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_fi
 
 void gguf_close(gguf_file *file); /* NULL-safe */
 
+/* Drops the resident pages of the data section of a mapped file (they stay mapped and
+ * fault back in from the file if read): for when the tensors now live elsewhere. */
+void gguf_drop_pages(gguf_file *file);
+
 const gguf_kv *gguf_find_kv(const gguf_file *file, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *file, const char *name);
 

@@ -1,9 +1,13 @@
 /*
  * context.c - contexts (KV cache + scratch, allocated once), decode and greedy generation.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "backend/cuda/cuda.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -40,6 +44,10 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
         p.n_batch = DEFAULT_N_BATCH;
     if (p.n_batch > p.n_ctx)
         p.n_batch = p.n_ctx;
+    if (p.n_threads == 0) {
+        long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+        p.n_threads = n_cpu < 1 ? 1 : n_cpu > 64 ? 64 : (int)n_cpu;
+    }
 
     er_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
@@ -47,6 +55,20 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     ctx->model = model;
     ctx->n_ctx = p.n_ctx;
     ctx->n_batch = p.n_batch;
+    ctx->n_threads = p.n_threads;
+    ctx->logits = alloc_floats(c->n_vocab, 1, 1);
+    if (!ctx->logits) {
+        st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: out of memory");
+        goto fail;
+    }
+    if (model->cuda) {
+#ifdef ER_HAVE_CUDA
+        if ((st = cuda_context_create(model->cuda, p.n_ctx, p.n_batch, &ctx->cuda)) != ER_OK)
+            goto fail;
+#endif
+        *out = ctx;
+        return ER_OK;
+    }
     const int64_t kv_dim = c->n_head_kv * c->head_dim;
     const int64_t v_dim = c->n_head_kv * c->head_dim_v;
     ctx->k_cache = alloc_floats(c->n_layer, p.n_ctx, kv_dim);
@@ -58,10 +80,9 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     ctx->gate = alloc_floats(p.n_batch, c->n_ff, 1);
     ctx->up = alloc_floats(p.n_batch, c->n_ff, 1);
     ctx->scores = alloc_floats(p.n_ctx, 1, 1);
-    ctx->row = alloc_floats(max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v), 1, 1);
-    ctx->logits = alloc_floats(c->n_vocab, 1, 1);
+    ctx->row = alloc_floats(p.n_threads, max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v), 1);
     if (!ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->q || !ctx->attn || !ctx->gate ||
-        !ctx->up || !ctx->scores || !ctx->row || !ctx->logits) {
+        !ctx->up || !ctx->scores || !ctx->row) {
         st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate a %lld-token KV cache and scratch for %s",
                      (long long)p.n_ctx, model->path);
         goto fail;
@@ -76,6 +97,9 @@ fail:
 void er_context_free(er_context *ctx) {
     if (!ctx)
         return;
+#ifdef ER_HAVE_CUDA
+    cuda_context_free(ctx->cuda);
+#endif
     free(ctx->k_cache);
     free(ctx->v_cache);
     free(ctx->x);
@@ -105,10 +129,19 @@ er_status er_context_decode(er_context *ctx, const int32_t *tokens, int64_t n_to
     if (n_tokens > ctx->n_ctx - ctx->n_past)
         return er_fail(ER_ERR_CONTEXT_FULL, "%lld tokens do not fit: %lld of the context's %lld are used",
                        (long long)n_tokens, (long long)ctx->n_past, (long long)ctx->n_ctx);
-    for (int64_t i = 0; i < n_tokens; i += ctx->n_batch) {
-        const int64_t n = n_tokens - i < ctx->n_batch ? n_tokens - i : ctx->n_batch;
-        model_forward(ctx, tokens + i, n, logits_all ? logits_all + i * n_vocab : NULL);
-        ctx->n_past += n;
+    if (ctx->cuda) {
+#ifdef ER_HAVE_CUDA
+        er_status st = cuda_decode(ctx->cuda, tokens, n_tokens, ctx->n_past, logits_all, ctx->logits);
+        if (st != ER_OK)
+            return st;
+        ctx->n_past += n_tokens;
+#endif
+    } else {
+        for (int64_t i = 0; i < n_tokens; i += ctx->n_batch) {
+            const int64_t n = n_tokens - i < ctx->n_batch ? n_tokens - i : ctx->n_batch;
+            model_forward(ctx, tokens + i, n, logits_all ? logits_all + i * n_vocab : NULL);
+            ctx->n_past += n;
+        }
     }
     ctx->has_logits = 1;
     return ER_OK;
@@ -131,6 +164,50 @@ int32_t er_argmax(const float *logits, int64_t n_vocab) {
     return best;
 }
 
+#ifdef ER_HAVE_CUDA
+/* The greedy loop on the GPU: chunks of steps run without the host, and each chunk's
+ * ids come back at once, so EOS or the callback stop generation between chunks. The
+ * device keeps one token pending (the argmax of the last step, not yet fed); a chunk
+ * after the first starts by committing that same token again, so its id 0 is skipped.
+ * Steps computed past the stop are forgotten by setting n_past as the CPU loop would. */
+static er_status generate_cuda(er_context *ctx, const er_generate_params *params, er_token_callback on_token,
+                               void *user, int64_t *n_generated) {
+    enum { CHUNK = 32 };
+    er_status st = ER_OK;
+    int32_t ids[CHUNK + 1];
+    const int32_t eos = ctx->model->config.eos;
+    const int64_t n_prompt_end = ctx->n_past;
+    int64_t n_gen = 0, last_fed = n_prompt_end - 1;
+    int first = 1, hit_eos = 0, stop = 0;
+    while (!stop && n_gen < params->n_predict) {
+        int64_t steps = params->n_predict - n_gen - first;
+        steps = steps < CHUNK ? steps : CHUNK;
+        steps = steps < ctx->n_ctx - 1 - last_fed ? steps : ctx->n_ctx - 1 - last_fed;
+        if (!first && steps <= 0)
+            break; /* the context is full */
+        if ((st = cuda_generate(ctx->cuda, last_fed, steps, ids)) != ER_OK)
+            return st;
+        for (int64_t i = first ? 0 : 1; i <= steps && !stop; i++) {
+            if (!params->ignore_eos && ids[i] == eos) {
+                hit_eos = stop = 1;
+                break;
+            }
+            n_gen++;
+            stop = (on_token && on_token(ids[i], user) != 0) || n_gen == params->n_predict;
+        }
+        last_fed += steps;
+        first = 0;
+    }
+    /* fed: the prompt and every generated token but the last (all of them at EOS) */
+    ctx->n_past = n_prompt_end + (hit_eos ? n_gen : n_gen > 0 ? n_gen - 1 : 0);
+    if ((st = cuda_read_logits(ctx->cuda, ctx->logits)) != ER_OK)
+        return st;
+    if (n_generated)
+        *n_generated = n_gen;
+    return ER_OK;
+}
+#endif
+
 er_status er_generate_greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt,
                              const er_generate_params *params, er_token_callback on_token, void *user,
                              int64_t *n_generated) {
@@ -143,6 +220,10 @@ er_status er_generate_greedy(er_context *ctx, const int32_t *prompt, int64_t n_p
     if ((st = er_context_decode(ctx, prompt, n_prompt, NULL)) != ER_OK)
         return st;
     const int32_t eos = ctx->model->config.eos;
+#ifdef ER_HAVE_CUDA
+    if (ctx->cuda)
+        return generate_cuda(ctx, params, on_token, user, n_generated);
+#endif
     while (n_gen < params->n_predict) {
         int32_t token = er_argmax(ctx->logits, ctx->model->config.n_vocab);
         if (!params->ignore_eos && token == eos)

@@ -36,9 +36,9 @@ void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, flo
         float *v_new = v_cache + ctx->n_past * v_dim;  /* (n_tokens, v_dim) */
 
         cpu_rmsnorm(xn, x, l->attn_norm, n_tokens, n_embd, c->norm_eps);
-        cpu_matmul(&l->wq, xn, n_tokens, ctx->q, q_dim, ctx->row);
-        cpu_matmul(&l->wk, xn, n_tokens, k_new, kv_dim, ctx->row);
-        cpu_matmul(&l->wv, xn, n_tokens, v_new, v_dim, ctx->row);
+        cpu_matmul(&l->wq, xn, n_tokens, ctx->q, q_dim, ctx->row, ctx->n_threads);
+        cpu_matmul(&l->wk, xn, n_tokens, k_new, kv_dim, ctx->row, ctx->n_threads);
+        cpu_matmul(&l->wv, xn, n_tokens, v_new, v_dim, ctx->row, ctx->n_threads);
         for (int64_t t = 0; t < n_tokens; t++) {
             float *qt = ctx->q + t * q_dim, *kt = k_new + t * kv_dim;
             if (c->has_qk_norm) {
@@ -51,15 +51,15 @@ void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, flo
         for (int64_t t = 0; t < n_tokens; t++)
             cpu_attention(ctx->attn + t * attn_dim, ctx->q + t * q_dim, k_cache, v_cache, ctx->n_past + t, c,
                           ctx->scores);
-        cpu_matmul(&l->wo, ctx->attn, n_tokens, xn, n_embd, ctx->row);
+        cpu_matmul(&l->wo, ctx->attn, n_tokens, xn, n_embd, ctx->row, ctx->n_threads);
         for (int64_t i = 0; i < n_tokens * n_embd; i++)
             x[i] += xn[i];
 
         cpu_rmsnorm(xn, x, l->ffn_norm, n_tokens, n_embd, c->norm_eps);
-        cpu_matmul(&l->w_gate, xn, n_tokens, ctx->gate, c->n_ff, ctx->row);
-        cpu_matmul(&l->w_up, xn, n_tokens, ctx->up, c->n_ff, ctx->row);
+        cpu_matmul(&l->w_gate, xn, n_tokens, ctx->gate, c->n_ff, ctx->row, ctx->n_threads);
+        cpu_matmul(&l->w_up, xn, n_tokens, ctx->up, c->n_ff, ctx->row, ctx->n_threads);
         cpu_swiglu(ctx->gate, ctx->up, n_tokens * c->n_ff);
-        cpu_matmul(&l->w_down, ctx->gate, n_tokens, xn, n_embd, ctx->row);
+        cpu_matmul(&l->w_down, ctx->gate, n_tokens, xn, n_embd, ctx->row, ctx->n_threads);
         for (int64_t i = 0; i < n_tokens * n_embd; i++)
             x[i] += xn[i];
     }
@@ -67,11 +67,11 @@ void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, flo
     /* the output head is the largest matmul: run it only for the rows asked for */
     if (logits_all) {
         cpu_rmsnorm(xn, x, m->output_norm, n_tokens, n_embd, c->norm_eps);
-        cpu_matmul(&m->output, xn, n_tokens, logits_all, c->n_vocab, ctx->row);
+        cpu_matmul(&m->output, xn, n_tokens, logits_all, c->n_vocab, ctx->row, ctx->n_threads);
         memcpy(ctx->logits, logits_all + (n_tokens - 1) * c->n_vocab, (size_t)c->n_vocab * sizeof(float));
     } else {
         const float *x_last = x + (n_tokens - 1) * n_embd;
         cpu_rmsnorm(xn, x_last, m->output_norm, 1, n_embd, c->norm_eps);
-        cpu_matmul(&m->output, xn, 1, ctx->logits, c->n_vocab, ctx->row);
+        cpu_matmul(&m->output, xn, 1, ctx->logits, c->n_vocab, ctx->row, ctx->n_threads);
     }
 }

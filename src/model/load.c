@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -164,6 +165,7 @@ static er_status bind_weight(loader *ld, const char *name, int64_t n_in, int64_t
         return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' data at file offset %llu is not 4-byte aligned",
                        ld->path, name, (unsigned long long)(t->data - ld->m->file->base));
     out->data = t->data;
+    out->type = t->type;
     out->traits = traits;
     out->n_in = n_in;
     out->n_out = n_out;
@@ -247,13 +249,30 @@ static er_status bind_weights(loader *ld) {
 }
 
 er_model_params er_model_default_params(void) {
-    er_model_params p = {0};
+    er_model_params p = {ER_BACKEND_CPU};
     return p;
+}
+
+#ifndef ER_HAVE_CUDA
+int er_cuda_available(void) { return 0; }
+#endif
+
+/* Moves the weights to the GPU; the file's pages are then dropped from memory (they
+ * stay mapped: metadata and vocabulary strings still point into the file). */
+static er_status place_weights(er_model *m) {
+#ifdef ER_HAVE_CUDA
+    er_status st = cuda_model_create(m, &m->cuda);
+    if (st == ER_OK)
+        gguf_drop_pages(m->file);
+    return st;
+#else
+    return er_fail(ER_ERR_UNSUPPORTED, "%s: this build of EdgeRunner has no CUDA backend (nvcc was not found at build time)", m->path);
+#endif
 }
 
 er_status er_model_load(const char *path, const er_model_params *params, er_model **out) {
     er_status st;
-    (void)params;
+    const er_model_params p = params ? *params : er_model_default_params();
     if (!path || !out)
         return er_fail(ER_ERR_INVALID_ARG, "er_model_load: NULL %s", path ? "out" : "path");
     *out = NULL;
@@ -261,6 +280,11 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
     if (!m)
         return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", path);
     loader ld = {m, path, NULL};
+    if (p.backend != ER_BACKEND_CPU && p.backend != ER_BACKEND_CUDA) {
+        st = er_fail(ER_ERR_INVALID_ARG, "er_model_load: unknown backend %d", (int)p.backend);
+        goto fail;
+    }
+    m->backend = p.backend;
     m->path = strdup(path);
     if (!m->path) {
         st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", path);
@@ -271,6 +295,8 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
         goto fail;
     m->config.bos = token_id_or_none(m->file, "tokenizer.ggml.bos_token_id", m->config.n_vocab);
     m->config.eos = token_id_or_none(m->file, "tokenizer.ggml.eos_token_id", m->config.n_vocab);
+    if (m->backend == ER_BACKEND_CUDA && (st = place_weights(m)) != ER_OK)
+        goto fail;
     *out = m;
     return ER_OK;
 fail:

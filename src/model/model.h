@@ -43,6 +43,7 @@ typedef struct model_config {
 /* A 2-D weight matrix in GGML layout: n_out rows of n_in contiguous elements. */
 typedef struct er_weight {
     const uint8_t *data; /* (n_out, row_size) into the mapping */
+    uint32_t type;       /* enum er_type */
     const er_type_traits *traits;
     int64_t n_in;
     int64_t n_out;
@@ -63,8 +64,13 @@ typedef struct layer_weights {
     er_weight w_down;       /* (n_embd, n_ff) */
 } layer_weights;
 
+struct cuda_model;
+struct cuda_context;
+
 struct er_model {
     char *path;
+    er_backend backend;
+    struct cuda_model *cuda; /* the weights on the GPU (ER_BACKEND_CUDA), else NULL */
     gguf_file *file; /* owns the read-only mapping the weights point into */
     model_config config;
     er_weight token_embd;     /* (n_vocab, n_embd) */
@@ -78,11 +84,13 @@ struct er_model {
 
 struct er_context {
     er_model *model;
+    struct cuda_context *cuda; /* KV cache and scratch on the GPU (ER_BACKEND_CUDA), else NULL */
     int64_t n_ctx;
     int64_t n_batch;
     int64_t n_past;
+    int n_threads;
     int has_logits;
-    /* KV cache, F32 so that it matches the reference exactly */
+    /* CPU backend only (NULL with CUDA): KV cache, F32 so that it matches the reference exactly */
     float *k_cache; /* (n_layer, n_ctx, n_head_kv * head_dim) */
     float *v_cache; /* (n_layer, n_ctx, n_head_kv * head_dim_v) */
     /* scratch for one batch of up to n_batch tokens */
@@ -93,7 +101,7 @@ struct er_context {
     float *gate;   /* (n_batch, n_ff) */
     float *up;     /* (n_batch, n_ff) */
     float *scores; /* (n_ctx) attention weights of one head */
-    float *row;    /* (max row length) one dequantized weight row */
+    float *row;    /* (n_threads, max row length) one dequantized weight row per thread */
     float *logits; /* (n_vocab) of the last token decoded */
 };
 

@@ -6,6 +6,7 @@
 #ifndef ER_CLI_H
 #define ER_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "edgerunner.h"
@@ -23,4 +24,11 @@ int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* "1,2,3" or "1 2 3" -> a malloc'd array of ids; returns the count, or -1. */
 int64_t cli_parse_ids(const char *s, int32_t **out);
 
+/* "cpu" or "cuda"; 0 on anything else. */
+int cli_parse_backend(const char *s, er_backend *out);
+
 #endif
+/* The whole of a file ("-": standard input) in a malloc'd buffer with a NUL after it;
+ * NULL (and errno set) on failure. */
+char *cli_read_file(const char *path, size_t *len);
+

@@ -15,11 +15,14 @@ static void usage(FILE *out) {
             "\n"
             "commands:\n"
             "  run   -m MODEL --prompt-ids ID,ID,... [-n N] [--temp 0] [--ids] [--ignore-eos]\n"
-            "        [-c N_CTX] [-b N_BATCH] [-t N_THREADS] [--dump-logits FILE]\n"
+            "        [-c N_CTX] [-b N_BATCH] [-t N_THREADS] [--backend cpu|cuda] [--dump-logits FILE]\n"
             "        greedy generation from token ids; prints text, or ids with --ids\n"
             "        --dump-logits writes the logits of every prompt token, float32\n"
             "        (n_prompt x n_vocab), and generates nothing unless -n is given\n"
-            "  info  -m MODEL   metadata and tensor summary of a GGUF file\n");
+            "  info  -m MODEL   metadata and tensor summary of a GGUF file\n"
+            "  bench -m MODEL [--backend cpu|cuda] [--prompt-ids 1] [-n 128] [--runs 5] [--warmup 1]\n"
+            "        [-pp 512] [-t N] [--json]   decode and prefill speed, refused (FAIL) when the\n"
+            "        greedy tokens differ from the CPU reference\n");
 }
 
 int main(int argc, char **argv) {

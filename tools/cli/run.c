@@ -33,6 +33,7 @@ int cmd_run(int argc, char **argv) {
     int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
     int print_ids = 0, ignore_eos = 0, n_given = 0;
     double temp = 0.0;
+    er_model_params mp = er_model_default_params();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -74,6 +75,9 @@ int cmd_run(int argc, char **argv) {
                 return cli_fail("run: only greedy decoding (--temp 0) is implemented so far");
         } else if (!strcmp(a, "--dump-logits")) {
             dump_path = v;
+        } else if (!strcmp(a, "--backend")) {
+            if (!cli_parse_backend(v, &mp.backend))
+                return cli_fail("run: --backend wants cpu or cuda");
         } else {
             fprintf(stderr, "edgerunner: run: unknown option '%s'\n", a);
             return 1;
@@ -101,7 +105,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_threads = (int)n_threads;
-    if ((st = er_model_load(model_path, NULL, &model)) != ER_OK ||
+    if ((st = er_model_load(model_path, &mp, &model)) != ER_OK ||
         (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;

@@ -58,3 +58,13 @@ int64_t cli_parse_ids(const char *s, int32_t **out) {
     *out = ids;
     return n;
 }
+
+int cli_parse_backend(const char *s, er_backend *out) {
+    if (!strcmp(s, "cpu"))
+        *out = ER_BACKEND_CPU;
+    else if (!strcmp(s, "cuda"))
+        *out = ER_BACKEND_CUDA;
+    else
+        return 0;
+    return 1;
+}

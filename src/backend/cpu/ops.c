@@ -7,6 +7,7 @@
 #include "backend/cpu/ops.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps) {
@@ -29,9 +30,9 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
     return sum;
 }
 
-void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
-                float *row) {
-    for (int64_t o = 0; o < w->n_out; o++) {
+static void matmul_rows(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
+                        float *row, int64_t o_begin, int64_t o_end) {
+    for (int64_t o = o_begin; o < o_end; o++) {
         const uint8_t *wrow = w->data + (size_t)o * w->row_size;
         if (n_tokens == 1) {
             y[o] = w->traits->dot_f32(wrow, x, w->n_in);
@@ -42,6 +43,53 @@ void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, 
         w->traits->to_f32(wrow, row, w->n_in);
         for (int64_t t = 0; t < n_tokens; t++)
             y[t * y_stride + o] = dot_f32(row, x + t * w->n_in, w->n_in);
+    }
+}
+
+typedef struct matmul_job {
+    const er_weight *w;
+    const float *x;
+    int64_t n_tokens;
+    float *y;
+    int64_t y_stride;
+    float *row;
+    int64_t o_begin, o_end;
+} matmul_job;
+
+static void *matmul_worker(void *arg) {
+    const matmul_job *j = arg;
+    matmul_rows(j->w, j->x, j->n_tokens, j->y, j->y_stride, j->row, j->o_begin, j->o_end);
+    return NULL;
+}
+
+void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride, float *row,
+                int n_threads) {
+    enum { MAX_THREADS = 64, MIN_WORK_PER_THREAD = 1 << 20 }; /* multiply-adds */
+    const int64_t work = w->n_out * w->n_in * n_tokens;
+    int n = n_threads < MAX_THREADS ? n_threads : MAX_THREADS;
+    if (n > 1 && work / n < MIN_WORK_PER_THREAD)
+        n = (int)(work / MIN_WORK_PER_THREAD);
+    if (n <= 1) {
+        matmul_rows(w, x, n_tokens, y, y_stride, row, 0, w->n_out);
+        return;
+    }
+    /* rows split evenly; each row is computed exactly as on one thread, so the result
+     * does not depend on the thread count */
+    pthread_t threads[MAX_THREADS];
+    matmul_job jobs[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (matmul_job){w, x, n_tokens, y, y_stride, row + (size_t)i * (size_t)w->n_in,
+                               w->n_out * i / n, w->n_out * (i + 1) / n};
+        if (i > 0)
+            started[i] = pthread_create(&threads[i], NULL, matmul_worker, &jobs[i]) == 0;
+    }
+    matmul_worker(&jobs[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else /* no thread could be started: do its rows here */
+            matmul_worker(&jobs[i]);
     }
 }
 

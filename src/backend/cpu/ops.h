@@ -14,11 +14,13 @@
 /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n_rows rows of n elements */
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps);
 
-/* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T.
- * `row` is scratch for one dequantized row (n_in floats). The result for a token does
- * not depend on n_tokens: prefill and decode give bit-identical logits. */
+/* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T, rows split over up to
+ * n_threads threads (only when the work is large enough to pay for starting them).
+ * `row` is scratch for one dequantized row per thread (n_threads, n_in). The result
+ * for a token depends neither on n_tokens nor on n_threads: prefill and decode give
+ * bit-identical logits. */
 void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
-                float *row);
+                float *row, int n_threads);
 
 /* y[i] = embedding row tokens[i] (n_embd floats each) */
 void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y);

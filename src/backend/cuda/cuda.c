@@ -1,0 +1,569 @@
+/*
+ * cuda.c - host side of the CUDA backend: upload, contexts, prefill, the captured
+ * decode step and the greedy loop on the device.
+ *
+ * Decode step (one CUDA graph, 5 kernels per layer + 3):
+ *   embed(state.token) ; per layer: matvec qkv (RMSNorm folded in) ; fused Q/K norm +
+ *   RoPE + KV write + attention ; matvec wo (+= residual) ; matvec gate|up with SwiGLU
+ *   (RMSNorm folded in) ; matvec down (+= residual) ; output head (RMSNorm folded in)
+ *   with the argmax ; commit (token -> out_ids, pos + 1).
+ * Everything the step needs (token, position) lives in device memory, so the same
+ * graph is replayed for every token and the host waits only once per generation.
+ *
+ * Prefill (more than a few tokens) runs layer by layer over the whole batch: weights
+ * are dequantized to F32 one matrix at a time into a scratch buffer and multiplied by
+ * cuBLAS SGEMM (full FP32 unless ER_CUDA_TF32=1), attention runs from the cache.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "backend/cuda/cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/kernels.h"
+#include "core/status.h"
+#include "model/model.h"
+
+/* Prompts of at most this many tokens go through the decode graph one token at a
+ * time: cheaper than dequantizing every matrix for a GEMM. */
+enum { SMALL_PROMPT = 4, UPLOAD_CHUNK_BYTES = 16 << 20 };
+
+#define CUDA_TRY(call)                                                                                      \
+    do {                                                                                                    \
+        cudaError_t e_ = (call);                                                                            \
+        if (e_ != cudaSuccess) {                                                                            \
+            st = er_fail(ER_ERR_DEVICE, "CUDA: %s: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+            goto fail;                                                                                      \
+        }                                                                                                   \
+    } while (0)
+
+#define BLAS_TRY(call)                                                                                      \
+    do {                                                                                                    \
+        cublasStatus_t b_ = (call);                                                                         \
+        if (b_ != CUBLAS_STATUS_SUCCESS) {                                                                  \
+            st = er_fail(ER_ERR_DEVICE, "cuBLAS: %s: status %d (%s:%d)", #call, (int)b_, __FILE__, __LINE__); \
+            goto fail;                                                                                      \
+        }                                                                                                   \
+    } while (0)
+
+typedef struct cuda_layer {
+    cuda_weight qkv;     /* (q_dim + 2 kv_dim, n_embd): wq, wk, wv stacked */
+    cuda_weight wo;      /* (n_embd, q_dim) */
+    cuda_weight gate_up; /* (2 n_ff, n_embd): w_gate, w_up stacked */
+    cuda_weight down;    /* (n_embd, n_ff) */
+    float *attn_norm;    /* (n_embd) */
+    float *ffn_norm;     /* (n_embd) */
+    float *q_norm;       /* (head_dim) or NULL */
+    float *k_norm;       /* (head_dim) or NULL */
+} cuda_layer;
+
+struct cuda_model {
+    const er_model *model;
+    cuda_weight token_embd; /* (n_vocab, n_embd) */
+    cuda_weight output;     /* (n_vocab, n_embd); shares token_embd's memory when tied */
+    float *output_norm;     /* (n_embd) */
+    float *rope_freqs;      /* (n_rot / 2) or NULL */
+    cuda_layer *layers;     /* (n_layer) */
+    size_t weight_bytes;
+    int64_t max_matrix; /* most elements of a layer matrix: the dequantization scratch */
+};
+
+struct cuda_context {
+    cuda_model *cm;
+    int64_t n_ctx, n_batch;
+    int n_split; /* attention splits per head in decode */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    float *k_cache;          /* (n_layer, n_ctx, kv_dim) */
+    float *v_cache;          /* (n_layer, n_ctx, kv_dim) */
+    float *x;                /* (n_batch, n_embd) residual stream */
+    float *xn;               /* (n_batch, n_embd) */
+    float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
+    float *attn;             /* (n_batch, q_dim) */
+    float *gu;               /* (n_batch, 2 n_ff) */
+    float *h;                /* (n_batch, n_ff) */
+    float *logits;           /* (n_vocab) of the last token */
+    float *wscratch;         /* (max_matrix) dequantized weights */
+    float *partial;          /* (n_head, n_split, head_dim + 2) attention partials */
+    unsigned int *counters;  /* (n_head) */
+    int32_t *tokens;         /* (n_batch) */
+    int32_t *out_ids;        /* (n_ctx + 1) generated ids */
+    cuda_step_state *state;  /* (1) */
+    cudaGraphExec_t step;    /* the decode step, captured at first use */
+};
+
+static int cuda_type_of(uint32_t er_type) {
+    switch (er_type) {
+    case ER_TYPE_F32: return CUDA_W_F32;
+    case ER_TYPE_F16: return CUDA_W_F16;
+    case ER_TYPE_BF16: return CUDA_W_BF16;
+    case ER_TYPE_Q8_0: return CUDA_W_Q8_0;
+    }
+    return -1;
+}
+
+static size_t wrow_bytes(int t, int64_t n_in) { return (size_t)n_in * (t == CUDA_W_F32 ? 4 : t == CUDA_W_Q8_0 ? 1 : 2); }
+
+int er_cuda_available(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+size_t cuda_device_bytes_in_use(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        return 0;
+    return total_b - free_b;
+}
+
+static er_status dalloc(void **p, size_t bytes, const char *what) {
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return er_fail(ER_ERR_DEVICE, "CUDA: cannot allocate %zu bytes for %s: %s", bytes, what, cudaGetErrorString(e));
+    }
+    return ER_OK;
+}
+
+static er_status upload_vector(const float *host, int64_t n, float **out) {
+    er_status st = ER_OK;
+    *out = NULL;
+    if (!host)
+        return ER_OK;
+    if ((st = dalloc((void **)out, (size_t)n * sizeof(float), "a norm vector")) != ER_OK)
+        return st;
+    CUDA_TRY(cudaMemcpy(*out, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    return ER_OK;
+fail:
+    cudaFree(*out);
+    *out = NULL;
+    return st;
+}
+
+/* Uploads n_parts host matrices with the same type and row length as one stacked
+ * matrix; Q8_0 blocks are repacked on the device through a small staging buffer. */
+static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, const char *const *names, int n_parts,
+                               cuda_weight *out, void *staging) {
+    er_status st = ER_OK;
+    const int type = cuda_type_of(parts[0]->type);
+    memset(out, 0, sizeof *out);
+    int64_t n_out = 0;
+    for (int i = 0; i < n_parts; i++) {
+        const int ti = cuda_type_of(parts[i]->type);
+        if (ti < 0)
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the CUDA backend does not run (F32, F16, BF16, Q8_0)",
+                           cm->model->path, names[i], parts[i]->traits->name);
+        if (ti != type || parts[i]->n_in != parts[0]->n_in)
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensors '%s' and '%s' differ in type or row length; the CUDA backend stacks them",
+                           cm->model->path, names[0], names[i]);
+        n_out += parts[i]->n_out;
+    }
+    const int64_t n_in = parts[0]->n_in;
+    if (n_in > INT32_MAX / 4 || n_out > INT32_MAX)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' is too large for the CUDA kernels", cm->model->path, names[0]);
+    out->type = type;
+    out->n_in = n_in;
+    out->n_out = n_out;
+    const size_t rb = wrow_bytes(type, n_in);
+    if ((st = dalloc(&out->w, (size_t)n_out * rb, names[0])) != ER_OK)
+        goto fail;
+    cm->weight_bytes += (size_t)n_out * rb;
+    if (type == CUDA_W_Q8_0) {
+        if ((st = dalloc(&out->d, (size_t)n_out * (size_t)(n_in / 32) * 2, names[0])) != ER_OK)
+            goto fail;
+        cm->weight_bytes += (size_t)n_out * (size_t)(n_in / 32) * 2;
+    }
+    int64_t row0 = 0;
+    for (int i = 0; i < n_parts; i++) {
+        const er_weight *p = parts[i];
+        if (type != CUDA_W_Q8_0) {
+            CUDA_TRY(cudaMemcpy((uint8_t *)out->w + (size_t)row0 * rb, p->data, (size_t)p->n_out * p->row_size,
+                                cudaMemcpyHostToDevice));
+        } else {
+            const int64_t chunk = (int64_t)(UPLOAD_CHUNK_BYTES / p->row_size);
+            for (int64_t r = 0; r < p->n_out; r += chunk) {
+                const int64_t rows = p->n_out - r < chunk ? p->n_out - r : chunk;
+                CUDA_TRY(cudaMemcpy(staging, p->data + (size_t)r * p->row_size, (size_t)rows * p->row_size,
+                                    cudaMemcpyHostToDevice));
+                CUDA_TRY(cuda_repack_q8_0(staging, rows, n_in, (uint8_t *)out->w + (size_t)(row0 + r) * rb,
+                                          (uint16_t *)out->d + (size_t)(row0 + r) * (size_t)(n_in / 32), 0));
+            }
+        }
+        row0 += p->n_out;
+    }
+    CUDA_TRY(cudaDeviceSynchronize());
+    return ER_OK;
+fail:
+    return st;
+}
+
+static void free_weight(cuda_weight *w) {
+    cudaFree(w->w);
+    cudaFree(w->d);
+    w->w = w->d = NULL;
+}
+
+void cuda_model_free(cuda_model *cm) {
+    if (!cm)
+        return;
+    if (cm->layers) {
+        for (int64_t il = 0; il < cm->model->config.n_layer; il++) {
+            cuda_layer *l = &cm->layers[il];
+            free_weight(&l->qkv);
+            free_weight(&l->wo);
+            free_weight(&l->gate_up);
+            free_weight(&l->down);
+            cudaFree(l->attn_norm);
+            cudaFree(l->ffn_norm);
+            cudaFree(l->q_norm);
+            cudaFree(l->k_norm);
+        }
+        free(cm->layers);
+    }
+    if (cm->output.w != cm->token_embd.w)
+        free_weight(&cm->output);
+    free_weight(&cm->token_embd);
+    cudaFree(cm->output_norm);
+    cudaFree(cm->rope_freqs);
+    free(cm);
+}
+
+size_t cuda_model_weight_bytes(const cuda_model *cm) { return cm ? cm->weight_bytes : 0; }
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+er_status cuda_model_create(const er_model *m, cuda_model **out) {
+    er_status st = ER_OK;
+    const model_config *c = &m->config;
+    void *staging = NULL;
+    char names[4][96];
+    *out = NULL;
+    if (!er_cuda_available())
+        return er_fail(ER_ERR_DEVICE, "%s: no CUDA device is available", m->path);
+    if (c->head_dim_v != c->head_dim || c->head_dim > 256)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: the CUDA backend needs head_dim == head_dim_v <= 256 (got %lld, %lld)",
+                       m->path, (long long)c->head_dim, (long long)c->head_dim_v);
+    cuda_model *cm = calloc(1, sizeof *cm);
+    if (!cm)
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", m->path);
+    cm->model = m;
+    cm->layers = calloc((size_t)c->n_layer, sizeof *cm->layers);
+    if (!cm->layers) {
+        st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", m->path);
+        goto fail;
+    }
+    if ((st = dalloc(&staging, UPLOAD_CHUNK_BYTES, "the upload staging buffer")) != ER_OK)
+        goto fail;
+    {
+        const er_weight *embd[1] = {&m->token_embd};
+        const char *embd_name[1] = {"token_embd.weight"};
+        if ((st = upload_matrix(cm, embd, embd_name, 1, &cm->token_embd, staging)) != ER_OK)
+            goto fail;
+    }
+    if (m->output.data == m->token_embd.data) {
+        cm->output = cm->token_embd;
+    } else {
+        const er_weight *outw[1] = {&m->output};
+        const char *out_name[1] = {"output.weight"};
+        if ((st = upload_matrix(cm, outw, out_name, 1, &cm->output, staging)) != ER_OK)
+            goto fail;
+    }
+    if ((st = upload_vector(m->output_norm, c->n_embd, &cm->output_norm)) != ER_OK ||
+        (st = upload_vector(m->rope_freqs, c->n_rot / 2, &cm->rope_freqs)) != ER_OK)
+        goto fail;
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        const layer_weights *lw = &m->layers[il];
+        cuda_layer *l = &cm->layers[il];
+        const char *nm[3] = {names[0], names[1], names[2]};
+#define NAMES3(a, b, c_)                                                      \
+    (snprintf(names[0], sizeof names[0], "blk.%lld." a, (long long)il),      \
+     snprintf(names[1], sizeof names[1], "blk.%lld." b, (long long)il),      \
+     snprintf(names[2], sizeof names[2], "blk.%lld." c_, (long long)il))
+        const er_weight *qkv[3] = {&lw->wq, &lw->wk, &lw->wv};
+        NAMES3("attn_q.weight", "attn_k.weight", "attn_v.weight");
+        if ((st = upload_matrix(cm, qkv, nm, 3, &l->qkv, staging)) != ER_OK)
+            goto fail;
+        const er_weight *wo[1] = {&lw->wo};
+        NAMES3("attn_output.weight", "", "");
+        if ((st = upload_matrix(cm, wo, nm, 1, &l->wo, staging)) != ER_OK)
+            goto fail;
+        const er_weight *gu[2] = {&lw->w_gate, &lw->w_up};
+        NAMES3("ffn_gate.weight", "ffn_up.weight", "");
+        if ((st = upload_matrix(cm, gu, nm, 2, &l->gate_up, staging)) != ER_OK)
+            goto fail;
+        const er_weight *down[1] = {&lw->w_down};
+        NAMES3("ffn_down.weight", "", "");
+        if ((st = upload_matrix(cm, down, nm, 1, &l->down, staging)) != ER_OK)
+            goto fail;
+#undef NAMES3
+        if ((st = upload_vector(lw->attn_norm, c->n_embd, &l->attn_norm)) != ER_OK ||
+            (st = upload_vector(lw->ffn_norm, c->n_embd, &l->ffn_norm)) != ER_OK ||
+            (st = upload_vector(lw->q_norm, c->head_dim, &l->q_norm)) != ER_OK ||
+            (st = upload_vector(lw->k_norm, c->head_dim, &l->k_norm)) != ER_OK)
+            goto fail;
+        cm->max_matrix = max64(cm->max_matrix, max64(l->qkv.n_out * l->qkv.n_in, l->gate_up.n_out * l->gate_up.n_in));
+        cm->max_matrix = max64(cm->max_matrix, max64(l->wo.n_out * l->wo.n_in, l->down.n_out * l->down.n_in));
+    }
+    cudaFree(staging);
+    *out = cm;
+    return ER_OK;
+fail:
+    cudaFree(staging);
+    cuda_model_free(cm);
+    return st;
+}
+
+static cuda_attn_params attn_params(const cuda_model *cm, int64_t il, int64_t n_ctx) {
+    const model_config *c = &cm->model->config;
+    cuda_attn_params p;
+    p.n_head = (int)c->n_head;
+    p.n_head_kv = (int)c->n_head_kv;
+    p.head_dim = (int)c->head_dim;
+    p.head_dim_v = (int)c->head_dim_v;
+    p.n_rot = (int)c->n_rot;
+    p.rope_neox = c->rope_neox;
+    p.rope_base = c->rope_base;
+    p.rope_pos_scale = c->rope_pos_scale;
+    p.eps = c->norm_eps;
+    p.q_norm = cm->layers[il].q_norm;
+    p.k_norm = cm->layers[il].k_norm;
+    p.rope_freqs = cm->rope_freqs;
+    p.n_ctx = n_ctx;
+    return p;
+}
+
+void cuda_context_free(cuda_context *cc) {
+    if (!cc)
+        return;
+    if (cc->step)
+        cudaGraphExecDestroy(cc->step);
+    if (cc->blas)
+        cublasDestroy(cc->blas);
+    if (cc->stream)
+        cudaStreamDestroy(cc->stream);
+    void *bufs[] = {cc->k_cache, cc->v_cache, cc->x, cc->xn, cc->qkv, cc->attn, cc->gu, cc->h, cc->logits,
+                    cc->wscratch, cc->partial, cc->counters, cc->tokens, cc->out_ids, cc->state};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+    free(cc);
+}
+
+er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cuda_context **out) {
+    er_status st = ER_OK;
+    const model_config *c = &cm->model->config;
+    const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
+    *out = NULL;
+    cuda_context *cc = calloc(1, sizeof *cc);
+    if (!cc)
+        return er_fail(ER_ERR_NO_MEMORY, "out of memory");
+    cc->cm = cm;
+    cc->n_ctx = n_ctx;
+    cc->n_batch = n_batch;
+    /* enough blocks to cover the multiprocessors twice over (132 on an H200) */
+    cc->n_split = (int)(264 / c->n_head);
+    cc->n_split = cc->n_split < 1 ? 1 : cc->n_split > 32 ? 32 : cc->n_split;
+    const size_t f = sizeof(float);
+    const size_t kv_bytes = (size_t)c->n_layer * (size_t)n_ctx * (size_t)kv_dim * f;
+    if ((st = dalloc((void **)&cc->k_cache, kv_bytes, "the K cache")) != ER_OK ||
+        (st = dalloc((void **)&cc->v_cache, kv_bytes, "the V cache")) != ER_OK ||
+        (st = dalloc((void **)&cc->x, (size_t)(n_batch * c->n_embd) * f, "activations")) != ER_OK ||
+        (st = dalloc((void **)&cc->xn, (size_t)(n_batch * c->n_embd) * f, "activations")) != ER_OK ||
+        (st = dalloc((void **)&cc->qkv, (size_t)(n_batch * (q_dim + 2 * kv_dim)) * f, "activations")) != ER_OK ||
+        (st = dalloc((void **)&cc->attn, (size_t)(n_batch * q_dim) * f, "activations")) != ER_OK ||
+        (st = dalloc((void **)&cc->gu, (size_t)(n_batch * 2 * c->n_ff) * f, "activations")) != ER_OK ||
+        (st = dalloc((void **)&cc->h, (size_t)(n_batch * c->n_ff) * f, "activations")) != ER_OK ||
+        (st = dalloc((void **)&cc->logits, (size_t)c->n_vocab * f, "logits")) != ER_OK ||
+        (st = dalloc((void **)&cc->wscratch, (size_t)cm->max_matrix * f, "the dequantization scratch")) != ER_OK ||
+        (st = dalloc((void **)&cc->partial, (size_t)(c->n_head * cc->n_split * (c->head_dim + 2)) * f, "attention partials")) != ER_OK ||
+        (st = dalloc((void **)&cc->counters, (size_t)c->n_head * sizeof(unsigned int), "attention counters")) != ER_OK ||
+        (st = dalloc((void **)&cc->tokens, (size_t)n_batch * sizeof(int32_t), "tokens")) != ER_OK ||
+        (st = dalloc((void **)&cc->out_ids, (size_t)(n_ctx + 1) * sizeof(int32_t), "generated ids")) != ER_OK ||
+        (st = dalloc((void **)&cc->state, sizeof(cuda_step_state), "the step state")) != ER_OK)
+        goto fail;
+    CUDA_TRY(cudaMemset(cc->counters, 0, (size_t)c->n_head * sizeof(unsigned int)));
+    CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
+    CUDA_TRY(cudaStreamCreateWithFlags(&cc->stream, cudaStreamNonBlocking));
+    BLAS_TRY(cublasCreate(&cc->blas));
+    BLAS_TRY(cublasSetStream(cc->blas, cc->stream));
+    {
+        const char *tf32 = getenv("ER_CUDA_TF32");
+        if (tf32 && tf32[0] == '1')
+            BLAS_TRY(cublasSetMathMode(cc->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+    }
+    *out = cc;
+    return ER_OK;
+fail:
+    cuda_context_free(cc);
+    return st;
+}
+
+/* The kernels of one decode step, on cc->stream (captured into the step graph). */
+static er_status enqueue_step(cuda_context *cc) {
+    er_status st = ER_OK;
+    const cuda_model *cm = cc->cm;
+    const model_config *c = &cm->model->config;
+    const size_t layer_kv = (size_t)cc->n_ctx * (size_t)(c->n_head_kv * c->head_dim);
+    CUDA_TRY(cuda_embed_state(&cm->token_embd, cc->state, cc->x, cc->stream));
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        const cuda_layer *l = &cm->layers[il];
+        const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx);
+        CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state, cc->stream));
+        CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, cc->k_cache + il * layer_kv, cc->v_cache + il * layer_kv, cc->state,
+                                       cc->n_split, cc->partial, cc->counters, cc->attn, cc->stream));
+        CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, cc->state, cc->stream));
+        CUDA_TRY(cuda_matvec(&l->gate_up, MV_NORM_SWIGLU, cc->x, l->ffn_norm, c->norm_eps, cc->h, cc->state, cc->stream));
+        CUDA_TRY(cuda_matvec(&l->down, MV_ADD, cc->h, NULL, 0.0f, cc->x, cc->state, cc->stream));
+    }
+    CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x, cm->output_norm, c->norm_eps, cc->logits, cc->state, cc->stream));
+    CUDA_TRY(cuda_commit(cc->state, cc->out_ids, cc->stream));
+    return ER_OK;
+fail:
+    return st;
+}
+
+static er_status ensure_step_graph(cuda_context *cc) {
+    er_status st = ER_OK;
+    cudaGraph_t graph = NULL;
+    if (cc->step)
+        return ER_OK;
+    CUDA_TRY(cudaStreamBeginCapture(cc->stream, cudaStreamCaptureModeThreadLocal));
+    st = enqueue_step(cc);
+    {
+        cudaError_t e = cudaStreamEndCapture(cc->stream, &graph);
+        if (st != ER_OK)
+            goto fail;
+        CUDA_TRY(e);
+    }
+    CUDA_TRY(cudaGraphInstantiate(&cc->step, graph, 0));
+fail:
+    if (graph)
+        cudaGraphDestroy(graph);
+    return st;
+}
+
+/* Y (T, ldy)[:, row0..row0+rows) = X (T, n_in) @ W[row0..row0+rows)^T (+ beta * Y) */
+static er_status gemm_rows(cuda_context *cc, const cuda_weight *w, int64_t row0, int64_t rows, const float *X, int64_t T,
+                           float *Y, int64_t ldy, float beta) {
+    er_status st = ER_OK;
+    const float one = 1.0f;
+    const int64_t chunk = cc->cm->max_matrix / w->n_in;
+    for (int64_t r = 0; r < rows; r += chunk) {
+        const int64_t n = rows - r < chunk ? rows - r : chunk;
+        CUDA_TRY(cuda_dequant_rows(w, row0 + r, n, cc->wscratch, cc->stream));
+        /* column-major view: Y^T (n, T) = W_rows (n, n_in) . X^T (n_in, T) */
+        BLAS_TRY(cublasSgemm(cc->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)T, (int)w->n_in, &one, cc->wscratch,
+                             (int)w->n_in, X, (int)w->n_in, &beta, Y + row0 + r, (int)ldy));
+    }
+    return ER_OK;
+fail:
+    return st;
+}
+
+static er_status prefill_batch(cuda_context *cc, const int32_t *tokens, int64_t T, int64_t pos0, float *logits_all) {
+    er_status st = ER_OK;
+    const cuda_model *cm = cc->cm;
+    const model_config *c = &cm->model->config;
+    const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
+    const size_t layer_kv = (size_t)cc->n_ctx * (size_t)kv_dim;
+    float *all = NULL;
+    CUDA_TRY(cudaMemcpyAsync(cc->tokens, tokens, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cc->stream));
+    CUDA_TRY(cuda_embed_tokens(&cm->token_embd, cc->tokens, (int)T, cc->x, cc->stream));
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        const cuda_layer *l = &cm->layers[il];
+        const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx);
+        float *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
+        CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xn, cc->stream));
+        if ((st = gemm_rows(cc, &l->qkv, 0, l->qkv.n_out, cc->xn, T, cc->qkv, q_dim + 2 * kv_dim, 0.0f)) != ER_OK)
+            goto fail;
+        CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, (int)T, (int)pos0, kc, vc, cc->stream));
+        CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, (int)T, (int)pos0, kc, vc, cc->attn, cc->stream));
+        if ((st = gemm_rows(cc, &l->wo, 0, l->wo.n_out, cc->attn, T, cc->x, n_embd, 1.0f)) != ER_OK)
+            goto fail;
+        CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xn, cc->stream));
+        if ((st = gemm_rows(cc, &l->gate_up, 0, l->gate_up.n_out, cc->xn, T, cc->gu, 2 * c->n_ff, 0.0f)) != ER_OK)
+            goto fail;
+        CUDA_TRY(cuda_swiglu(cc->gu, (int)T, (int)c->n_ff, cc->h, cc->stream));
+        if ((st = gemm_rows(cc, &l->down, 0, l->down.n_out, cc->h, T, cc->x, n_embd, 1.0f)) != ER_OK)
+            goto fail;
+    }
+    if (logits_all) {
+        const size_t bytes = (size_t)T * (size_t)c->n_vocab * sizeof(float);
+        if ((st = dalloc((void **)&all, bytes, "the logits of every prompt token")) != ER_OK)
+            goto fail;
+        CUDA_TRY(cuda_rmsnorm(cc->x, cm->output_norm, (int)T, (int)n_embd, c->norm_eps, cc->xn, cc->stream));
+        if ((st = gemm_rows(cc, &cm->output, 0, cm->output.n_out, cc->xn, T, all, c->n_vocab, 0.0f)) != ER_OK)
+            goto fail;
+        CUDA_TRY(cudaMemcpyAsync(logits_all, all, bytes, cudaMemcpyDeviceToHost, cc->stream));
+    }
+    /* the last token: logits and the argmax the generation loop starts from */
+    CUDA_TRY(cudaMemsetAsync(cc->state, 0, sizeof(unsigned long long), cc->stream));
+    CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x + (T - 1) * n_embd, cm->output_norm, c->norm_eps,
+                         cc->logits, cc->state, cc->stream));
+    CUDA_TRY(cudaStreamSynchronize(cc->stream));
+fail:
+    cudaFree(all);
+    return st;
+}
+
+er_status cuda_decode(cuda_context *cc, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
+                      float *logits_last) {
+    er_status st = ER_OK;
+    const int64_t n_vocab = cc->cm->model->config.n_vocab;
+    if (n <= SMALL_PROMPT) {
+        if ((st = ensure_step_graph(cc)) != ER_OK)
+            return st;
+        for (int64_t i = 0; i < n; i++) {
+            const cuda_step_state s = {0, tokens[i], (int32_t)(n_past + i), 0, 0};
+            CUDA_TRY(cudaMemcpyAsync(cc->state, &s, sizeof s, cudaMemcpyHostToDevice, cc->stream));
+            CUDA_TRY(cudaGraphLaunch(cc->step, cc->stream));
+            if (logits_all)
+                CUDA_TRY(cudaMemcpyAsync(logits_all + i * n_vocab, cc->logits, (size_t)n_vocab * sizeof(float),
+                                         cudaMemcpyDeviceToHost, cc->stream));
+            CUDA_TRY(cudaStreamSynchronize(cc->stream));
+        }
+    } else {
+        for (int64_t i = 0; i < n; i += cc->n_batch) {
+            const int64_t T = n - i < cc->n_batch ? n - i : cc->n_batch;
+            if ((st = prefill_batch(cc, tokens + i, T, n_past + i, logits_all ? logits_all + i * n_vocab : NULL)) != ER_OK)
+                return st;
+        }
+    }
+    if (logits_last)
+        CUDA_TRY(cudaMemcpyAsync(logits_last, cc->logits, (size_t)n_vocab * sizeof(float), cudaMemcpyDeviceToHost,
+                                 cc->stream));
+    CUDA_TRY(cudaStreamSynchronize(cc->stream));
+    return ER_OK;
+fail:
+    return st;
+}
+
+er_status cuda_generate(cuda_context *cc, int64_t pos_last_fed, int64_t n_steps, int32_t *ids) {
+    er_status st = ER_OK;
+    const int32_t pos_and_count[2] = {(int32_t)pos_last_fed, 0}; /* state->pos, state->n_out */
+    if ((st = ensure_step_graph(cc)) != ER_OK)
+        return st;
+    CUDA_TRY(cudaMemcpyAsync(&cc->state->pos, pos_and_count, sizeof pos_and_count, cudaMemcpyHostToDevice, cc->stream));
+    CUDA_TRY(cuda_commit(cc->state, cc->out_ids, cc->stream));
+    for (int64_t i = 0; i < n_steps; i++)
+        CUDA_TRY(cudaGraphLaunch(cc->step, cc->stream));
+    CUDA_TRY(cudaMemcpyAsync(ids, cc->out_ids, (size_t)(n_steps + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                             cc->stream));
+    CUDA_TRY(cudaStreamSynchronize(cc->stream));
+    return ER_OK;
+fail:
+    return st;
+}
+
+er_status cuda_read_logits(cuda_context *cc, float *logits) {
+    er_status st = ER_OK;
+    CUDA_TRY(cudaMemcpyAsync(logits, cc->logits, (size_t)cc->cm->model->config.n_vocab * sizeof(float),
+                             cudaMemcpyDeviceToHost, cc->stream));
+    CUDA_TRY(cudaStreamSynchronize(cc->stream));
+    return ER_OK;
+fail:
+    return st;
+}

@@ -1,0 +1,120 @@
+/*
+ * elementwise.cu - the small kernels around the matvecs and GEMMs: embedding lookup,
+ * committing the argmax of a step, RMSNorm and SwiGLU for prefill, dequantization of
+ * weight rows to F32 (the input of the prefill GEMMs) and the Q8_0 repack at upload.
+ * All are bound by memory bandwidth and tiny next to the weight reads.
+ */
+#include "backend/cuda/common.cuh"
+
+template <int WT>
+static __device__ void dequant_row(const cuda_weight w, int64_t row, float *dst) {
+    const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * row_bytes(WT, w.n_in);
+    const __half *d_row = WT == CUDA_W_Q8_0 ? (const __half *)w.d + (size_t)row * (w.n_in / 32) : nullptr;
+    for (int i = threadIdx.x; i < w.n_in; i += blockDim.x)
+        dst[i] = elem<WT>(w_row, d_row, i);
+}
+
+static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float *dst) {
+    switch (w.type) {
+    case CUDA_W_F32: dequant_row<CUDA_W_F32>(w, row, dst); break;
+    case CUDA_W_F16: dequant_row<CUDA_W_F16>(w, row, dst); break;
+    case CUDA_W_BF16: dequant_row<CUDA_W_BF16>(w, row, dst); break;
+    case CUDA_W_Q8_0: dequant_row<CUDA_W_Q8_0>(w, row, dst); break;
+    }
+}
+
+__global__ void k_embed_state(const cuda_weight w, cuda_step_state *state, float *x) {
+    dequant_row_any(w, state->token, x);
+    if (threadIdx.x == 0)
+        state->argmax_key = 0;
+}
+
+__global__ void k_embed_tokens(const cuda_weight w, const int32_t *tokens, float *x) {
+    dequant_row_any(w, tokens[blockIdx.x], x + (size_t)blockIdx.x * w.n_in);
+}
+
+__global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
+    const int32_t token = (int32_t)(0xffffffffu - (unsigned int)(state->argmax_key & 0xffffffffu));
+    state->token = token;
+    out_ids[state->n_out] = token;
+    state->n_out += 1;
+    state->pos += 1;
+}
+
+__global__ void k_rmsnorm(const float *x, const float *w, int n, float eps, float *y) {
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = y + (size_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        ss += xr[i] * xr[i];
+    ss = block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        yr[i] = xr[i] * scale * w[i];
+}
+
+__global__ void k_swiglu(const float *gu, int n_ff, float *y) {
+    const float *g = gu + (size_t)blockIdx.x * 2 * n_ff;
+    for (int i = threadIdx.x; i < n_ff; i += blockDim.x) {
+        const float gi = g[i];
+        y[(size_t)blockIdx.x * n_ff + i] = gi / (1.0f + expf(-gi)) * g[n_ff + i];
+    }
+}
+
+__global__ void k_dequant_rows(const cuda_weight w, int64_t row0, float *dst) {
+    dequant_row_any(w, row0 + blockIdx.x, dst + (size_t)blockIdx.x * w.n_in);
+}
+
+/* one thread per 34-byte block: d (f16) then 32 int8 */
+__global__ void k_repack_q8_0(const uint8_t *blocks, int64_t n_blocks, uint8_t *qs, uint16_t *d) {
+    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n_blocks)
+        return;
+    const uint8_t *src = blocks + b * 34;
+    d[b] = (uint16_t)(src[0] | (src[1] << 8));
+    for (int j = 0; j < 32; j++)
+        qs[b * 32 + j] = (uint8_t)((int)(int8_t)src[2 + j] + 128);
+}
+
+extern "C" cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x,
+                                        cudaStream_t stream) {
+    k_embed_state<<<1, 256, 0, stream>>>(*embd, state, x);
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t *tokens, int n_tokens, float *x,
+                                         cudaStream_t stream) {
+    k_embed_tokens<<<n_tokens, 256, 0, stream>>>(*embd, tokens, x);
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t stream) {
+    k_commit<<<1, 1, 0, stream>>>(state, out_ids);
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, float *y,
+                                    cudaStream_t stream) {
+    k_rmsnorm<<<n_rows, 256, 0, stream>>>(x, w, n, eps, y);
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, float *y, cudaStream_t stream) {
+    k_swiglu<<<n_rows, 256, 0, stream>>>(gu, n_ff, y);
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_dequant_rows(const cuda_weight *w, int64_t row0, int64_t rows, float *dst,
+                                         cudaStream_t stream) {
+    k_dequant_rows<<<(unsigned int)rows, 256, 0, stream>>>(*w, row0, dst);
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_repack_q8_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
+                                        cudaStream_t stream) {
+    const int64_t n_blocks = n_rows * (n_in / 32);
+    k_repack_q8_0<<<(unsigned int)((n_blocks + 255) / 256), 256, 0, stream>>>((const uint8_t *)blocks, n_blocks, qs,
+                                                                               (uint16_t *)d);
+    return ER_CUDA_LAUNCH_CHECK();
+}

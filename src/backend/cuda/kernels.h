@@ -1,0 +1,108 @@
+/*
+ * kernels.h - C launchers of the CUDA kernels (defined in the .cu files beside this).
+ *
+ * Every launcher enqueues on `stream` and returns at once; none synchronises, so the
+ * whole decode step can be captured in one CUDA graph. Positions and token ids live in
+ * device memory (cuda_step_state) so that one captured step serves every position.
+ *
+ * Weight layout on the device (made once at upload):
+ *   Q8_0:     qs (n_out, n_in) uint8 holding q + 128, 16-byte aligned rows,
+ *             d (n_out, n_in / 32) f16 scales         value = d * (qs - 128)
+ *   F16/BF16: (n_out, n_in) as in the file
+ *   F32:      (n_out, n_in) as in the file
+ */
+#ifndef ER_BACKEND_CUDA_KERNELS_H
+#define ER_BACKEND_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum cuda_wtype { CUDA_W_F32 = 0, CUDA_W_F16 = 1, CUDA_W_BF16 = 2, CUDA_W_Q8_0 = 3 };
+
+typedef struct cuda_weight {
+    int type;           /* enum cuda_wtype */
+    int64_t n_in;
+    int64_t n_out;
+    void *w;            /* (n_out, n_in) elements; Q8_0: biased uint8 quants */
+    void *d;            /* Q8_0 only: (n_out, n_in / 32) f16 scales */
+} cuda_weight;
+
+/* Device-resident state of the decode loop. */
+typedef struct cuda_step_state {
+    unsigned long long argmax_key; /* (ordered logit << 32) | (0xffffffff - token): max wins */
+    int32_t token;                 /* the token the next step feeds */
+    int32_t pos;                   /* its position */
+    int32_t n_out;                 /* tokens written to out_ids */
+    int32_t pad;
+} cuda_step_state;
+
+/* What a matvec does before and after its dot products. */
+enum cuda_matvec_mode {
+    MV_STORE = 0,       /* y = W x */
+    MV_ADD = 1,         /* y += W x (residual) */
+    MV_NORM_STORE = 2,  /* y = W rmsnorm(x) */
+    MV_NORM_SWIGLU = 3, /* y[i] = silu(W[i] xn) * W[n_out/2 + i] xn, xn = rmsnorm(x); y has n_out/2 */
+    MV_NORM_ARGMAX = 4, /* y = W rmsnorm(x), and the argmax folded into state->argmax_key */
+};
+
+/* One token: y (n_out or n_out/2) from x (n_in). norm_w (n_in) for the NORM modes. */
+cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
+                        float *y, cuda_step_state *state, cudaStream_t stream);
+
+/* x (n_embd) = row state->token of the embedding matrix; resets the argmax key. */
+cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x, cudaStream_t stream);
+/* x (n_tokens, n_embd) = rows tokens[i] (device array) */
+cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t *tokens, int n_tokens, float *x,
+                              cudaStream_t stream);
+
+/* After the output head: token = argmax, out_ids[n_out++] = token, pos++. */
+cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t stream);
+
+typedef struct cuda_attn_params {
+    int n_head, n_head_kv, head_dim, head_dim_v, n_rot, rope_neox;
+    float rope_base, rope_pos_scale, eps;
+    const float *q_norm, *k_norm;  /* (head_dim) each, or NULL */
+    const float *rope_freqs;       /* (n_rot / 2) or NULL */
+    int64_t n_ctx;
+} cuda_attn_params;
+
+/* Decode, fused: from qkv (n_head*hd + 2*n_head_kv*hd) of the token at state->pos:
+ * Q/K RMSNorm, RoPE, K/V written to the caches (n_ctx, n_head_kv * hd) at pos, then
+ * attention over 0..pos split into n_split chunks per head, merged by the last block.
+ * out (n_head * head_dim_v). partial: (n_head, n_split, head_dim_v + 2), counters
+ * (n_head) zeroed once. */
+cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache, float *v_cache,
+                                  const cuda_step_state *state, int n_split, float *partial,
+                                  unsigned int *counters, float *out, cudaStream_t stream);
+
+/* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : Q/K norm + RoPE in place on q,
+ * K/V to the caches. */
+cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, float *k_cache,
+                               float *v_cache, cudaStream_t stream);
+/* Prefill attention: out (n_tokens, n_head * head_dim_v), token t at pos0 + t attends
+ * to cache rows 0..pos0+t; q read from qkv (already normed and rotated). */
+cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
+                                   const float *k_cache, const float *v_cache, float *out, cudaStream_t stream);
+
+/* y (n_rows, n) = rmsnorm(x) * w */
+cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, float *y,
+                         cudaStream_t stream);
+/* y (n_rows, n_ff) = silu(gu[:, :n_ff]) * gu[:, n_ff:] for gu (n_rows, 2 n_ff) */
+cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, float *y, cudaStream_t stream);
+/* dst (rows, n_in) f32 = rows [row0, row0 + rows) of w, dequantized */
+cudaError_t cuda_dequant_rows(const cuda_weight *w, int64_t row0, int64_t rows, float *dst, cudaStream_t stream);
+/* Q8_0 repack on the device: raw GGUF blocks (n_rows * n_in / 32 blocks of 34 bytes)
+ * -> biased quants + scales. */
+cudaError_t cuda_repack_q8_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
+                             cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,385 @@
+/*
+ * bench.c - `edgerunner bench`: the publishable benchmark, for either backend.
+ *
+ * It refuses to report a speed for wrong tokens: before any number is printed, the
+ * greedy ids of every timed run must equal those of the CPU reference backend for the
+ * same file and prompt (computed once in a child process, so that its memory does not
+ * count, and cached by the file's SHA-256), and every logit must be finite. For the
+ * real Qwen3-0.6B-Q8_0.gguf (SHA-256 9465e63a...) from prompt id 1 the first tokens
+ * must also be 1479, 35. Any failure prints FAIL and the reason, no number, exit 1.
+ *
+ * Decode tok/s counts forward steps: with a one-token prompt, n tokens take n steps
+ * (the prompt's step gives the first token), as llama-bench's tg test counts them.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/sha256.h"
+#include "model/model.h"
+#ifdef ER_HAVE_CUDA
+#include "backend/cuda/cuda.h"
+#endif
+
+enum { MAX_RUNS = 100 };
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t fnv1a(const void *data, size_t n) {
+    const uint8_t *p = data;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static size_t rss_now_bytes(void) {
+    long pages_total = 0, pages_resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%ld %ld", &pages_total, &pages_resident) != 2)
+        pages_resident = 0;
+    fclose(f);
+    return (size_t)pages_resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t rss_peak_bytes(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (size_t)ru.ru_maxrss * 1024;
+}
+
+typedef struct collected {
+    int32_t *ids; /* (cap) */
+    int64_t n, cap;
+} collected;
+
+static int collect(int32_t token, void *user) {
+    collected *c = user;
+    if (c->n < c->cap)
+        c->ids[c->n] = token;
+    c->n++;
+    return 0;
+}
+
+/* Greedy ids (ignoring EOS) of a fresh context; 0 on success. */
+static int greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt, int64_t n, int32_t *ids, int64_t *n_out) {
+    collected c = {ids, 0, n};
+    er_generate_params gp = {n, 1};
+    er_context_rewind(ctx, 0);
+    er_status st = er_generate_greedy(ctx, prompt, n_prompt, &gp, collect, &c, n_out);
+    if (st != ER_OK) {
+        fprintf(stderr, "edgerunner: bench: %s (%s)\n", er_last_error(), er_status_name(st));
+        return 1;
+    }
+    return 0;
+}
+
+static int logits_finite(const er_context *ctx, int64_t n_vocab) {
+    const float *l = er_context_logits(ctx);
+    if (!l)
+        return 1;
+    for (int64_t i = 0; i < n_vocab; i++)
+        if (!isfinite(l[i]))
+            return 0;
+    return 1;
+}
+
+static void cache_file(char *out, size_t cap, const char *sha, const int32_t *prompt, int64_t n_prompt, int64_t n) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[512];
+    if (xdg && *xdg)
+        snprintf(dir, sizeof dir, "%s/edgerunner", xdg);
+    else
+        snprintf(dir, sizeof dir, "%s/.cache/edgerunner", home && *home ? home : "/tmp");
+    mkdir(dir, 0755); /* the parent may be missing: then no cache, computed each time */
+    snprintf(out, cap, "%s/ref-%s-%016" PRIx64 "-n%" PRId64 ".ids", dir, sha,
+             fnv1a(prompt, (size_t)n_prompt * sizeof *prompt), n);
+}
+
+static int read_ids(const char *path, int32_t *ids, int64_t n) {
+    FILE *f = fopen(path, "r");
+    int64_t i = 0;
+    if (!f)
+        return 0;
+    while (i < n && fscanf(f, "%" SCNd32, &ids[i]) == 1)
+        i++;
+    fclose(f);
+    return i == n;
+}
+
+/* The CPU reference's greedy ids, from the cache or computed in a child process. */
+static int reference_ids(const char *model_path, const char *cache /* < 700 bytes */, const int32_t *prompt, int64_t n_prompt,
+                         int64_t n, int32_t *ref) {
+    if (read_ids(cache, ref, n))
+        return 0;
+    fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens) ...\n", n);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return cli_fail("bench: fork failed");
+    if (pid == 0) {
+        er_model *m = NULL;
+        er_context *ctx = NULL;
+        er_context_params cp = er_context_default_params();
+        cp.n_ctx = n_prompt + n;
+        int64_t got = 0;
+        int rc = 1;
+        char tmp[720];
+        if (er_model_load(model_path, NULL, &m) == ER_OK && er_context_create(m, &cp, &ctx) == ER_OK &&
+            greedy(ctx, prompt, n_prompt, n, ref, &got) == 0 && got == n) {
+            snprintf(tmp, sizeof tmp, "%s.%d.tmp", cache, (int)getpid());
+            FILE *f = fopen(tmp, "w");
+            if (f) {
+                for (int64_t i = 0; i < n; i++)
+                    fprintf(f, i ? " %d" : "%d", ref[i]);
+                fprintf(f, "\n");
+                rc = fclose(f) != 0 || rename(tmp, cache) != 0;
+            }
+        } else {
+            fprintf(stderr, "edgerunner: bench: reference: %s\n", er_last_error());
+        }
+        _exit(rc);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !read_ids(cache, ref, n))
+        return cli_fail("bench: the CPU reference could not be computed");
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model_path = NULL, *ids_arg = "1";
+    int64_t n = 128, runs = 5, warmup = 1, pp = 512, n_threads = 0;
+    int json = 0;
+    er_model_params mp = er_model_default_params();
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "edgerunner: bench: %s needs a value\n", a);
+            return 1;
+        }
+        i++;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            model_path = v;
+        else if (!strcmp(a, "--prompt-ids"))
+            ids_arg = v;
+        else if (!strcmp(a, "--backend")) {
+            if (!cli_parse_backend(v, &mp.backend))
+                return cli_fail("bench: --backend wants cpu or cuda");
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!cli_parse_i64(v, 1, 1 << 20, &n))
+                return cli_fail("bench: -n wants an integer >= 1");
+        } else if (!strcmp(a, "--runs")) {
+            if (!cli_parse_i64(v, 1, MAX_RUNS, &runs))
+                return cli_fail("bench: --runs wants an integer in [1, 100]");
+        } else if (!strcmp(a, "--warmup")) {
+            if (!cli_parse_i64(v, 0, 100, &warmup))
+                return cli_fail("bench: --warmup wants an integer in [0, 100]");
+        } else if (!strcmp(a, "-pp") || !strcmp(a, "--prefill")) {
+            if (!cli_parse_i64(v, 0, 1 << 20, &pp))
+                return cli_fail("bench: -pp wants an integer >= 0");
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!cli_parse_i64(v, 0, 1024, &n_threads))
+                return cli_fail("bench: -t wants an integer in [0, 1024]");
+        } else {
+            fprintf(stderr, "edgerunner: bench: unknown option '%s'\n", a);
+            return 1;
+        }
+    }
+    if (!model_path)
+        return cli_fail("bench: -m MODEL is required");
+
+    int rc = 1;
+    er_status st;
+    er_model *model = NULL;
+    er_context *ctx = NULL;
+    int32_t *prompt = NULL, *ref = NULL, *ids = NULL, *pp_ids = NULL;
+    char sha[65], cache[700];
+    double decode_tps[MAX_RUNS], ttft_ms[MAX_RUNS], prefill_tps[MAX_RUNS];
+    const int64_t n_prompt = cli_parse_ids(ids_arg, &prompt);
+    if (n_prompt < 0) {
+        cli_fail("bench: --prompt-ids wants a comma-separated list of non-negative token ids");
+        goto done;
+    }
+    ref = malloc((size_t)n * sizeof *ref);
+    ids = malloc((size_t)n * sizeof *ids);
+    if (!ref || !ids) {
+        cli_fail("bench: out of memory");
+        goto done;
+    }
+    if ((st = sha256_file(model_path, sha)) != ER_OK) {
+        rc = cli_fail_status(st);
+        goto done;
+    }
+    cache_file(cache, sizeof cache, sha, prompt, n_prompt, n);
+    if (reference_ids(model_path, cache, prompt, n_prompt, n, ref) != 0)
+        goto done;
+
+#ifdef ER_HAVE_CUDA
+    const size_t gpu_base = mp.backend == ER_BACKEND_CUDA && er_cuda_available() ? cuda_device_bytes_in_use() : 0;
+#endif
+    const double t_load0 = now_s();
+    er_context_params cp = er_context_default_params();
+    cp.n_ctx = (n_prompt + n > pp ? n_prompt + n : pp) + 1;
+    cp.n_threads = (int)n_threads;
+    if ((st = er_model_load(model_path, &mp, &model)) != ER_OK || (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
+        rc = cli_fail_status(st);
+        goto done;
+    }
+    const double load_ms = 1e3 * (now_s() - t_load0);
+    const size_t rss_after_load = rss_now_bytes();
+    const int64_t n_vocab = er_model_n_vocab(model);
+
+    /* decode: every run's ids must be the reference's */
+    for (int64_t r = 0; r < warmup + runs; r++) {
+        int64_t got = 0;
+        const double t0 = now_s();
+        if (greedy(ctx, prompt, n_prompt, n, ids, &got) != 0)
+            goto done;
+        const double dt = now_s() - t0;
+        int64_t first_diff = -1;
+        for (int64_t i = 0; i < n && first_diff < 0; i++)
+            if (i >= got || ids[i] != ref[i])
+                first_diff = i;
+        if (first_diff >= 0 || !logits_finite(ctx, n_vocab)) {
+            printf("FAIL: %s\n", first_diff >= 0 ? "greedy ids differ from the CPU reference" : "non-finite logits");
+            if (first_diff >= 0)
+                printf("  first difference at token %" PRId64 ": got %d, reference %d\n", first_diff,
+                       first_diff < got ? ids[first_diff] : -1, ref[first_diff]);
+            goto done;
+        }
+        if (r >= warmup)
+            decode_tps[r - warmup] = (double)(n_prompt == 1 ? n : n - 1) / dt;
+    }
+    if (!strncmp(sha, "9465e63a", 8) && n_prompt == 1 && prompt[0] == 1 && (n < 2 || ids[0] != 1479 || ids[1] != 35)) {
+        printf("FAIL: Qwen3-0.6B-Q8_0 from prompt [1] must begin [1, 1479, 35]\n");
+        goto done;
+    }
+    /* time to first token: the prompt's pass, with its logits on the host */
+    for (int64_t r = 0; r < warmup + runs; r++) {
+        er_context_rewind(ctx, 0);
+        const double t0 = now_s();
+        if ((st = er_context_decode(ctx, prompt, n_prompt, NULL)) != ER_OK) {
+            rc = cli_fail_status(st);
+            goto done;
+        }
+        er_argmax(er_context_logits(ctx), n_vocab);
+        if (r >= warmup)
+            ttft_ms[r - warmup] = 1e3 * (now_s() - t0);
+    }
+    /* prefill speed: pp fixed pseudo-random ids in one pass */
+    if (pp > 0) {
+        pp_ids = malloc((size_t)pp * sizeof *pp_ids);
+        if (!pp_ids) {
+            cli_fail("bench: out of memory");
+            goto done;
+        }
+        for (int64_t i = 0; i < pp; i++)
+            pp_ids[i] = (int32_t)((uint64_t)(i + 1) * 2654435761u % (uint64_t)n_vocab);
+        for (int64_t r = 0; r < warmup + runs; r++) {
+            er_context_rewind(ctx, 0);
+            const double t0 = now_s();
+            if ((st = er_context_decode(ctx, pp_ids, pp, NULL)) != ER_OK) {
+                rc = cli_fail_status(st);
+                goto done;
+            }
+            const double dt = now_s() - t0;
+            if (!logits_finite(ctx, n_vocab)) {
+                printf("FAIL: non-finite logits after the %" PRId64 "-token prefill\n", pp);
+                goto done;
+            }
+            if (r >= warmup)
+                prefill_tps[r - warmup] = (double)pp / dt;
+        }
+    }
+
+    const int nr = (int)runs;
+    double dmin = decode_tps[0], dmax = decode_tps[0];
+    for (int i = 1; i < nr; i++) {
+        dmin = decode_tps[i] < dmin ? decode_tps[i] : dmin;
+        dmax = decode_tps[i] > dmax ? decode_tps[i] : dmax;
+    }
+    const double dmed = median(decode_tps, nr), tmed = median(ttft_ms, nr);
+    const double pmed = pp > 0 ? median(prefill_tps, nr) : 0.0;
+    const uint64_t ids_hash = fnv1a(ids, (size_t)n * sizeof *ids);
+    double gpu_peak_mib = 0.0, gpu_weights_mib = 0.0;
+#ifdef ER_HAVE_CUDA
+    if (model->cuda) {
+        gpu_peak_mib = (double)(cuda_device_bytes_in_use() - gpu_base) / (1024.0 * 1024.0);
+        gpu_weights_mib = (double)cuda_model_weight_bytes(model->cuda) / (1024.0 * 1024.0);
+    }
+#endif
+    const model_config *c = &model->config;
+    const double kv_mib = 2.0 * (double)c->n_layer * (double)cp.n_ctx * (double)(c->n_head_kv * c->head_dim) * 4.0 /
+                          (1024.0 * 1024.0);
+    const char *backend = mp.backend == ER_BACKEND_CUDA ? "cuda" : "cpu";
+    if (json) {
+        printf("{\"model\": \"%s\", \"sha256\": \"%s\", \"backend\": \"%s\", \"n\": %" PRId64 ", \"runs\": %d, "
+               "\"decode_tok_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, \"ttft_ms\": %.3f, "
+               "\"prefill_tokens\": %" PRId64 ", \"prefill_tok_s\": %.1f, \"load_ms\": %.1f, "
+               "\"rss_after_load_mib\": %.1f, \"rss_peak_mib\": %.1f, \"gpu_used_mib\": %.1f, "
+               "\"gpu_weights_mib\": %.1f, \"kv_cache_mib\": %.1f, \"ids_fnv1a\": \"%016" PRIx64 "\", \"ids\": [",
+               model_path, sha, backend, n, nr, dmed, dmin, dmax, tmed, pp, pmed, load_ms,
+               (double)rss_after_load / 1048576.0, (double)rss_peak_bytes() / 1048576.0, gpu_peak_mib,
+               gpu_weights_mib, kv_mib, ids_hash);
+        for (int64_t i = 0; i < n; i++)
+            printf(i ? ", %d" : "%d", ids[i]);
+        printf("]}\n");
+    } else {
+        printf("model     %s (sha256 %.16s...)\nbackend   %s, greedy ids == CPU reference on all %d runs\n",
+               model_path, sha, backend, nr + (int)warmup);
+        printf("decode    %.1f tok/s median (min %.1f, max %.1f), %" PRId64 " tokens from a %" PRId64
+               "-token prompt\n", dmed, dmin, dmax, n, n_prompt);
+        printf("ttft      %.3f ms (the prompt's pass and its logits)\n", tmed);
+        if (pp > 0)
+            printf("prefill   %.1f tok/s (%" PRId64 " tokens in one pass)\n", pmed, pp);
+        printf("load      %.1f ms\nmemory    host RSS %.1f MiB after load, %.1f MiB peak", load_ms,
+               (double)rss_after_load / 1048576.0, (double)rss_peak_bytes() / 1048576.0);
+        if (gpu_weights_mib > 0)
+            printf("; GPU %.1f MiB in use (weights %.1f + KV cache %.1f)", gpu_peak_mib, gpu_weights_mib, kv_mib);
+        printf("\nids       fnv1a %016" PRIx64 ":", ids_hash);
+        for (int64_t i = 0; i < n; i++)
+            printf(" %d", ids[i]);
+        printf("\n");
+    }
+    rc = 0;
+done:
+    free(pp_ids);
+    free(ids);
+    free(ref);
+    free(prompt);
+    er_context_free(ctx);
+    er_model_free(model);
+    return rc;
+}
