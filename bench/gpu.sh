@@ -13,19 +13,30 @@ models=/tmp/er-models
 export PYTHONUNBUFFERED=1
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$OUT/gpu.txt"
-make -j16 CUDA=1 all > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+# a build carried from the development machine is used when it runs here
+if ! ldd build/edgerunner 2>/dev/null | grep -q "not found" && build/edgerunner --help > /dev/null 2>&1; then
+    echo "using the carried build"
+else
+    make -j16 CUDA=1 all > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+fi
 grep -h "registers\|spill" build/src/backend/cuda/*.log | sort | uniq -c | sort -rn | head -5
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
         export PYTHONPATH=/tmp/site
 fi
+[ -x build/calibrate ] || nvcc -arch=sm_90 -O3 -std=c++17 -o build/calibrate bench/calibrate.cu
+build/calibrate 2>&1 | tee "$OUT/calibrate.txt"
 python3 bench/make_random_qwen3.py "$models" --types "$TYPES" > "$OUT/models.txt" || exit 1
 mapfile -t files < "$OUT/models.txt"
 
-python3 bench/check_cuda.py build/edgerunner tests/data/stories260K.gguf "${files[@]}" 2>&1 | tee "$OUT/check.log"
+[ -z "${NO_CHECK:-}" ] && python3 bench/check_cuda.py build/edgerunner tests/data/stories260K.gguf "${files[@]}" 2>&1 | tee "$OUT/check.log"
 
+nvidia-smi dmon -s pc -d 1 > "$OUT/dmon.txt" 2>&1 &
 for f in tests/data/stories260K.gguf "${files[@]}"; do
     b=$(basename "$f" .gguf)
-    build/edgerunner bench -m "$f" --backend cuda -n 128 --runs 5 --json > "$OUT/bench-$b.json" 2> "$OUT/bench-$b.err"
+    build/edgerunner bench -m "$f" --backend cuda -n 128 --runs 5 --json ${PROFILE:+--profile} > "$OUT/bench-$b.json" 2> "$OUT/bench-$b.err"
+    [ -n "${PROFILE:-}" ] && grep -A12 "step at" "$OUT/bench-$b.err"
+    nvidia-smi --query-gpu=clocks.sm --format=csv,noheader
     echo "== $b"; cat "$OUT/bench-$b.json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print({k: d[k] for k in ("decode_tok_s","ttft_ms","prefill_tok_s","load_ms","rss_after_load_mib","gpu_used_mib","gpu_weights_mib","kv_cache_mib")})' 2>/dev/null || { cat "$OUT/bench-$b.json" "$OUT/bench-$b.err" | tail -5; }
 done
+kill %1 2>/dev/null; head -2 "$OUT/dmon.txt"; grep -v "^#" "$OUT/dmon.txt" | tail -6

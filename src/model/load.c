@@ -101,6 +101,8 @@ static er_status read_config(loader *ld) {
         (st = get_int(ld, "attention.value_length", 0, c->head_dim, 1, MAX_DIM / 4, &c->head_dim_v)) != ER_OK ||
         (st = get_int(ld, "rope.dimension_count", 0, c->head_dim, 2, c->head_dim, &c->n_rot)) != ER_OK)
         return st;
+    if (c->n_rot > 1024)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: %lld rotated dimensions per head; at most 1024 are supported", ld->path, (long long)c->n_rot);
     if (c->n_rot % 2 != 0)
         return er_fail(ER_ERR_FORMAT, "%s: %s.rope.dimension_count is odd (%lld)", ld->path, ld->arch, (long long)c->n_rot);
     if (c->n_head * c->head_dim > MAX_DIM || c->n_head * c->head_dim_v > MAX_DIM)
@@ -307,6 +309,9 @@ fail:
 void er_model_free(er_model *m) {
     if (!m)
         return;
+#ifdef ER_HAVE_CUDA
+    cuda_model_free(m->cuda);
+#endif
     gguf_close(m->file);
     free(m->layers);
     free(m->f32_arena);

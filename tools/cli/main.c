@@ -21,8 +21,9 @@ static void usage(FILE *out) {
             "        (n_prompt x n_vocab), and generates nothing unless -n is given\n"
             "  info  -m MODEL   metadata and tensor summary of a GGUF file\n"
             "  bench -m MODEL [--backend cpu|cuda] [--prompt-ids 1] [-n 128] [--runs 5] [--warmup 1]\n"
-            "        [-pp 512] [-t N] [--json]   decode and prefill speed, refused (FAIL) when the\n"
-            "        greedy tokens differ from the CPU reference\n");
+            "        [--warmup-seconds 2] [-pp 512] [-t N] [--json] [--profile]\n"
+            "        decode and prefill speed, refused (FAIL) when the greedy tokens differ from\n"
+            "        the CPU reference\n");
 }
 
 int main(int argc, char **argv) {
@@ -34,6 +35,8 @@ int main(int argc, char **argv) {
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info"))
         return cmd_info(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench"))
+        return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;

@@ -25,6 +25,9 @@ void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, 
 /* y[i] = embedding row tokens[i] (n_embd floats each) */
 void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y);
 
+/* cs (n_rot / 2, 2) = cos and sin of the RoPE angles at position pos */
+void cpu_rope_angles(const model_config *c, const float *freq_divisors, int64_t pos, float *cs);
+
 /* Rotates n_heads heads of head_dim (first n_rot dims) at absolute position pos. */
 void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
               const model_config *c, const float *freq_divisors);

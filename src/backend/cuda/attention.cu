@@ -15,11 +15,10 @@
  *
  * DPL (dims per lane) = ceil(head_dim / 32): lane l holds dims l, l + 32, ...
  */
-#include <math.h>
-
 #include "backend/cuda/common.cuh"
 
 #define ATT_WARPS 4
+#define KB 4 /* keys in flight per warp in decode */
 
 /* RMSNorm (optional) and RoPE of one head vector held by a warp: in[] -> out[] (both
  * may be shared memory; out may equal in). */
@@ -53,19 +52,16 @@ static __device__ void head_norm_rope(const float *in, float *out, const float *
             out[i] = v[k];
     }
     __syncwarp();
-    /* rotate pairs: NeoX (i, i + n_rot/2), original (2i, 2i + 1); angles in double as
-     * the CPU reference computes them */
+    /* rotate pairs: NeoX (i, i + n_rot/2), original (2i, 2i + 1), by the angles of the
+     * table (computed on the host exactly as the CPU reference computes them) */
     const int half = p.n_rot / 2;
     for (int i = lane; i < half; i += 32) {
-        double theta = (double)pos * (double)p.rope_pos_scale * pow((double)p.rope_base, -2.0 * i / (double)p.n_rot);
-        if (p.rope_freqs)
-            theta /= p.rope_freqs[i];
-        double sn, cs;
-        sincos(theta, &sn, &cs);
+        const float2 csn = p.rope_cs[(size_t)pos * half + i];
+        const float cs = csn.x, sn = csn.y;
         const int i0 = p.rope_neox ? i : 2 * i, i1 = p.rope_neox ? i + half : 2 * i + 1;
         const float x0 = out[i0], x1 = out[i1];
-        out[i0] = x0 * (float)cs - x1 * (float)sn;
-        out[i1] = x0 * (float)sn + x1 * (float)cs;
+        out[i0] = x0 * cs - x1 * sn;
+        out[i1] = x0 * sn + x1 * cs;
     }
     __syncwarp();
 }
@@ -105,8 +101,14 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
     const int kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
+    pdl_wait();
+    pdl_launch_next();
     const int pos = state->pos;
     const bool writer = h % group == 0 && s == 0;
+    /* short contexts use fewer splits (>= 16 positions each, one round of KB keys per
+     * warp); blocks past them only do the q/k work below and leave */
+    const int n_keys = pos + 1;
+    const int n_used = min(n_split, (n_keys + ATT_WARPS * KB - 1) / (ATT_WARPS * KB));
 
     if (warp == 0) {
         head_norm_rope<DPL>(qkv + h * hd, q, p.q_norm, p, pos, lane);
@@ -125,19 +127,60 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     }
     __syncthreads();
 
+    if (s >= n_used && !writer)
+        return;
     /* this block's positions */
-    const int n_keys = pos + 1, chunk = (n_keys + n_split - 1) / n_split;
+    const int chunk = (n_keys + n_used - 1) / n_used;
     const int j0 = s * chunk, j1 = min(j0 + chunk, n_keys);
     const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY, l = 0.0f, acc[DPL];
 #pragma unroll
     for (int j = 0; j < DPL; j++)
         acc[j] = 0.0f;
-    for (int j = j0 + warp; j < j1; j += ATT_WARPS) {
-        /* the newest row comes from shared memory: other blocks may not see its store yet */
-        const float *kr = j == pos ? k_new : k_cache + (size_t)j * kv_dim + kvh * hd;
-        const float *vr = j == pos ? v_new : v_cache + (size_t)j * kv_dim + kvh * hd;
-        attend_row<DPL>(q, kr, vr, hd, scale, lane, &m, &l, acc);
+    /* KB keys per warp at a time, all their K and V loads issued before the first use:
+     * the key loop is bound by memory latency, not bandwidth */
+    for (int jb = j0 + warp * KB; jb < j1; jb += ATT_WARPS * KB) {
+        float kv[KB][DPL], vv[KB][DPL], sc[KB];
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+            const int j = jb + b;
+            const bool ok = j < j1;
+            /* the newest row comes from shared memory: other blocks may not see its store yet */
+            const float *kr = j == pos ? k_new : k_cache + (size_t)(ok ? j : 0) * kv_dim + kvh * hd;
+            const float *vr = j == pos ? v_new : v_cache + (size_t)(ok ? j : 0) * kv_dim + kvh * hd;
+#pragma unroll
+            for (int t = 0; t < DPL; t++) {
+                const int i = lane + 32 * t;
+                kv[b][t] = ok && i < hd ? kr[i] : 0.0f;
+                vv[b][t] = ok && i < hd ? vr[i] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+            float s_ = 0.0f;
+#pragma unroll
+            for (int t = 0; t < DPL; t++)
+                s_ += q[lane + 32 * t < hd ? lane + 32 * t : 0] * kv[b][t];
+            sc[b] = jb + b < j1 ? warp_sum(s_) * scale : -INFINITY;
+        }
+        float m_new = m;
+#pragma unroll
+        for (int b = 0; b < KB; b++)
+            m_new = fmaxf(m_new, sc[b]);
+        const float corr = expf(m - m_new); /* exp(-inf) = 0 on the first keys */
+        l *= corr;
+#pragma unroll
+        for (int t = 0; t < DPL; t++)
+            acc[t] *= corr;
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+            const float pr = expf(sc[b] - m_new); /* 0 for keys past the range */
+            l += pr;
+#pragma unroll
+            for (int t = 0; t < DPL; t++)
+                acc[t] += pr * vv[b][t];
+        }
+        m = m_new;
     }
     if (lane == 0) {
         w_m[warp] = m;
@@ -160,12 +203,12 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
         float a = 0.0f;
         for (int w = 0; w < ATT_WARPS; w++)
             a += w_m[w] == -INFINITY ? 0.0f : w_acc[w][i] * expf(w_m[w] - bm);
-        if (n_split == 1)
+        if (n_used == 1)
             out[h * hd + i] = a / bl;
         else
             part[2 + i] = a;
     }
-    if (n_split == 1)
+    if (n_used == 1)
         return;
     if (threadIdx.x == 0) {
         part[0] = bm;
@@ -176,28 +219,31 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     __syncthreads();
     if (threadIdx.x == 0) {
         const unsigned int ticket = atomicAdd(&counters[h], 1u);
-        last = ticket == (unsigned int)n_split - 1;
+        last = ticket == (unsigned int)n_used - 1;
     }
     __syncthreads();
     if (!last)
         return;
     __threadfence();
+    /* merge in parallel: every split's max and weight to shared memory first, then each
+     * thread sums its dims over the splits with independent loads */
+    __shared__ float sw[32];
     const float *parts = partial + (size_t)h * n_split * (hd + 2);
-    float gm = -INFINITY;
-    for (int t = 0; t < n_split; t++)
-        gm = fmaxf(gm, __ldcg(parts + (size_t)t * (hd + 2)));
-    float gl = 0.0f;
-    for (int t = 0; t < n_split; t++) {
-        const float mt = __ldcg(parts + (size_t)t * (hd + 2));
-        gl += mt == -INFINITY ? 0.0f : __ldcg(parts + (size_t)t * (hd + 2) + 1) * expf(mt - gm);
+    if (threadIdx.x < 32) {
+        const int t = threadIdx.x;
+        const float mt = t < n_used ? __ldcg(parts + (size_t)t * (hd + 2)) : -INFINITY;
+        const float lt = t < n_used ? __ldcg(parts + (size_t)t * (hd + 2) + 1) : 0.0f;
+        const float gm = warp_max(mt);
+        const float wt = mt == -INFINITY ? 0.0f : expf(mt - gm);
+        const float gl = warp_sum(lt * wt);
+        sw[t] = wt / gl;
     }
+    __syncthreads();
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float a = 0.0f;
-        for (int t = 0; t < n_split; t++) {
-            const float mt = __ldcg(parts + (size_t)t * (hd + 2));
-            a += mt == -INFINITY ? 0.0f : __ldcg(parts + (size_t)t * (hd + 2) + 2 + i) * expf(mt - gm);
-        }
-        out[h * hd + i] = a / gl;
+        for (int t = 0; t < n_used; t++)
+            a += sw[t] == 0.0f ? 0.0f : __ldcg(parts + (size_t)t * (hd + 2) + 2 + i) * sw[t];
+        out[h * hd + i] = a;
     }
     if (threadIdx.x == 0)
         counters[h] = 0; /* ready for the next step */
@@ -273,11 +319,20 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
                                              float *v_cache, const cuda_step_state *state, int n_split,
                                              float *partial, unsigned int *counters, float *out,
                                              cudaStream_t stream) {
-    const dim3 grid(p->n_head, n_split);
-#define CALL(D) k_attention_decode<D><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, k_cache, v_cache, state, partial, counters, out)
+    if (n_split > 32)
+        return cudaErrorInvalidValue; /* the merge keeps one split per lane */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(p->n_head, n_split);
+    cfg.blockDim = dim3(ATT_WARPS * 32);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+#define CALL(D) return cudaLaunchKernelEx(&cfg, k_attention_decode<D>, *p, qkv, k_cache, v_cache, state, partial, counters, out)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
-    return ER_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0,

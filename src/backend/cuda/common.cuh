@@ -56,20 +56,23 @@ static __device__ __forceinline__ float dot4_q8(uint32_t u, const float *x) {
     return fmaf(q8_byte(u, 3), x[3], s);
 }
 
-/* Dot of chunk c of `row` (16 bytes) with xs[c * CHUNK_ELEMS ..]. */
+/* Programmatic dependent launch (sm_90): a kernel launched with the PDL attribute may
+ * start while the previous kernel still runs; it must wait before reading anything that
+ * kernel writes, and lets the next kernel start early in turn. Work that depends only
+ * on read-only data (weight loads) goes before the wait. */
+static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+static __device__ __forceinline__ void pdl_launch_next(void) { asm volatile("griddepcontrol.launch_dependents;"); }
+
+/* Dot of a loaded 16-byte chunk v (chunk c of its row; Q8_0 scale d) with x = xs + c * CHUNK_ELEMS. */
 template <int WT>
-static __device__ __forceinline__ float chunk_dot(const uint8_t *w_row, const __half *d_row, int c, const float *xs) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4 *>(w_row) + c);
+static __device__ __forceinline__ float chunk_fma(const uint4 v, float d, const float *x) {
     if (WT == CUDA_W_Q8_0) {
-        const float *x = xs + c * 16;
         float s = dot4_q8(v.x, x) + dot4_q8(v.y, x + 4) + dot4_q8(v.z, x + 8) + dot4_q8(v.w, x + 12);
-        return s * __half2float(d_row[c >> 1]);
+        return s * d;
     } else if (WT == CUDA_W_F32) {
         const float4 f = *reinterpret_cast<const float4 *>(&v);
-        const float *x = xs + c * 4;
         return fmaf(f.x, x[0], fmaf(f.y, x[1], fmaf(f.z, x[2], f.w * x[3])));
     } else {
-        const float *x = xs + c * 8;
         const uint32_t u[4] = {v.x, v.y, v.z, v.w};
         float s = 0.0f;
 #pragma unroll
@@ -88,6 +91,14 @@ static __device__ __forceinline__ float chunk_dot(const uint8_t *w_row, const __
         }
         return s;
     }
+}
+
+/* Dot of chunk c of `row` (16 bytes) with xs[c * CHUNK_ELEMS ..]. */
+template <int WT>
+static __device__ __forceinline__ float chunk_dot(const uint8_t *w_row, const __half *d_row, int c, const float *xs) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4 *>(w_row) + c);
+    const float d = WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : 1.0f;
+    return chunk_fma<WT>(v, d, xs + c * CHUNK_ELEMS(WT));
 }
 
 /* One element of a row, for rows whose length is not a whole number of chunks. */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/ops.h"
 #include "backend/cuda/kernels.h"
 #include "core/status.h"
 #include "model/model.h"
@@ -89,6 +90,7 @@ struct cuda_context {
     float *logits;           /* (n_vocab) of the last token */
     float *wscratch;         /* (max_matrix) dequantized weights */
     float *partial;          /* (n_head, n_split, head_dim + 2) attention partials */
+    float *rope_cs;          /* (n_ctx, n_rot / 2, 2) cos, sin of every RoPE angle */
     unsigned int *counters;  /* (n_head) */
     int32_t *tokens;         /* (n_batch) */
     int32_t *out_ids;        /* (n_ctx + 1) generated ids */
@@ -317,7 +319,7 @@ fail:
     return st;
 }
 
-static cuda_attn_params attn_params(const cuda_model *cm, int64_t il, int64_t n_ctx) {
+static cuda_attn_params attn_params(const cuda_model *cm, int64_t il, int64_t n_ctx, const float *rope_cs) {
     const model_config *c = &cm->model->config;
     cuda_attn_params p;
     p.n_head = (int)c->n_head;
@@ -326,14 +328,31 @@ static cuda_attn_params attn_params(const cuda_model *cm, int64_t il, int64_t n_
     p.head_dim_v = (int)c->head_dim_v;
     p.n_rot = (int)c->n_rot;
     p.rope_neox = c->rope_neox;
-    p.rope_base = c->rope_base;
-    p.rope_pos_scale = c->rope_pos_scale;
     p.eps = c->norm_eps;
     p.q_norm = cm->layers[il].q_norm;
     p.k_norm = cm->layers[il].k_norm;
-    p.rope_freqs = cm->rope_freqs;
+    p.rope_cs = (const float2 *)rope_cs;
     p.n_ctx = n_ctx;
     return p;
+}
+
+/* The RoPE table, (n_ctx, n_rot / 2) pairs (cos, sin), with the CPU reference's own
+ * rounding (cpu_rope_angles), so that both backends rotate by identical floats. */
+static er_status upload_rope_table(cuda_context *cc) {
+    er_status st = ER_OK;
+    const model_config *c = &cc->cm->model->config;
+    const int64_t half = c->n_rot / 2;
+    float *host = malloc((size_t)(cc->n_ctx * half * 2) * sizeof(float));
+    if (!host)
+        return er_fail(ER_ERR_NO_MEMORY, "out of memory for the RoPE table");
+    for (int64_t pos = 0; pos < cc->n_ctx; pos++)
+        cpu_rope_angles(c, cc->cm->model->rope_freqs, pos, host + pos * half * 2);
+    if ((st = dalloc((void **)&cc->rope_cs, (size_t)(cc->n_ctx * half * 2) * sizeof(float), "the RoPE table")) != ER_OK)
+        goto fail;
+    CUDA_TRY(cudaMemcpy(cc->rope_cs, host, (size_t)(cc->n_ctx * half * 2) * sizeof(float), cudaMemcpyHostToDevice));
+fail:
+    free(host);
+    return st;
 }
 
 void cuda_context_free(cuda_context *cc) {
@@ -346,7 +365,7 @@ void cuda_context_free(cuda_context *cc) {
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     void *bufs[] = {cc->k_cache, cc->v_cache, cc->x, cc->xn, cc->qkv, cc->attn, cc->gu, cc->h, cc->logits,
-                    cc->wscratch, cc->partial, cc->counters, cc->tokens, cc->out_ids, cc->state};
+                    cc->wscratch, cc->partial, cc->rope_cs, cc->counters, cc->tokens, cc->out_ids, cc->state};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
     free(cc);
@@ -384,6 +403,8 @@ er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cu
         (st = dalloc((void **)&cc->out_ids, (size_t)(n_ctx + 1) * sizeof(int32_t), "generated ids")) != ER_OK ||
         (st = dalloc((void **)&cc->state, sizeof(cuda_step_state), "the step state")) != ER_OK)
         goto fail;
+    if ((st = upload_rope_table(cc)) != ER_OK)
+        goto fail;
     CUDA_TRY(cudaMemset(cc->counters, 0, (size_t)c->n_head * sizeof(unsigned int)));
     CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
     CUDA_TRY(cudaStreamCreateWithFlags(&cc->stream, cudaStreamNonBlocking));
@@ -401,25 +422,53 @@ fail:
     return st;
 }
 
+/* Kernel timing for `bench --profile`: an event after each launch, tagged with the
+ * kernel's role. */
+enum { PROF_EMBED, PROF_QKV, PROF_ATTN, PROF_WO, PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_COMMIT, PROF_COUNT };
+static const char *prof_names[PROF_COUNT] = {"embed", "qkv", "attention", "wo", "gate_up", "down", "head", "commit"};
+enum { PROF_MAX_EVENTS = 8192 };
+typedef struct step_profile {
+    cudaEvent_t ev[PROF_MAX_EVENTS];
+    int role[PROF_MAX_EVENTS];
+    int n;
+} step_profile;
+
+#define MARK(role_)                                                                      \
+    do {                                                                                 \
+        if (prof && prof->n < PROF_MAX_EVENTS) {                                         \
+            CUDA_TRY(cudaEventRecord(prof->ev[prof->n], cc->stream));                    \
+            prof->role[prof->n++] = (role_);                                             \
+        }                                                                                \
+    } while (0)
+
 /* The kernels of one decode step, on cc->stream (captured into the step graph). */
-static er_status enqueue_step(cuda_context *cc) {
+static er_status enqueue_step(cuda_context *cc, step_profile *prof) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->model->config;
     const size_t layer_kv = (size_t)cc->n_ctx * (size_t)(c->n_head_kv * c->head_dim);
+    MARK(-1);
     CUDA_TRY(cuda_embed_state(&cm->token_embd, cc->state, cc->x, cc->stream));
+    MARK(PROF_EMBED);
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
-        const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx);
+        const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx, cc->rope_cs);
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state, cc->stream));
+        MARK(PROF_QKV);
         CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, cc->k_cache + il * layer_kv, cc->v_cache + il * layer_kv, cc->state,
                                        cc->n_split, cc->partial, cc->counters, cc->attn, cc->stream));
+        MARK(PROF_ATTN);
         CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, cc->state, cc->stream));
+        MARK(PROF_WO);
         CUDA_TRY(cuda_matvec(&l->gate_up, MV_NORM_SWIGLU, cc->x, l->ffn_norm, c->norm_eps, cc->h, cc->state, cc->stream));
+        MARK(PROF_GATE_UP);
         CUDA_TRY(cuda_matvec(&l->down, MV_ADD, cc->h, NULL, 0.0f, cc->x, cc->state, cc->stream));
+        MARK(PROF_DOWN);
     }
     CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x, cm->output_norm, c->norm_eps, cc->logits, cc->state, cc->stream));
+    MARK(PROF_HEAD);
     CUDA_TRY(cuda_commit(cc->state, cc->out_ids, cc->stream));
+    MARK(PROF_COMMIT);
     return ER_OK;
 fail:
     return st;
@@ -431,7 +480,7 @@ static er_status ensure_step_graph(cuda_context *cc) {
     if (cc->step)
         return ER_OK;
     CUDA_TRY(cudaStreamBeginCapture(cc->stream, cudaStreamCaptureModeThreadLocal));
-    st = enqueue_step(cc);
+    st = enqueue_step(cc, NULL);
     {
         cudaError_t e = cudaStreamEndCapture(cc->stream, &graph);
         if (st != ER_OK)
@@ -474,7 +523,7 @@ static er_status prefill_batch(cuda_context *cc, const int32_t *tokens, int64_t 
     CUDA_TRY(cuda_embed_tokens(&cm->token_embd, cc->tokens, (int)T, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
-        const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx);
+        const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx, cc->rope_cs);
         float *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xn, cc->stream));
         if ((st = gemm_rows(cc, &l->qkv, 0, l->qkv.n_out, cc->xn, T, cc->qkv, q_dim + 2 * kv_dim, 0.0f)) != ER_OK)
@@ -565,5 +614,89 @@ er_status cuda_read_logits(cuda_context *cc, float *logits) {
     CUDA_TRY(cudaStreamSynchronize(cc->stream));
     return ER_OK;
 fail:
+    return st;
+}
+
+static size_t weight_bytes(const cuda_weight *w) {
+    return (size_t)w->n_out * wrow_bytes(w->type, w->n_in) + (w->d ? (size_t)w->n_out * (size_t)(w->n_in / 32) * 2 : 0);
+}
+
+er_status cuda_profile_step(cuda_context *cc, int64_t pos, int reps, char *report, size_t cap) {
+    er_status st = ER_OK;
+    step_profile *prof = calloc(1, sizeof *prof);
+    double total_us[PROF_COUNT] = {0}, graph_us = 0.0;
+    size_t bytes[PROF_COUNT] = {0};
+    int count[PROF_COUNT] = {0};
+    cudaEvent_t g0 = NULL, g1 = NULL;
+    const model_config *c = &cc->cm->model->config;
+    if (!prof)
+        return er_fail(ER_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < PROF_MAX_EVENTS; i++)
+        CUDA_TRY(cudaEventCreate(&prof->ev[i]));
+    CUDA_TRY(cudaEventCreate(&g0));
+    CUDA_TRY(cudaEventCreate(&g1));
+    if ((st = ensure_step_graph(cc)) != ER_OK)
+        goto fail;
+    for (int r = 0; r < reps; r++) {
+        const cuda_step_state s = {0, 1, (int32_t)pos, 0, 0};
+        CUDA_TRY(cudaMemcpyAsync(cc->state, &s, sizeof s, cudaMemcpyHostToDevice, cc->stream));
+        /* kernel by kernel, queued behind a spin so that the events time the GPU */
+        prof->n = 0;
+        CUDA_TRY(cuda_spin(3000000, cc->stream));
+        if ((st = enqueue_step(cc, prof)) != ER_OK)
+            goto fail;
+        CUDA_TRY(cudaStreamSynchronize(cc->stream));
+        for (int i = 1; i < prof->n; i++) {
+            float ms = 0.0f;
+            CUDA_TRY(cudaEventElapsedTime(&ms, prof->ev[i - 1], prof->ev[i]));
+            total_us[prof->role[i]] += 1e3 * ms;
+            count[prof->role[i]]++;
+        }
+        /* the same step as the graph replays it */
+        CUDA_TRY(cudaMemcpyAsync(cc->state, &s, sizeof s, cudaMemcpyHostToDevice, cc->stream));
+        CUDA_TRY(cuda_spin(1000000, cc->stream));
+        CUDA_TRY(cudaEventRecord(g0, cc->stream));
+        CUDA_TRY(cudaGraphLaunch(cc->step, cc->stream));
+        CUDA_TRY(cudaEventRecord(g1, cc->stream));
+        CUDA_TRY(cudaStreamSynchronize(cc->stream));
+        float ms = 0.0f;
+        CUDA_TRY(cudaEventElapsedTime(&ms, g0, g1));
+        graph_us += 1e3 * ms;
+    }
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        const cuda_layer *l = &cc->cm->layers[il];
+        bytes[PROF_QKV] += weight_bytes(&l->qkv);
+        bytes[PROF_WO] += weight_bytes(&l->wo);
+        bytes[PROF_GATE_UP] += weight_bytes(&l->gate_up);
+        bytes[PROF_DOWN] += weight_bytes(&l->down);
+    }
+    bytes[PROF_HEAD] = weight_bytes(&cc->cm->output);
+    {
+        size_t len = 0;
+        double sum = 0.0;
+        for (int k = 0; k < PROF_COUNT; k++)
+            sum += total_us[k] / reps;
+        len += (size_t)snprintf(report + len, cap - len, "step at position %lld: graph %.1f us; kernels one by one:\n",
+                                (long long)pos, graph_us / reps);
+        for (int k = 0; k < PROF_COUNT && len < cap; k++) {
+            const double us = total_us[k] / reps;
+            len += (size_t)snprintf(report + len, cap - len, "  %-10s %4d launches %8.1f us %5.1f%%", prof_names[k],
+                                    count[k] / reps, us, 100.0 * us / sum);
+            if (bytes[k] && len < cap)
+                len += (size_t)snprintf(report + len, cap - len, "  %7.1f MB  %6.0f GB/s", (double)bytes[k] / 1e6,
+                                        (double)bytes[k] / (us * 1e3));
+            if (len < cap)
+                len += (size_t)snprintf(report + len, cap - len, "\n");
+        }
+    }
+fail:
+    for (int i = 0; i < PROF_MAX_EVENTS; i++)
+        if (prof->ev[i])
+            cudaEventDestroy(prof->ev[i]);
+    if (g0)
+        cudaEventDestroy(g0);
+    if (g1)
+        cudaEventDestroy(g1);
+    free(prof);
     return st;
 }

@@ -40,6 +40,11 @@ er_status cuda_generate(cuda_context *cc, int64_t pos_last_fed, int64_t n_steps,
 /* The logits (n_vocab) of the last step run, to host. */
 er_status cuda_read_logits(cuda_context *cc, float *logits);
 
+/* Times one decode step at position pos, kernel by kernel (queued behind a spin so
+ * that the events time the GPU, not the launches) and as the graph, over `reps`
+ * repetitions; writes a text table with achieved GB/s per weight kernel. */
+er_status cuda_profile_step(cuda_context *cc, int64_t pos, int reps, char *report, size_t cap);
+
 /* Bytes of device memory in use right now (cudaMemGetInfo), and the peak this process
  * has seen through the backend's own accounting. */
 size_t cuda_device_bytes_in_use(void);

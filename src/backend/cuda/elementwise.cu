@@ -24,6 +24,8 @@ static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float *
 }
 
 __global__ void k_embed_state(const cuda_weight w, cuda_step_state *state, float *x) {
+    pdl_wait();
+    pdl_launch_next();
     dequant_row_any(w, state->token, x);
     if (threadIdx.x == 0)
         state->argmax_key = 0;
@@ -34,6 +36,8 @@ __global__ void k_embed_tokens(const cuda_weight w, const int32_t *tokens, float
 }
 
 __global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
+    pdl_wait();
+    pdl_launch_next();
     const int32_t token = (int32_t)(0xffffffffu - (unsigned int)(state->argmax_key & 0xffffffffu));
     state->token = token;
     out_ids[state->n_out] = token;
@@ -77,10 +81,36 @@ __global__ void k_repack_q8_0(const uint8_t *blocks, int64_t n_blocks, uint8_t *
         qs[b * 32 + j] = (uint8_t)((int)(int8_t)src[2 + j] + 128);
 }
 
+__global__ void k_spin(long long ns) {
+    const long long t0 = clock64();
+    /* clock64 counts SM cycles: about 2 per ns at the H200's 1.98 GHz */
+    while (clock64() - t0 < 2 * ns) {
+    }
+}
+
+extern "C" cudaError_t cuda_spin(long long ns, cudaStream_t stream) {
+    k_spin<<<1, 1, 0, stream>>>(ns);
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+/* a launch that may overlap the previous kernel's tail (the kernel waits for it) */
+static cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, cudaStream_t stream, cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t cfg = {};
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
 extern "C" cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x,
                                         cudaStream_t stream) {
-    k_embed_state<<<1, 256, 0, stream>>>(*embd, state, x);
-    return ER_CUDA_LAUNCH_CHECK();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(1), dim3(256), stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_embed_state, *embd, state, x);
 }
 
 extern "C" cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t *tokens, int n_tokens, float *x,
@@ -90,8 +120,9 @@ extern "C" cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t 
 }
 
 extern "C" cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t stream) {
-    k_commit<<<1, 1, 0, stream>>>(state, out_ids);
-    return ER_CUDA_LAUNCH_CHECK();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(1), dim3(1), stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_commit, state, out_ids);
 }
 
 extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, float *y,

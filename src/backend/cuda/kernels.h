@@ -60,14 +60,18 @@ cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, fl
 cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t *tokens, int n_tokens, float *x,
                               cudaStream_t stream);
 
+/* Busy-waits about `ns` nanoseconds on the device: lets the host queue up what follows,
+ * so that events around later kernels time the kernels, not the launches. */
+cudaError_t cuda_spin(long long ns, cudaStream_t stream);
+
 /* After the output head: token = argmax, out_ids[n_out++] = token, pos++. */
 cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t stream);
 
 typedef struct cuda_attn_params {
     int n_head, n_head_kv, head_dim, head_dim_v, n_rot, rope_neox;
-    float rope_base, rope_pos_scale, eps;
-    const float *q_norm, *k_norm;  /* (head_dim) each, or NULL */
-    const float *rope_freqs;       /* (n_rot / 2) or NULL */
+    float eps;
+    const float *q_norm, *k_norm; /* (head_dim) each, or NULL */
+    const float2 *rope_cs;        /* (n_ctx, n_rot / 2) cos and sin of every angle */
     int64_t n_ctx;
 } cuda_attn_params;
 

@@ -8,8 +8,13 @@
  * time ~ bytes(W) / bandwidth. A block of 256 threads (8 warps) stages the input
  * vector (normalized when asked) in shared memory; each group of `ks` warps owns 2
  * weight rows and splits their length, so that small matrices still give every
- * multiprocessor a few blocks. Each lane keeps 2 rows x 2 chunks of 16 bytes in
- * flight per iteration.
+ * multiprocessor a few blocks.
+ *
+ * Latency, not bandwidth, bounds the small matrices of a 0.6B model (2-7 MB each, a few
+ * microseconds of HBM time), so each kernel issues its weight loads first (NC chunks of
+ * 16 bytes per lane and row, held in registers), and only then waits for the previous
+ * kernel (programmatic dependent launch) and stages its input. Rows longer than
+ * NC = 4 chunks per lane fall back to a loop (NC = 0).
  */
 #include "backend/cuda/common.cuh"
 
@@ -23,7 +28,7 @@ static __device__ __forceinline__ unsigned int ordered_bits(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-template <int WT, int MODE>
+template <int WT, int MODE, int NC>
 __global__ void __launch_bounds__(MV_THREADS)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int ks,
          const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
@@ -35,19 +40,6 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const bool norm = MODE == MV_NORM_STORE || MODE == MV_NORM_SWIGLU || MODE == MV_NORM_ARGMAX;
-    float scale = 1.0f;
-    if (norm) {
-        float ss = 0.0f;
-        for (int i = tid; i < n_in; i += MV_THREADS)
-            ss += x[i] * x[i];
-        ss = block_sum(ss, red);
-        scale = 1.0f / sqrtf(ss / (float)n_in + eps);
-    }
-    for (int i = tid; i < n_in; i += MV_THREADS)
-        xs[i] = norm ? x[i] * scale * norm_w[i] : x[i];
-    if (MODE == MV_NORM_ARGMAX && tid == 0)
-        best = 0;
-    __syncthreads();
 
     /* rows of this warp group; SWIGLU pairs gate row i with up row n_out/2 + i */
     const int groups = MV_WARPS / ks, group = warp / ks, sub = warp % ks;
@@ -75,21 +67,63 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         w_row[r] = w + (size_t)row * rb;
         d_row[r] = WT == CUDA_W_Q8_0 ? d + (size_t)row * n_blocks32 : nullptr;
     }
-
     /* 16-byte chunks need 16-byte aligned rows; otherwise everything goes element-wise */
     const int n_chunks = rb % 16 == 0 ? n_in / CHUNK_ELEMS(WT) : 0;
-    float acc[MV_ROWS] = {0.0f, 0.0f};
     const int step = 32 * ks;
-    int c = sub * 32 + lane;
-    for (; c + step < n_chunks; c += 2 * step) {
+    const int c0 = sub * 32 + lane;
+
+    /* the weights do not depend on the previous kernel: load them first */
+    uint4 wv[MV_ROWS][NC > 0 ? NC : 1];
+    float wd[MV_ROWS][NC > 0 ? NC : 1];
 #pragma unroll
-        for (int r = 0; r < MV_ROWS; r++)
-            acc[r] += chunk_dot<WT>(w_row[r], d_row[r], c, xs) + chunk_dot<WT>(w_row[r], d_row[r], c + step, xs);
+    for (int r = 0; r < MV_ROWS; r++)
+#pragma unroll
+        for (int k = 0; k < NC; k++) {
+            const int c = c0 + k * step;
+            if (c < n_chunks) {
+                wv[r][k] = __ldg(reinterpret_cast<const uint4 *>(w_row[r]) + c);
+                wd[r][k] = WT == CUDA_W_Q8_0 ? __half2float(d_row[r][c >> 1]) : 1.0f;
+            }
+        }
+    pdl_wait();
+    pdl_launch_next();
+
+    float scale = 1.0f;
+    if (norm) {
+        float ss = 0.0f;
+        for (int i = tid; i < n_in; i += MV_THREADS)
+            ss += x[i] * x[i];
+        ss = block_sum(ss, red);
+        scale = 1.0f / sqrtf(ss / (float)n_in + eps);
     }
-    if (c < n_chunks) {
+    for (int i = tid; i < n_in; i += MV_THREADS)
+        xs[i] = norm ? x[i] * scale * norm_w[i] : x[i];
+    if (MODE == MV_NORM_ARGMAX && tid == 0)
+        best = 0;
+    __syncthreads();
+
+    float acc[MV_ROWS] = {0.0f, 0.0f};
+    if (NC > 0) {
 #pragma unroll
         for (int r = 0; r < MV_ROWS; r++)
-            acc[r] += chunk_dot<WT>(w_row[r], d_row[r], c, xs);
+#pragma unroll
+            for (int k = 0; k < NC; k++) {
+                const int c = c0 + k * step;
+                if (c < n_chunks)
+                    acc[r] += chunk_fma<WT>(wv[r][k], wd[r][k], xs + c * CHUNK_ELEMS(WT));
+            }
+    } else {
+        int c = c0;
+        for (; c + step < n_chunks; c += 2 * step) {
+#pragma unroll
+            for (int r = 0; r < MV_ROWS; r++)
+                acc[r] += chunk_dot<WT>(w_row[r], d_row[r], c, xs) + chunk_dot<WT>(w_row[r], d_row[r], c + step, xs);
+        }
+        if (c < n_chunks) {
+#pragma unroll
+            for (int r = 0; r < MV_ROWS; r++)
+                acc[r] += chunk_dot<WT>(w_row[r], d_row[r], c, xs);
+        }
     }
     for (int i = n_chunks * CHUNK_ELEMS(WT) + sub * 32 + lane; i < n_in; i += step) {
 #pragma unroll
@@ -142,6 +176,28 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     }
 }
 
+template <int WT, int MODE, int NC>
+static cudaError_t launch_nc(const cuda_weight *w, int ks, int n_blocks, size_t smem, const float *x,
+                             const float *norm_w, float eps, float *y, cuda_step_state *state, cudaStream_t stream) {
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(k_matvec<WT, MODE, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(n_blocks);
+    cfg.blockDim = dim3(MV_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE, NC>, (const uint8_t *)w->w, (const __half *)w->d, (int)w->n_in,
+                              (int)w->n_out, ks, x, norm_w, eps, y, state);
+}
+
 template <int WT, int MODE>
 static cudaError_t launch(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                           cuda_step_state *state, cudaStream_t stream) {
@@ -156,14 +212,16 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     const int rows_per_block = rows_per_group * (MV_WARPS / ks);
     const int n_blocks = (n_logical + rows_per_block - 1) / rows_per_block;
     const size_t smem = (size_t)n_in * sizeof(float);
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(k_matvec<WT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess)
-            return e;
-    }
-    k_matvec<WT, MODE><<<n_blocks, MV_THREADS, smem, stream>>>((const uint8_t *)w->w, (const __half *)w->d, n_in,
-                                                               n_out, ks, x, norm_w, eps, y, state);
-    return ER_CUDA_LAUNCH_CHECK();
+    /* chunks per lane and row: prefetched into registers when at most 4 */
+    const int n_chunks = row_bytes(WT, n_in) % 16 == 0 ? n_in / CHUNK_ELEMS(WT) : 0;
+    const int nc = (n_chunks + 32 * ks - 1) / (32 * ks);
+    if (nc == 1)
+        return launch_nc<WT, MODE, 1>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
+    if (nc == 2)
+        return launch_nc<WT, MODE, 2>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
+    if (nc <= 4 && nc > 0)
+        return launch_nc<WT, MODE, 4>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
+    return launch_nc<WT, MODE, 0>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
 }
 
 template <int WT>
