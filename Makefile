@@ -1,6 +1,7 @@
 # EdgeRunner-C. Targets:
 #   make              build/edgerunner and build/libedgerunner.a
 #   make test         unit tests (plain and under ASan+UBSan), CLI tests, oracle tests
+#   make bench        CPU matvec throughput per weight type (bench/matvec_bench.c)
 #   make debug        the same binaries with AddressSanitizer + UBSan, in build/debug
 #   make fuzz         libFuzzer on the GGUF parser for FUZZ_SECONDS (default 600)
 #   make format       clang-format the sources
@@ -36,8 +37,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test unit debug fuzz format clean
-all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a
+.PHONY: all test unit debug fuzz format clean bench
+all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool
 
 $(BUILD)/libedgerunner.a: $(LIB_OBJ)
 	@rm -f $@
@@ -48,6 +49,16 @@ $(BUILD)/edgerunner: $(CLI_OBJ) $(BUILD)/libedgerunner.a
 
 $(BUILD)/unit_tests: $(TEST_OBJ) $(BUILD)/libedgerunner.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# the reference quantizer and dequantizer on raw files, for tests/quant (Python oracles)
+$(BUILD)/tests/quant_tool: $(BUILD)/tests/quant/quant_tool.o $(BUILD)/libedgerunner.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/matvec_bench: $(BUILD)/bench/matvec_bench.o $(BUILD)/libedgerunner.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BUILD)/bench/matvec_bench
+	$(BUILD)/bench/matvec_bench
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -72,9 +83,10 @@ test: all $(BUILD)/unit_tests debug
 	tests/cli/run.sh $(BUILD)/edgerunner
 	tests/cli/run.sh build/debug/edgerunner
 	tests/oracle/run.sh $(BUILD)
+	tests/quant/run.sh $(BUILD)
 
 FUZZ_SECONDS ?= 600
-FUZZ_SRC := tests/fuzz/fuzz_gguf.c src/io/gguf.c src/core/status.c src/quant/types.c
+FUZZ_SRC := tests/fuzz/fuzz_gguf.c src/io/gguf.c src/core/status.c $(wildcard src/quant/*.c)
 fuzz: build/fuzz/fuzz_gguf
 	@mkdir -p build/fuzz/corpus
 	cp -n tests/data/*.gguf build/fuzz/corpus/ 2>/dev/null || true
@@ -90,4 +102,4 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/quant/quant_tool.d $(BUILD)/bench/matvec_bench.d

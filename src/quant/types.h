@@ -5,7 +5,8 @@
  * size in elements, bytes per block), so that any valid file can be parsed and
  * described by `info`. Types we compute with also carry kernels; a NULL kernel means
  * "known, not supported yet", which the model loader reports by tensor name.
- * Adding a quant type: its block layout in quant/blocks.h, a row here, its kernels.
+ * Adding a quant type: its block layout in quant/blocks.h, a row here, its reference
+ * kernels (quants.h), then its CPU fast path in backend/cpu/kernels.c.
  */
 #ifndef ER_QUANT_TYPES_H
 #define ER_QUANT_TYPES_H
@@ -42,13 +43,17 @@ enum er_type {
 typedef void (*er_to_f32_fn)(const void *src, float *dst, int64_t n);
 /* dot product of n weight elements (block-aligned) with n f32 activations */
 typedef float (*er_dot_f32_fn)(const void *w, const float *x, int64_t n);
+/* dst = n values (n % block_size == 0) quantized to the type: the reference quantizer */
+typedef void (*er_from_f32_fn)(const float *src, void *dst, int64_t n);
 
 typedef struct er_type_traits {
     const char *name;     /* NULL: unknown id */
     int64_t block_size;   /* elements per block */
     size_t type_size;     /* bytes per block */
     er_to_f32_fn to_f32;  /* NULL: we cannot compute with this type yet */
-    er_dot_f32_fn dot_f32;
+    er_dot_f32_fn dot_f32; /* the numerics of the reference forward pass: equal, bit for
+                              bit, to to_f32 followed by a dot product in element order */
+    er_from_f32_fn from_f32; /* NULL: we cannot write this type */
 } er_type_traits;
 
 /* The row for `type`, or NULL when the id is unknown. */

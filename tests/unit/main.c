@@ -16,6 +16,7 @@ int main(int argc, char **argv) {
         {"gguf", test_gguf},
         {"types", test_types},
         {"model", test_model},
+        {"quant", test_quant},
     };
     int n_suites_passed = 0, n_suites_failed = 0;
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {

@@ -82,15 +82,20 @@ static void test_bf16(void) {
 
 static void test_table(void) {
     static const struct { uint32_t id; const char *name; int64_t block; size_t size; int computes; } rows[] = {
-        {ER_TYPE_F32, "F32", 1, 4, 1},     {ER_TYPE_F16, "F16", 1, 2, 1},
-        {ER_TYPE_BF16, "BF16", 1, 2, 1},   {ER_TYPE_Q8_0, "Q8_0", 32, 34, 1},
-        {ER_TYPE_Q4_0, "Q4_0", 32, 18, 0}, {ER_TYPE_Q4_K, "Q4_K", 256, 144, 0},
-        {ER_TYPE_Q6_K, "Q6_K", 256, 210, 0},
+        {ER_TYPE_F32, "F32", 1, 4, 1},        {ER_TYPE_F16, "F16", 1, 2, 1},
+        {ER_TYPE_BF16, "BF16", 1, 2, 1},      {ER_TYPE_Q8_0, "Q8_0", 32, 34, 1},
+        {ER_TYPE_Q4_0, "Q4_0", 32, 18, 1},    {ER_TYPE_Q4_1, "Q4_1", 32, 20, 1},
+        {ER_TYPE_Q5_0, "Q5_0", 32, 22, 1},    {ER_TYPE_Q5_1, "Q5_1", 32, 24, 1},
+        {ER_TYPE_Q2_K, "Q2_K", 256, 84, 1},   {ER_TYPE_Q3_K, "Q3_K", 256, 110, 1},
+        {ER_TYPE_Q4_K, "Q4_K", 256, 144, 1},  {ER_TYPE_Q5_K, "Q5_K", 256, 176, 1},
+        {ER_TYPE_Q6_K, "Q6_K", 256, 210, 1},  {ER_TYPE_Q8_1, "Q8_1", 32, 36, 0},
+        {ER_TYPE_Q8_K, "Q8_K", 256, 292, 0},  {ER_TYPE_I8, "I8", 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const er_type_traits *t = er_type_get(rows[i].id);
         CHECK(t && !strcmp(t->name, rows[i].name) && t->block_size == rows[i].block && t->type_size == rows[i].size &&
-                  (t->dot_f32 != NULL) == rows[i].computes && (t->to_f32 != NULL) == rows[i].computes,
+                  (t->dot_f32 != NULL) == rows[i].computes && (t->to_f32 != NULL) == rows[i].computes &&
+                  (t->from_f32 != NULL) == rows[i].computes,
               "row for %s", rows[i].name);
     }
     CHECK(er_type_get(4) == NULL && er_type_get(5) == NULL && er_type_get(ER_TYPE_COUNT) == NULL &&
@@ -100,25 +105,44 @@ static void test_table(void) {
     CHECK(er_type_row_size(er_type_get(ER_TYPE_Q8_0), 33) == 0, "Q8_0 row of 33 is invalid");
 }
 
+/* Byte offset of f16 scale k (0 or 1) in a block of a quantized type, -1 when none. */
+static int scale_offset(uint32_t type, int k) {
+    switch (type) {
+    case ER_TYPE_Q4_0: case ER_TYPE_Q5_0: case ER_TYPE_Q8_0: return k ? -1 : 0;
+    case ER_TYPE_Q4_1: case ER_TYPE_Q5_1: case ER_TYPE_Q4_K: case ER_TYPE_Q5_K: return 2 * k;
+    case ER_TYPE_Q2_K: return 80 + 2 * k;
+    case ER_TYPE_Q3_K: return k ? -1 : 108;
+    case ER_TYPE_Q6_K: return k ? -1 : 208;
+    default: return -1;
+    }
+}
+
 /* Every type's dot product equals dequantize-then-dot exactly: the reference kernels
  * accumulate in the same order, which is what makes prefill and decode agree bit for bit. */
 static void test_dot_matches_dequant(void) {
-    static const uint32_t types[] = {ER_TYPE_F32, ER_TYPE_F16, ER_TYPE_BF16, ER_TYPE_Q8_0};
-    static const int64_t lengths[] = {32, 64, 96, 4096};
+    static const uint32_t types[] = {ER_TYPE_F32,  ER_TYPE_F16,  ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0,
+                                     ER_TYPE_Q4_1, ER_TYPE_Q5_0, ER_TYPE_Q5_1, ER_TYPE_Q2_K, ER_TYPE_Q3_K,
+                                     ER_TYPE_Q4_K, ER_TYPE_Q5_K, ER_TYPE_Q6_K};
+    static const int64_t lengths[] = {32, 96, 256, 768, 4096};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const er_type_traits *t = er_type_get(types[ti]);
         for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
             const int64_t n = lengths[li];
+            if (n % t->block_size != 0)
+                continue;
             const size_t bytes = er_type_row_size(t, n);
             uint8_t *w = malloc(bytes);
             float *x = malloc((size_t)n * sizeof *x), *wf = malloc((size_t)n * sizeof *wf);
             for (size_t b = 0; b < bytes; b++)
                 w[b] = (uint8_t)rng_next();
-            if (types[ti] == ER_TYPE_Q8_0) /* keep scales finite: random halves can be inf/NaN */
-                for (int64_t b = 0; b < n / QK8_0; b++) {
-                    uint16_t d = er_f32_to_f16(rng_uniform() * 0.1f);
-                    memcpy(w + b * sizeof(block_q8_0), &d, 2);
-                }
+            if (t->block_size > 1) /* keep scales finite: random halves can be inf/NaN */
+                for (int64_t b = 0; b < n / t->block_size; b++)
+                    for (int k = 0; k < 2; k++) {
+                        const int off = scale_offset(types[ti], k);
+                        uint16_t d = er_f32_to_f16(rng_uniform() * 0.1f);
+                        if (off >= 0)
+                            memcpy(w + b * t->type_size + off, &d, 2);
+                    }
             else
                 for (int64_t i = 0; i < n; i++) { /* finite random values of the type */
                     float v = rng_uniform() * 4.0f;

@@ -14,6 +14,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* Print "edgerunner: WHAT" (or the last library error) on stderr; return 1. */
 int cli_fail(const char *what);

@@ -68,6 +68,19 @@ static void print_value(const gguf_value *v, int depth) {
     }
 }
 
+/* llama.cpp's names of general.file_type (enum llama_ftype) */
+static const char *file_type_name(int64_t ftype) {
+    static const struct { int64_t id; const char *name; } names[] = {
+        {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
+        {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
+        {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {21, "Q2_K_S"}, {32, "BF16"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].id == ftype)
+            return names[i].name;
+    return "other";
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     for (int i = 0; i < argc; i++) {
@@ -93,7 +106,7 @@ int cmd_info(int argc, char **argv) {
         printf("\n");
     }
     uint64_t n_params = 0, n_bytes = 0;
-    uint64_t type_count[ER_TYPE_COUNT] = {0}, type_params[ER_TYPE_COUNT] = {0};
+    uint64_t type_count[ER_TYPE_COUNT] = {0}, type_params[ER_TYPE_COUNT] = {0}, type_bytes[ER_TYPE_COUNT] = {0};
     printf("\ntensors:\n");
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
@@ -110,13 +123,21 @@ int cmd_info(int argc, char **argv) {
         n_bytes += t->size;
         type_count[t->type]++;
         type_params[t->type] += ne;
+        type_bytes[t->type] += t->size;
     }
-    printf("\n%" PRIu64 " parameters, %.2f MiB of tensor data, %.3f bits per weight\ntypes:",
-           n_params, (double)n_bytes / (1024.0 * 1024.0), n_params ? 8.0 * (double)n_bytes / (double)n_params : 0.0);
+    printf("\n%" PRIu64 " parameters, %.2f MiB of tensor data, %.3f bits per weight\n", n_params,
+           (double)n_bytes / (1024.0 * 1024.0), n_params ? 8.0 * (double)n_bytes / (double)n_params : 0.0);
+    const gguf_kv *ft = gguf_find_kv(f, "general.file_type");
+    int64_t ftype;
+    if (ft && gguf_value_as_int(&ft->value, &ftype))
+        printf("file type: %s (general.file_type %" PRId64 ")\n", file_type_name(ftype), ftype);
+    /* the mix: a quantized model keeps norms in F32 and may give some weights more bits */
+    printf("types:");
     for (int t = 0; t < ER_TYPE_COUNT; t++)
         if (type_count[t])
-            printf(" %s: %" PRIu64 " tensors (%.1f%% of weights)", er_type_get((uint32_t)t)->name, type_count[t],
-                   100.0 * (double)type_params[t] / (double)n_params);
+            printf(" %s: %" PRIu64 " tensors (%.1f%% of weights, %.3f bits/weight)", er_type_get((uint32_t)t)->name,
+                   type_count[t], 100.0 * (double)type_params[t] / (double)n_params,
+                   8.0 * (double)type_bytes[t] / (double)type_params[t]);
     printf("\n");
     gguf_close(f);
     return 0;

@@ -20,6 +20,10 @@ static void usage(FILE *out) {
             "        --dump-logits writes the logits of every prompt token, float32\n"
             "        (n_prompt x n_vocab), and generates nothing unless -n is given\n"
             "  info  -m MODEL   metadata and tensor summary of a GGUF file\n"
+            "  quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]\n"
+            "        rewrites IN with its weights in TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
+            "        Q2_K Q3_K Q4_K Q5_K Q6_K (every weight in TYPE), or llama.cpp's mixes\n"
+            "        Q4_K_M Q4_K_S Q5_K_M Q5_K_S\n"
             "  bench -m MODEL [--backend cpu|cuda] [--prompt-ids 1] [-n 128] [--runs 5] [--warmup 1]\n"
             "        [--warmup-seconds 2] [-pp 512] [-t N] [--json] [--profile]\n"
             "        decode and prefill speed, refused (FAIL) when the greedy tokens differ from\n"
@@ -35,6 +39,8 @@ int main(int argc, char **argv) {
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info"))
         return cmd_info(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "quantize"))
+        return cmd_quantize(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench"))
         return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

@@ -1,0 +1,97 @@
+/*
+ * quant_tool.c - the engine's reference quantizer and dequantizer on raw files, for the
+ * Python oracle tests (tests/quant/test_quant.py). Built as BUILD/tests/quant_tool.
+ *
+ *   quant_tool dequant TYPE IN OUT   IN: raw blocks of TYPE; OUT: float32 LE values
+ *   quant_tool quant TYPE IN OUT     IN: float32 LE values; OUT: raw blocks of TYPE
+ *
+ * TYPE is a type name of the table (Q4_0, Q6_K, ...). Exit 0, or 1 with a message.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/types.h"
+
+static unsigned char *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 20, n = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        unsigned char *grown = realloc(buf, cap *= 2);
+        if (!grown)
+            free(buf);
+        buf = grown;
+    }
+    fclose(f);
+    *size = n;
+    return buf;
+}
+
+static int write_all(const char *path, const void *data, size_t size) {
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 0;
+    const int ok = fwrite(data, 1, size, f) == size;
+    return fclose(f) == 0 && ok;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5 || (strcmp(argv[1], "dequant") && strcmp(argv[1], "quant"))) {
+        fprintf(stderr, "usage: quant_tool dequant|quant TYPE IN OUT\n");
+        return 1;
+    }
+    const er_type_traits *t = NULL;
+    for (uint32_t id = 0; id < ER_TYPE_COUNT && !t; id++) {
+        const er_type_traits *c = er_type_get(id);
+        if (c && !strcmp(c->name, argv[2]))
+            t = c;
+    }
+    if (!t || !t->to_f32 || !t->from_f32) {
+        fprintf(stderr, "quant_tool: no kernels for type '%s'\n", argv[2]);
+        return 1;
+    }
+    size_t size;
+    unsigned char *in = read_all(argv[3], &size);
+    if (!in) {
+        fprintf(stderr, "quant_tool: cannot read %s\n", argv[3]);
+        return 1;
+    }
+    const int dequant = !strcmp(argv[1], "dequant");
+    const size_t unit = dequant ? t->type_size : (size_t)t->block_size * sizeof(float);
+    if (size % unit != 0) {
+        fprintf(stderr, "quant_tool: %s: %zu bytes is not a whole number of %zu-byte blocks\n", argv[3], size, unit);
+        free(in);
+        return 1;
+    }
+    const int64_t n = (int64_t)(size / unit) * t->block_size;
+    const size_t out_size = dequant ? (size_t)n * sizeof(float) : (size_t)(size / unit) * t->type_size;
+    void *out = malloc(out_size ? out_size : 1);
+    float *x = NULL;
+    if (out && !dequant) { /* the input may be unaligned in the buffer: copy the floats */
+        x = malloc(size ? size : 1);
+        if (x)
+            memcpy(x, in, size);
+    }
+    int rc = 1;
+    if (!out || (!dequant && !x))
+        fprintf(stderr, "quant_tool: out of memory\n");
+    else {
+        if (dequant)
+            t->to_f32(in, out, n);
+        else
+            t->from_f32(x, out, n);
+        rc = write_all(argv[4], out, out_size) ? 0 : 1;
+        if (rc)
+            fprintf(stderr, "quant_tool: cannot write %s\n", argv[4]);
+    }
+    free(in);
+    free(out);
+    free(x);
+    return rc;
+}

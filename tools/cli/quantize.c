@@ -1,0 +1,254 @@
+/*
+ * quantize.c - `edgerunner quantize IN.gguf OUT.gguf TYPE`: rewrites a GGUF with its weights
+ * in TYPE, a single type or one of llama.cpp's mixes (src/quant/mix.h says which tensor
+ * gets what). Every metadata pair is copied in order; general.file_type and
+ * general.quantization_version are set as llama.cpp's quantizer sets them; tensors that are
+ * not weights (norms, rope_freqs) are copied unchanged. Weights are converted row by row
+ * (to_f32, then the type's reference quantizer from_f32) on -t threads.
+ *
+ * Weights that are already quantized are only re-quantized with --allow-requantize (as in
+ * llama.cpp: quantizing twice compounds the error).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "io/gguf.h"
+#include "io/gguf_write.h"
+#include "quant/mix.h"
+#include "quant/types.h"
+
+enum { MAX_THREADS = 64 };
+
+/* Rows [row0, row1) of one tensor: dequantize each to f32, quantize to the new type. */
+typedef struct convert_job {
+    const er_type_traits *from, *to;
+    const uint8_t *in;
+    uint8_t *out;
+    int64_t n_per_row, row0, row1;
+    size_t in_row, out_row;
+    float *buf; /* (n_per_row) */
+} convert_job;
+
+static void *convert_rows(void *arg) {
+    const convert_job *j = arg;
+    for (int64_t r = j->row0; r < j->row1; r++) {
+        j->from->to_f32(j->in + (size_t)r * j->in_row, j->buf, j->n_per_row);
+        j->to->from_f32(j->buf, j->out + (size_t)r * j->out_row, j->n_per_row);
+    }
+    return NULL;
+}
+
+/* Converts a whole tensor with up to n_threads threads; 0 on out-of-memory. */
+static int convert(const er_type_traits *from, const er_type_traits *to, const uint8_t *in, uint8_t *out,
+                   int64_t n_per_row, int64_t n_rows, int n_threads) {
+    convert_job jobs[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    int started[MAX_THREADS] = {0}, ok = 1;
+    if (n_threads > n_rows)
+        n_threads = (int)n_rows;
+    if (n_threads < 1)
+        n_threads = 1;
+    for (int t = 0; t < n_threads; t++) {
+        jobs[t] = (convert_job){from, to, in, out, n_per_row, n_rows * t / n_threads, n_rows * (t + 1) / n_threads,
+                                er_type_row_size(from, n_per_row), er_type_row_size(to, n_per_row),
+                                malloc((size_t)n_per_row * sizeof(float))};
+        if (!jobs[t].buf)
+            ok = 0;
+    }
+    for (int t = 1; ok && t < n_threads; t++)
+        started[t] = pthread_create(&tid[t], NULL, convert_rows, &jobs[t]) == 0;
+    if (ok) {
+        convert_rows(&jobs[0]);
+        for (int t = 1; t < n_threads; t++) {
+            if (started[t])
+                pthread_join(tid[t], NULL);
+            else
+                convert_rows(&jobs[t]); /* no thread: do its share here */
+        }
+    }
+    for (int t = 0; t < n_threads; t++)
+        free(jobs[t].buf);
+    return ok;
+}
+
+static int64_t meta_int(const gguf_file *f, const char *arch, const char *suffix, int64_t def) {
+    char key[160];
+    int64_t v;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    return kv && gguf_value_as_int(&kv->value, &v) ? v : def;
+}
+
+static int usage_error(const char *what) {
+    fprintf(stderr, "edgerunner: quantize: %s\nusage: edgerunner quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]\n"
+                    "TYPE: %s\n",
+            what, quant_mix_names());
+    return 1;
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *pos[3] = {NULL, NULL, NULL};
+    int n_pos = 0, allow_requant = 0;
+    int64_t n_threads = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+            if (!cli_parse_i64(argv[++i], 1, MAX_THREADS, &n_threads))
+                return usage_error("-t takes a thread count from 1 to 64");
+        } else if (!strcmp(argv[i], "--allow-requantize")) {
+            allow_requant = 1;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "edgerunner: quantize: unknown option '%s'\n", argv[i]);
+            return 1;
+        } else if (n_pos < 3) {
+            pos[n_pos++] = argv[i];
+        } else {
+            return usage_error("too many arguments");
+        }
+    }
+    if (n_pos != 3)
+        return usage_error("IN, OUT and TYPE are required");
+    if (n_threads < 1 || n_threads > MAX_THREADS)
+        n_threads = n_threads < 1 ? 1 : MAX_THREADS;
+    const quant_mix *mix = quant_mix_find(pos[2]);
+    if (!mix) {
+        char what[96];
+        snprintf(what, sizeof what, "unknown type '%.40s'", pos[2]);
+        return usage_error(what);
+    }
+
+    gguf_file *in = NULL;
+    gguf_writer *w = NULL;
+    uint32_t *types = NULL;
+    char **names = NULL;
+    int rc = 1;
+    er_status st = gguf_open(pos[0], &in);
+    if (st != ER_OK)
+        return cli_fail_status(st);
+    struct stat si, so; /* writing OUT truncates it: it must not be the mapped IN */
+    if (!strcmp(pos[0], pos[1]) ||
+        (stat(pos[0], &si) == 0 && stat(pos[1], &so) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)) {
+        cli_fail("quantize: IN and OUT must be different files");
+        goto done;
+    }
+
+    /* what the recipe needs to know about the model */
+    quant_model_desc desc = {0, 0, 1, 0};
+    char arch[64] = "";
+    const gguf_kv *akv = gguf_find_kv(in, "general.architecture");
+    if (akv && akv->value.type == GGUF_TYPE_STRING)
+        snprintf(arch, sizeof arch, "%.*s", (int)(akv->value.str.len < 63 ? akv->value.str.len : 63), akv->value.str.data);
+    desc.n_layer = meta_int(in, arch, "block_count", 0);
+    desc.llama_70b = !strcmp(arch, "llama") && desc.n_layer == 80 &&
+                     meta_int(in, arch, "attention.head_count", 0) != meta_int(in, arch, "attention.head_count_kv", 0);
+
+    types = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *types);
+    names = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *names);
+    if (!types || !names) {
+        cli_fail("quantize: out of memory");
+        goto done;
+    }
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        names[i] = malloc((size_t)t->name.len + 1);
+        if (!names[i]) {
+            cli_fail("quantize: out of memory");
+            goto done;
+        }
+        memcpy(names[i], t->name.data, (size_t)t->name.len);
+        names[i][t->name.len] = '\0';
+        if (strstr(names[i], "attn_v.weight"))
+            desc.n_attn_v++;
+        if (!strcmp(names[i], "output.weight"))
+            desc.tied = 0;
+    }
+
+    if ((st = gguf_writer_create(&w)) != ER_OK)
+        goto fail_status;
+    for (uint64_t i = 0; i < in->n_kv; i++)
+        if ((st = gguf_writer_set(w, in->kv[i].key, &in->kv[i].value)) != ER_OK)
+            goto fail_status;
+    if ((st = gguf_writer_set_u32(w, "general.quantization_version", 2)) != ER_OK ||
+        (st = gguf_writer_set_u32(w, "general.file_type", mix->file_type)) != ER_OK)
+        goto fail_status;
+
+    int n_fallback = 0;
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        int fell_back = 0;
+        types[i] = quant_mix_tensor_type(mix, &desc, names[i], t->n_dims, t->ne, t->type, &fell_back);
+        n_fallback += fell_back;
+        const er_type_traits *from = er_type_get(t->type), *to = er_type_get(types[i]);
+        if (types[i] != t->type) {
+            if (!from->to_f32 || !to->from_f32) {
+                fprintf(stderr, "edgerunner: quantize: tensor '%s': cannot convert %s to %s\n", names[i], from->name,
+                        to->name);
+                goto done;
+            }
+            if (!allow_requant && t->type != ER_TYPE_F32 && t->type != ER_TYPE_F16 && t->type != ER_TYPE_BF16) {
+                fprintf(stderr, "edgerunner: quantize: tensor '%s' is already %s; re-quantizing it to %s loses "
+                                "accuracy (pass --allow-requantize to do it anyway)\n", names[i], from->name, to->name);
+                goto done;
+            }
+        }
+        if ((st = gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, types[i])) != ER_OK)
+            goto fail_status;
+    }
+    if ((st = gguf_writer_begin(w, pos[1])) != ER_OK)
+        goto fail_status;
+
+    uint64_t n_params = 0, bytes_in = 0, bytes_out = 0;
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        const size_t out_size = gguf_writer_tensor_size(w, i);
+        int64_t n = 1;
+        for (int d = 0; d < t->n_dims; d++)
+            n *= t->ne[d];
+        fprintf(stderr, "[%4" PRIu64 "/%4" PRIu64 "] %-32s %-5s -> %-5s\n", i + 1, in->n_tensors, names[i],
+                er_type_get(t->type)->name, er_type_get(types[i])->name);
+        if (types[i] == t->type) {
+            st = gguf_writer_write_tensor(w, t->data, t->size);
+        } else {
+            uint8_t *out = malloc(out_size ? out_size : 1);
+            if (!out || !convert(er_type_get(t->type), er_type_get(types[i]), t->data, out, t->ne[0], n / t->ne[0],
+                                 (int)n_threads)) {
+                free(out);
+                cli_fail("quantize: out of memory");
+                goto done;
+            }
+            st = gguf_writer_write_tensor(w, out, out_size);
+            free(out);
+        }
+        if (st != ER_OK)
+            goto fail_status;
+        n_params += (uint64_t)n;
+        bytes_in += t->size;
+        bytes_out += out_size;
+    }
+    if ((st = gguf_writer_finish(w)) != ER_OK)
+        goto fail_status;
+    printf("%s: %s, %" PRIu64 " tensors: %.2f MiB (%.3f bits per weight) -> %.2f MiB (%.3f bits per weight)%s\n", pos[1],
+           mix->name, in->n_tensors, (double)bytes_in / 1048576.0, n_params ? 8.0 * (double)bytes_in / (double)n_params : 0.0,
+           (double)bytes_out / 1048576.0, n_params ? 8.0 * (double)bytes_out / (double)n_params : 0.0,
+           n_fallback ? " (some rows needed a fallback type)" : "");
+    rc = 0;
+    goto done;
+fail_status:
+    rc = cli_fail_status(st);
+done:
+    gguf_writer_free(w); /* removes OUT if it was begun but not finished */
+    if (names)
+        for (uint64_t i = 0; i < in->n_tensors; i++)
+            free(names[i]);
+    free(names);
+    free(types);
+    gguf_close(in);
+    return rc;
+}
