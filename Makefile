@@ -80,6 +80,7 @@ debug:
 test: all $(BUILD)/unit_tests debug
 	$(BUILD)/unit_tests
 	build/debug/unit_tests
+	tests/tokenizer/run.sh $(BUILD)
 	tests/cli/run.sh $(BUILD)/edgerunner
 	tests/cli/run.sh build/debug/edgerunner
 	tests/oracle/run.sh $(BUILD)

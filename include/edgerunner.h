@@ -1,7 +1,7 @@
 /*
  * edgerunner.h - the one public header of EdgeRunner-C.
  *
- * Using the library, in three steps:
+ * Using the library, in four steps:
  *   1. er_model_load() maps a GGUF file read-only, validates it and binds the weights.
  *      A loaded model is shared read-only: any number of contexts may use it.
  *   2. er_context_create() makes a context: its own KV cache and scratch, sized once.
@@ -9,6 +9,10 @@
  *   3. er_context_decode() feeds tokens (a whole prompt in one batched pass, or one
  *      generated token); er_context_logits() gives the logits of the last token fed.
  *      er_generate_greedy() does the whole greedy loop with a per-token callback.
+ *   4. Text in and out: er_model_vocab() (or er_vocab_load() on any GGUF) gives the
+ *      tokenizer; er_tokenize() / er_detokenize() and the streaming er_detokenizer turn
+ *      text into ids and back; er_chat_apply_template() renders a conversation with the
+ *      model's chat template.
  *
  * Errors: every fallible call returns an er_status. On failure, er_last_error() gives a
  * message naming what was wrong and where (file, tensor, byte offset). The message is
@@ -124,6 +128,90 @@ typedef struct er_generate_params {
 er_status er_generate_greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt,
                              const er_generate_params *params, er_token_callback on_token,
                              void *user, int64_t *n_generated);
+
+/* ---- tokenizer and chat template ---------------------------------------------------- */
+
+/* A tokenizer: the vocabulary (byte-level BPE or SentencePiece), its special tokens and
+ * its chat template, from a GGUF file's tokenizer.* metadata. A model's comes with it
+ * (er_model_vocab); er_vocab_load reads one from any GGUF file, including vocab-only files
+ * without tensors. Read-only once loaded: any number of threads may use one. */
+typedef struct er_vocab er_vocab;
+
+er_status er_vocab_load(const char *path, er_vocab **out);
+void er_vocab_free(er_vocab *vocab); /* NULL-safe; only for er_vocab_load's vocabularies */
+
+/* The model's tokenizer, owned by the model; NULL when the file has none we know
+ * (tokenizer.ggml.model other than "llama" or "gpt2"). */
+const er_vocab *er_model_vocab(const er_model *model);
+
+int64_t er_vocab_n_tokens(const er_vocab *vocab);
+int32_t er_vocab_bos(const er_vocab *vocab); /* -1 when the file names none */
+int32_t er_vocab_eos(const er_vocab *vocab); /* -1 when the file names none */
+/* Non-zero for tokens that end generation: EOS, end of turn (tokenizer.ggml.eot_token_id,
+ * eom) and the end-of-turn tokens llama.cpp recognizes by text (<|im_end|>, <|eot_id|>,
+ * <|endoftext|>, <end_of_turn>, ...). */
+int er_vocab_is_eog(const er_vocab *vocab, int32_t id);
+
+enum {
+    /* add BOS (and EOS) as the file asks: tokenizer.ggml.add_bos_token (default: on for
+     * SentencePiece and Llama-3), add_eos_token (default off) */
+    ER_TOKENIZE_ADD_SPECIAL = 1,
+    /* the text of control tokens ("<|im_start|>", "<s>") becomes those tokens; without
+     * this flag it is plain text. User-defined tokens (e.g. Qwen3's <think>) are always
+     * recognized, as in Hugging Face tokenizers and llama.cpp. */
+    ER_TOKENIZE_PARSE_SPECIAL = 2,
+};
+
+/* Text (len bytes, any bytes) -> token ids, the same ids as the model's own tokenizer
+ * (Hugging Face tokenizers; llama.cpp's test vectors). Writes at most `cap` ids and sets
+ * *n_ids to the number the whole text needs, like snprintf: when that exceeds cap, call
+ * again with a larger buffer. A text never needs more than len + 3 ids. */
+er_status er_tokenize(const er_vocab *vocab, const char *text, int64_t len, int flags, int32_t *ids,
+                      int64_t cap, int64_t *n_ids);
+
+enum {
+    ER_DETOKENIZE_SPECIAL = 1,     /* control tokens as their text; without it they give nothing */
+    ER_DETOKENIZE_STRIP_SPACE = 2, /* drop the space SentencePiece puts before the first word */
+};
+
+/* Ids -> text: the inverse of er_tokenize (decode(encode(x)) == x, up to the NFC
+ * normalization some models apply). Writes at most `cap` bytes (no NUL) and sets *n_bytes
+ * to the full length, like snprintf. */
+er_status er_detokenize(const er_vocab *vocab, const int32_t *ids, int64_t n_ids, int flags, char *buf,
+                        int64_t cap, int64_t *n_bytes);
+
+/* Streaming detokenization: push each token as it comes; what comes back is only whole
+ * UTF-8 characters (the bytes of a character split across tokens are held back until it
+ * is complete), so it can be printed at once. The text stays valid until the next call. */
+typedef struct er_detokenizer er_detokenizer;
+
+er_status er_detokenizer_create(const er_vocab *vocab, int flags, er_detokenizer **out);
+er_status er_detokenizer_push(er_detokenizer *detok, int32_t id, const char **text, int64_t *len);
+/* Whatever is held back (an incomplete character, as its bytes); then starts afresh. */
+er_status er_detokenizer_flush(er_detokenizer *detok, const char **text, int64_t *len);
+void er_detokenizer_free(er_detokenizer *detok); /* NULL-safe */
+
+typedef struct er_chat_message {
+    const char *role; /* "system", "user", "assistant", "tool" */
+    const char *content;
+} er_chat_message;
+
+/* Renders a conversation through the vocabulary's chat template (tokenizer.chat_template,
+ * or ChatML when the file has none, as llama.cpp does) exactly as Hugging Face's
+ * apply_chat_template does with jinja2: the variables messages, add_generation_prompt,
+ * bos_token and eos_token. Templates are run by a Jinja subset; a construct outside it
+ * fails with ER_ERR_UNSUPPORTED naming it and its line. Writes at most `cap` bytes
+ * including a terminating NUL and sets *len to the full length (without the NUL), like
+ * snprintf. */
+er_status er_chat_apply_template(const er_vocab *vocab, const er_chat_message *messages, int64_t n_messages,
+                                 int add_generation_prompt, char *buf, int64_t cap, int64_t *len);
+
+/* The same with every template variable given as one JSON object, e.g.
+ * {"messages": [{"role": "assistant", "content": "", "tool_calls": [...]}], "tools": [...],
+ *  "add_generation_prompt": true, "enable_thinking": false}. bos_token and eos_token are
+ * added unless given. `template_source` NULL: the vocabulary's template. */
+er_status er_chat_render_json(const er_vocab *vocab, const char *template_source, const char *json, char *buf,
+                              int64_t cap, int64_t *len);
 
 #ifdef __cplusplus
 }

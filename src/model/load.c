@@ -312,6 +312,7 @@ void er_model_free(er_model *m) {
 #ifdef ER_HAVE_CUDA
     cuda_model_free(m->cuda);
 #endif
+    vocab_free(&m->vocab);
     gguf_close(m->file);
     free(m->layers);
     free(m->f32_arena);
@@ -329,6 +330,8 @@ const char *er_model_arch(const er_model *m) {
         return "";
     return m->config.arch == ER_ARCH_QWEN3 ? "qwen3" : "llama";
 }
+
+const er_vocab *er_model_vocab(const er_model *m) { return m && m->vocab.kind != VOCAB_NONE ? &m->vocab : NULL; }
 
 int64_t er_token_to_piece(const er_model *m, int32_t id, char *buf, int64_t cap) {
     if (!m || (!buf && cap > 0))

@@ -16,6 +16,7 @@ int main(int argc, char **argv) {
         {"gguf", test_gguf},
         {"types", test_types},
         {"model", test_model},
+        {"tokenizer", test_tokenizer},
         {"quant", test_quant},
     };
     int n_suites_passed = 0, n_suites_failed = 0;

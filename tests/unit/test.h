@@ -28,6 +28,7 @@ extern int test_checks_passed;
 void test_gguf(void);
 void test_types(void);
 void test_model(void);
+void test_tokenizer(void);
 void test_quant(void);
 
 #endif

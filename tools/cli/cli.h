@@ -13,8 +13,10 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* Print "edgerunner: WHAT" (or the last library error) on stderr; return 1. */
 int cli_fail(const char *what);
@@ -23,14 +25,14 @@ int cli_fail_status(er_status st);
 /* Parse an integer in [lo, hi]; 0 on a malformed or out-of-range value. */
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
-/* "1,2,3" or "1 2 3" -> a malloc'd array of ids; returns the count, or -1. */
-int64_t cli_parse_ids(const char *s, int32_t **out);
-
 /* "cpu" or "cuda"; 0 on anything else. */
 int cli_parse_backend(const char *s, er_backend *out);
 
-#endif
+/* "1,2,3" or "1 2 3" -> a malloc'd array of ids; returns the count, or -1. */
+int64_t cli_parse_ids(const char *s, int32_t **out);
+
 /* The whole of a file ("-": standard input) in a malloc'd buffer with a NUL after it;
  * NULL (and errno set) on failure. */
 char *cli_read_file(const char *path, size_t *len);
 
+#endif

@@ -14,11 +14,19 @@ static void usage(FILE *out) {
             "usage: edgerunner COMMAND [options]\n"
             "\n"
             "commands:\n"
-            "  run   -m MODEL --prompt-ids ID,ID,... [-n N] [--temp 0] [--ids] [--ignore-eos]\n"
+            "  run   -m MODEL (-p TEXT [--special] | --prompt-ids ID,ID,...) [-n N] [--temp 0] [--ids] [--ignore-eos]\n"
             "        [-c N_CTX] [-b N_BATCH] [-t N_THREADS] [--backend cpu|cuda] [--dump-logits FILE]\n"
-            "        greedy generation from token ids; prints text, or ids with --ids\n"
+            "        greedy generation from a text prompt (BOS as the model asks; special tokens\n"
+            "        parsed only with --special) or from token ids; prints text, or ids with --ids\n"
             "        --dump-logits writes the logits of every prompt token, float32\n"
             "        (n_prompt x n_vocab), and generates nothing unless -n is given\n"
+            "  chat  -m MODEL [--system TEXT] [-n N] [-c N_CTX] [-t N_THREADS] [--backend cpu|cuda]\n"
+            "        interactive chat through the model's chat template, one user turn per line\n"
+            "        on stdin (/reset, /exit); --render-json FILE [--template FILE] prints the\n"
+            "        template's rendering of the JSON variables in FILE and exits\n"
+            "  tokenize -m MODEL [--ids] [--special] [--no-bos] (TEXT | -f FILE) [--batch] [--decode]\n"
+            "        token ids and pieces of TEXT (any GGUF with a tokenizer, vocab-only too);\n"
+            "        --batch: NUL-separated texts, one line of ids each; --decode: ids -> text\n"
             "  info  -m MODEL   metadata and tensor summary of a GGUF file\n"
             "  quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]\n"
             "        rewrites IN with its weights in TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
@@ -41,6 +49,10 @@ int main(int argc, char **argv) {
         return cmd_info(argc - 2, argv + 2);
     if (!strcmp(argv[1], "quantize"))
         return cmd_quantize(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "tokenize"))
+        return cmd_tokenize(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "chat"))
+        return cmd_chat(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench"))
         return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

@@ -1,4 +1,4 @@
-/* run.c - `edgerunner run`: greedy generation from token ids. */
+/* run.c - `edgerunner run`: greedy generation from token ids or a text prompt. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -13,11 +13,20 @@ typedef struct run_state {
     const er_model *model;
     int print_ids;
     int64_t n_printed;
+    er_detokenizer *detok; /* text output: whole UTF-8 characters only */
 } run_state;
 
 static int print_token(int32_t token, void *user) {
     run_state *rs = user;
     char piece[256];
+    const char *text;
+    int64_t n_text;
+    if (!rs->print_ids && rs->detok && er_detokenizer_push(rs->detok, token, &text, &n_text) == ER_OK) {
+        fwrite(text, 1, (size_t)n_text, stdout);
+        rs->n_printed++;
+        fflush(stdout);
+        return 0;
+    }
     int64_t n = rs->print_ids ? -1 : er_token_to_piece(rs->model, token, piece, sizeof piece);
     if (n < 0)
         printf(rs->n_printed ? " %d" : "%d", token);
@@ -29,9 +38,9 @@ static int print_token(int32_t token, void *user) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *ids_arg = NULL, *dump_path = NULL;
+    const char *model_path = NULL, *ids_arg = NULL, *dump_path = NULL, *prompt_text = NULL;
     int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
-    int print_ids = 0, ignore_eos = 0, n_given = 0;
+    int print_ids = 0, ignore_eos = 0, n_given = 0, parse_special = 0;
     double temp = 0.0;
     er_model_params mp = er_model_default_params();
     for (int i = 0; i < argc; i++) {
@@ -44,6 +53,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--ignore-eos")) {
             ignore_eos = 1;
             takes_value = 0;
+        } else if (!strcmp(a, "--special")) {
+            parse_special = 1;
+            takes_value = 0;
         } else if (!v) {
             fprintf(stderr, "edgerunner: run: %s needs a value\n", a);
             return 1;
@@ -52,7 +64,7 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--prompt-ids")) {
             ids_arg = v;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            return cli_fail("run: text prompts need the tokenizer, which is not built yet; use --prompt-ids");
+            prompt_text = v;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!cli_parse_i64(v, -1, INT32_MAX, &n_predict))
                 return cli_fail("run: -n wants an integer >= -1");
@@ -86,8 +98,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (!model_path)
         return cli_fail("run: -m MODEL is required");
-    if (!ids_arg)
-        return cli_fail("run: --prompt-ids ID,ID,... is required");
+    if (!ids_arg == !prompt_text)
+        return cli_fail("run: give the prompt as -p TEXT or as --prompt-ids ID,ID,...");
 
     int rc = 1;
     er_status st;
@@ -96,8 +108,8 @@ int cmd_run(int argc, char **argv) {
     int32_t *prompt = NULL;
     float *logits = NULL;
     FILE *dump = NULL;
-    int64_t n_prompt = cli_parse_ids(ids_arg, &prompt);
-    if (n_prompt < 0) {
+    int64_t n_prompt = ids_arg ? cli_parse_ids(ids_arg, &prompt) : 0;
+    if (ids_arg && n_prompt < 0) {
         cli_fail("run: --prompt-ids wants a comma-separated list of non-negative token ids");
         goto done;
     }
@@ -109,6 +121,27 @@ int cmd_run(int argc, char **argv) {
         (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;
+    }
+    if (prompt_text) { /* BOS as the model asks (add_bos_token); special tokens only with --special */
+        const er_vocab *vocab = er_model_vocab(model);
+        const int64_t len = (int64_t)strlen(prompt_text);
+        if (!vocab) {
+            cli_fail("run: the model file has no tokenizer; use --prompt-ids");
+            goto done;
+        }
+        if (!(prompt = malloc((size_t)(len + 3) * sizeof *prompt))) {
+            cli_fail("run: out of memory");
+            goto done;
+        }
+        if ((st = er_tokenize(vocab, prompt_text, len, ER_TOKENIZE_ADD_SPECIAL | (parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0),
+                              prompt, len + 3, &n_prompt)) != ER_OK) {
+            rc = cli_fail_status(st);
+            goto done;
+        }
+        if (n_prompt == 0) {
+            cli_fail("run: the prompt is empty");
+            goto done;
+        }
     }
     if (dump_path) {
         const int64_t n_vocab = er_model_n_vocab(model);
@@ -136,10 +169,19 @@ int cmd_run(int argc, char **argv) {
         er_context_rewind(ctx, 0);
     }
 
-    run_state rs = {model, print_ids, 0};
+    run_state rs = {model, print_ids, 0, NULL};
+    if (!print_ids && er_model_vocab(model) && (st = er_detokenizer_create(er_model_vocab(model), 0, &rs.detok)) != ER_OK) {
+        rc = cli_fail_status(st);
+        goto done;
+    }
     er_generate_params gp = {n_predict < 0 ? INT64_MAX : n_predict, ignore_eos};
     int64_t n_generated = 0;
     st = er_generate_greedy(ctx, prompt, n_prompt, &gp, print_token, &rs, &n_generated);
+    const char *tail;
+    int64_t n_tail;
+    if (rs.detok && er_detokenizer_flush(rs.detok, &tail, &n_tail) == ER_OK)
+        fwrite(tail, 1, (size_t)n_tail, stdout);
+    er_detokenizer_free(rs.detok);
     if (rs.n_printed || (print_ids && st == ER_OK))
         printf("\n");
     if (st != ER_OK) {

@@ -68,3 +68,32 @@ int cli_parse_backend(const char *s, er_backend *out) {
         return 0;
     return 1;
 }
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = f ? malloc(cap) : NULL;
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1)
+            break;
+        char *grown = cap < SIZE_MAX / 2 ? realloc(buf, cap *= 2) : NULL;
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            errno = ENOMEM;
+        }
+        buf = grown;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f && f != stdin)
+        fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = n;
+    }
+    return buf;
+}

@@ -1,0 +1,39 @@
+/*
+ * jinja.h - a small Jinja engine for chat templates: the subset that real chat templates
+ * use, with the semantics of jinja2 as Hugging Face's apply_chat_template configures it
+ * (trim_blocks, lstrip_blocks, loop controls, an immutable sandbox, tojson as
+ * json.dumps(ensure_ascii=False), raise_exception, strftime_now, namespace).
+ *
+ * Values are Python's: None, bools, ints, floats, strings, lists, tuples, dicts (in
+ * insertion order) and jinja2's Undefined, printed as Python prints them. The variables
+ * come from a JSON object. Everything one render allocates lives in an arena that is
+ * freed when it returns.
+ *
+ * Supported: {{ }}, {% %}, {# #} with - and + whitespace control; if/elif/else, for (with
+ * else, a filter condition, tuple unpacking, loop.*), set (names, namespace attributes,
+ * blocks), macro with defaults and keyword arguments, break/continue, raw, generation;
+ * expressions with Python's operators, slices, conditional expressions, list/dict/tuple
+ * literals; the common filters, tests and str/dict methods. Anything else fails with
+ * ER_ERR_UNSUPPORTED naming the construct and its line.
+ */
+#ifndef ER_TOKENIZER_JINJA_H
+#define ER_TOKENIZER_JINJA_H
+
+#include <stddef.h>
+
+#include "edgerunner.h"
+#include "tokenizer/unicode.h"
+
+/* A variable given when the JSON object does not define it. */
+typedef struct jinja_var {
+    const char *name;
+    const char *str; /* a string value, or NULL for a bool */
+    int boolean;     /* when str is NULL */
+} jinja_var;
+
+/* Renders the template source[0..n) with the variables of the JSON object json[0..json_len)
+ * (json may be NULL: no variables) and then `defaults`, appending the result to out. */
+er_status jinja_render(const char *source, size_t n, const char *json, size_t json_len, const jinja_var *defaults,
+                       int n_defaults, strbuf *out);
+
+#endif
