@@ -85,6 +85,8 @@ typedef struct er_context_params {
     int64_t n_ctx;   /* KV cache length in tokens; 0 = the model's training context, capped at 4096 */
     int64_t n_batch; /* most tokens processed in one pass; 0 = 512 */
     int n_threads;   /* 0 = all online cores */
+    int reference;   /* CPU backend: 1 = the plain-C reference kernels (F32 activations, one
+                        summation order): the oracle every faster path is checked against */
 } er_context_params;
 
 er_context_params er_context_default_params(void);

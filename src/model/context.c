@@ -14,7 +14,7 @@
 enum { DEFAULT_N_CTX = 4096, DEFAULT_N_BATCH = 512 };
 
 er_context_params er_context_default_params(void) {
-    er_context_params p = {0, 0, 0};
+    er_context_params p = {0, 0, 0, 0};
     return p;
 }
 
@@ -56,6 +56,7 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     ctx->n_ctx = p.n_ctx;
     ctx->n_batch = p.n_batch;
     ctx->n_threads = p.n_threads;
+    ctx->reference = p.reference != 0;
     ctx->logits = alloc_floats(c->n_vocab, 1, 1);
     if (!ctx->logits) {
         st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: out of memory");

@@ -89,6 +89,7 @@ struct er_context {
     int64_t n_batch;
     int64_t n_past;
     int n_threads;
+    int reference; /* CPU: use the plain-C reference kernels only */
     int has_logits;
     /* CPU backend only (NULL with CUDA): KV cache, F32 so that it matches the reference exactly */
     float *k_cache; /* (n_layer, n_ctx, n_head_kv * head_dim) */

@@ -122,7 +122,7 @@ static void test_misuse(er_model *m) {
     CHECK(er_context_decode(ctx, prompt, 5, NULL) == ER_ERR_CONTEXT_FULL && er_context_n_past(ctx) == 0,
           "a prompt longer than the context fails and changes nothing");
     CHECK(er_context_rewind(ctx, 1) == ER_ERR_INVALID_ARG, "rewind past n_past");
-    er_context_params neg = {-1, 0, 0};
+    er_context_params neg = {-1, 0, 0, 0};
     er_context *c2 = NULL;
     CHECK(er_context_create(m, &neg, &c2) == ER_ERR_INVALID_ARG && c2 == NULL, "negative n_ctx");
     er_context_free(ctx);

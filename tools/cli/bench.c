@@ -149,6 +149,7 @@ static int reference_ids(const char *model_path, const char *cache /* < 700 byte
         er_context *ctx = NULL;
         er_context_params cp = er_context_default_params();
         cp.n_ctx = n_prompt + n;
+        cp.reference = 1;
         int64_t got = 0;
         int rc = 1;
         char tmp[720];
