@@ -4,7 +4,7 @@ Qwen3 size), for speed runs where no real weights can be had. Speed does not dep
 values; the values are scaled so that activations stay O(1) and the greedy argmax has
 clear margins (so that a correctness check between backends is meaningful).
 
-Usage: make_random_qwen3.py OUTDIR [--types Q8_0,F16] [--size 0.6b] [--seed 1]
+Usage: make_random_qwen3.py OUTDIR [--types Q8_0,Q4_0,F16] [--size 0.6b] [--seed 1]
 Needs numpy and the `gguf` package (carried as a wheel to machines without network).
 """
 import argparse
@@ -32,16 +32,42 @@ def q8_0_blocks(rng, n_out, n_in, std):
     return blocks.view(np.uint8).reshape(n_out, n_in // QK * 34)
 
 
+def q4_0_blocks(rng, n_out, n_in, std):
+    """Random Q4_0 data: per-block scale d, nibbles uniform in [0, 15] (value d * (q - 8))."""
+    blocks = np.empty((n_out, n_in // QK), dtype=[("d", "<f2"), ("qs", "u1", (QK // 2,))])
+    blocks["qs"] = rng.integers(0, 256, size=(n_out, n_in // QK, QK // 2), dtype=np.uint8)
+    # q - 8 uniform on [-8, 7] has std 4.61
+    blocks["d"] = (std / 4.61 * rng.uniform(0.5, 1.5, size=(n_out, n_in // QK))).astype("<f2")
+    return blocks.view(np.uint8).reshape(n_out, n_in // QK * 18)
+
+
 def matrix(rng, wtype, n_out, n_in, std):
     if wtype == "Q8_0":
         return q8_0_blocks(rng, n_out, n_in, std), gguf.GGMLQuantizationType.Q8_0
+    if wtype == "Q4_0":
+        return q4_0_blocks(rng, n_out, n_in, std), gguf.GGMLQuantizationType.Q4_0
     w = (rng.standard_normal((n_out, n_in), dtype=np.float32) * std)
     if wtype == "F16":
         return w.astype(np.float16), gguf.GGMLQuantizationType.F16
     return w, gguf.GGMLQuantizationType.F32
 
 
-def write(path, size, wtype, seed):
+def copy_vocab(w, vocab_path):
+    """tokenizer.* keys of vocab_path into writer w (bos/eos are written by the caller)."""
+    r = gguf.GGUFReader(vocab_path)
+    for key, f in r.fields.items():
+        if not key.startswith("tokenizer.") or key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+            continue
+        val = f.contents()
+        if key == "tokenizer.ggml.tokens":
+            val = list(val) + [f"[PAD{i}]" for i in range(len(val), N_VOCAB)]
+        elif key == "tokenizer.ggml.token_type":
+            val = list(val) + [int(gguf.TokenType.UNUSED)] * (N_VOCAB - len(val))
+        sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(key, val, f.types[0], sub_type=sub)
+
+
+def write(path, size, wtype, seed, vocab=None):
     n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = SIZES[size]
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, "qwen3")
@@ -56,9 +82,11 @@ def write(path, size, wtype, seed):
     w.add_value_length(head_dim)
     w.add_rope_freq_base(1000000.0)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_file_type({"Q8_0": 7, "F16": 1, "F32": 0}[wtype])
+    w.add_file_type({"Q8_0": 7, "Q4_0": 2, "F16": 1, "F32": 0}[wtype])
     w.add_bos_token_id(151643)
     w.add_eos_token_id(151645)
+    if vocab:
+        copy_vocab(w, vocab)
 
     def add(name, data, raw_dtype=None):
         if raw_dtype is None or raw_dtype == gguf.GGMLQuantizationType.F32:
@@ -100,11 +128,13 @@ def main():
     ap.add_argument("--types", default="Q8_0")
     ap.add_argument("--size", default="0.6b", choices=sorted(SIZES))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--vocab", default=None, help="a vocabulary GGUF whose tokenizer.* keys to embed")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     for t in a.types.split(","):
-        path = os.path.join(a.outdir, f"qwen3-{a.size}-random-{t.lower()}.gguf")
-        write(path, a.size, t, a.seed)
+        suffix = "-vocab" if a.vocab else ""
+        path = os.path.join(a.outdir, f"qwen3-{a.size}-random-{t.lower()}{suffix}.gguf")
+        write(path, a.size, t, a.seed, a.vocab)
         print(path)
 
 

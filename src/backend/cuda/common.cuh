@@ -41,12 +41,31 @@ static __device__ __forceinline__ float block_sum(float v, float *red) {
 }
 
 /* Elements of one 16-byte chunk of a row, per weight type. */
-#define CHUNK_ELEMS(WT) ((WT) == CUDA_W_Q8_0 ? 16 : (WT) == CUDA_W_F32 ? 4 : 8)
+#define CHUNK_ELEMS(WT) ((WT) == CUDA_W_Q4_0 ? 32 : (WT) == CUDA_W_Q8_0 ? 16 : (WT) == CUDA_W_F32 ? 4 : 8)
+#define HAS_SCALES(WT) ((WT) == CUDA_W_Q8_0 || (WT) == CUDA_W_Q4_0)
 
 /* Biased quant byte k of word u as a float in [-128, 127], exactly: the byte goes into
  * the mantissa of 2^23 (one PRMT), then one FADD removes 2^23 + 128. */
 static __device__ __forceinline__ float q8_byte(uint32_t u, int k) {
     return __int_as_float((int)__byte_perm(u, 0x4B000000u, 0x7540u | (uint32_t)k)) - 8388736.0f;
+}
+
+/* Nibble byte k of a masked word u (values 0..15) as a float in [-8, 7], exactly. */
+static __device__ __forceinline__ float q4_byte(uint32_t u, int k) {
+    return __int_as_float((int)__byte_perm(u, 0x4B000000u, 0x7540u | (uint32_t)k)) - 8388616.0f;
+}
+
+/* 4 low nibbles of u with x[0..3], 4 high nibbles with x[16..19] */
+static __device__ __forceinline__ float dot8_q4(uint32_t u, const float *x) {
+    const uint32_t lo = u & 0x0f0f0f0fu, hi = (u >> 4) & 0x0f0f0f0fu;
+    float s = q4_byte(lo, 0) * x[0];
+    s = fmaf(q4_byte(lo, 1), x[1], s);
+    s = fmaf(q4_byte(lo, 2), x[2], s);
+    s = fmaf(q4_byte(lo, 3), x[3], s);
+    s = fmaf(q4_byte(hi, 0), x[16], s);
+    s = fmaf(q4_byte(hi, 1), x[17], s);
+    s = fmaf(q4_byte(hi, 2), x[18], s);
+    return fmaf(q4_byte(hi, 3), x[19], s);
 }
 
 static __device__ __forceinline__ float dot4_q8(uint32_t u, const float *x) {
@@ -68,6 +87,9 @@ template <int WT>
 static __device__ __forceinline__ float chunk_fma(const uint4 v, float d, const float *x) {
     if (WT == CUDA_W_Q8_0) {
         float s = dot4_q8(v.x, x) + dot4_q8(v.y, x + 4) + dot4_q8(v.z, x + 8) + dot4_q8(v.w, x + 12);
+        return s * d;
+    } else if (WT == CUDA_W_Q4_0) {
+        float s = dot8_q4(v.x, x) + dot8_q4(v.y, x + 4) + dot8_q4(v.z, x + 8) + dot8_q4(v.w, x + 12);
         return s * d;
     } else if (WT == CUDA_W_F32) {
         const float4 f = *reinterpret_cast<const float4 *>(&v);
@@ -97,7 +119,7 @@ static __device__ __forceinline__ float chunk_fma(const uint4 v, float d, const 
 template <int WT>
 static __device__ __forceinline__ float chunk_dot(const uint8_t *w_row, const __half *d_row, int c, const float *xs) {
     const uint4 v = __ldg(reinterpret_cast<const uint4 *>(w_row) + c);
-    const float d = WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : 1.0f;
+    const float d = WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
     return chunk_fma<WT>(v, d, xs + c * CHUNK_ELEMS(WT));
 }
 
@@ -106,6 +128,10 @@ template <int WT>
 static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half *d_row, int i) {
     if (WT == CUDA_W_Q8_0)
         return (float)((int)w_row[i] - 128) * __half2float(d_row[i >> 5]);
+    if (WT == CUDA_W_Q4_0) {
+        const uint8_t b = w_row[(i >> 5) * 16 + (i & 15)];
+        return (float)((int)((i & 16) ? b >> 4 : b & 15) - 8) * __half2float(d_row[i >> 5]);
+    }
     if (WT == CUDA_W_F32)
         return reinterpret_cast<const float *>(w_row)[i];
     const uint16_t h = reinterpret_cast<const uint16_t *>(w_row)[i];
@@ -115,7 +141,7 @@ static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half 
 }
 
 static __host__ __device__ __forceinline__ size_t row_bytes(int wt, int64_t n_in) {
-    return (size_t)n_in * (wt == CUDA_W_F32 ? 4 : wt == CUDA_W_Q8_0 ? 1 : 2);
+    return wt == CUDA_W_Q4_0 ? (size_t)n_in / 2 : (size_t)n_in * (wt == CUDA_W_F32 ? 4 : wt == CUDA_W_Q8_0 ? 1 : 2);
 }
 
 #endif

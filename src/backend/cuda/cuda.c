@@ -104,11 +104,16 @@ static int cuda_type_of(uint32_t er_type) {
     case ER_TYPE_F16: return CUDA_W_F16;
     case ER_TYPE_BF16: return CUDA_W_BF16;
     case ER_TYPE_Q8_0: return CUDA_W_Q8_0;
+    case ER_TYPE_Q4_0: return CUDA_W_Q4_0;
     }
     return -1;
 }
 
-static size_t wrow_bytes(int t, int64_t n_in) { return (size_t)n_in * (t == CUDA_W_F32 ? 4 : t == CUDA_W_Q8_0 ? 1 : 2); }
+static size_t wrow_bytes(int t, int64_t n_in) {
+    return t == CUDA_W_Q4_0 ? (size_t)n_in / 2 : (size_t)n_in * (t == CUDA_W_F32 ? 4 : t == CUDA_W_Q8_0 ? 1 : 2);
+}
+
+static int has_scales(int t) { return t == CUDA_W_Q8_0 || t == CUDA_W_Q4_0; }
 
 int er_cuda_available(void) {
     int n = 0;
@@ -147,7 +152,8 @@ fail:
 }
 
 /* Uploads n_parts host matrices with the same type and row length as one stacked
- * matrix; Q8_0 blocks are repacked on the device through a small staging buffer. */
+ * matrix; Q8_0 and Q4_0 blocks are repacked on the device through a small staging
+ * buffer. */
 static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, const char *const *names, int n_parts,
                                cuda_weight *out, void *staging) {
     er_status st = ER_OK;
@@ -157,7 +163,7 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
     for (int i = 0; i < n_parts; i++) {
         const int ti = cuda_type_of(parts[i]->type);
         if (ti < 0)
-            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the CUDA backend does not run (F32, F16, BF16, Q8_0)",
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the CUDA backend does not run (F32, F16, BF16, Q8_0, Q4_0)",
                            cm->model->path, names[i], parts[i]->traits->name);
         if (ti != type || parts[i]->n_in != parts[0]->n_in)
             return er_fail(ER_ERR_UNSUPPORTED, "%s: tensors '%s' and '%s' differ in type or row length; the CUDA backend stacks them",
@@ -174,7 +180,7 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
     if ((st = dalloc(&out->w, (size_t)n_out * rb, names[0])) != ER_OK)
         goto fail;
     cm->weight_bytes += (size_t)n_out * rb;
-    if (type == CUDA_W_Q8_0) {
+    if (has_scales(type)) {
         if ((st = dalloc(&out->d, (size_t)n_out * (size_t)(n_in / 32) * 2, names[0])) != ER_OK)
             goto fail;
         cm->weight_bytes += (size_t)n_out * (size_t)(n_in / 32) * 2;
@@ -182,7 +188,7 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
     int64_t row0 = 0;
     for (int i = 0; i < n_parts; i++) {
         const er_weight *p = parts[i];
-        if (type != CUDA_W_Q8_0) {
+        if (!has_scales(type)) {
             CUDA_TRY(cudaMemcpy((uint8_t *)out->w + (size_t)row0 * rb, p->data, (size_t)p->n_out * p->row_size,
                                 cudaMemcpyHostToDevice));
         } else {
@@ -191,8 +197,10 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
                 const int64_t rows = p->n_out - r < chunk ? p->n_out - r : chunk;
                 CUDA_TRY(cudaMemcpy(staging, p->data + (size_t)r * p->row_size, (size_t)rows * p->row_size,
                                     cudaMemcpyHostToDevice));
-                CUDA_TRY(cuda_repack_q8_0(staging, rows, n_in, (uint8_t *)out->w + (size_t)(row0 + r) * rb,
-                                          (uint16_t *)out->d + (size_t)(row0 + r) * (size_t)(n_in / 32), 0));
+                uint8_t *qs = (uint8_t *)out->w + (size_t)(row0 + r) * rb;
+                uint16_t *d = (uint16_t *)out->d + (size_t)(row0 + r) * (size_t)(n_in / 32);
+                CUDA_TRY(type == CUDA_W_Q8_0 ? cuda_repack_q8_0(staging, rows, n_in, qs, d, 0)
+                                             : cuda_repack_q4_0(staging, rows, n_in, qs, d, 0));
             }
         }
         row0 += p->n_out;

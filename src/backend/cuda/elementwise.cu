@@ -9,7 +9,7 @@
 template <int WT>
 static __device__ void dequant_row(const cuda_weight w, int64_t row, float *dst) {
     const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * row_bytes(WT, w.n_in);
-    const __half *d_row = WT == CUDA_W_Q8_0 ? (const __half *)w.d + (size_t)row * (w.n_in / 32) : nullptr;
+    const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)row * (w.n_in / 32) : nullptr;
     for (int i = threadIdx.x; i < w.n_in; i += blockDim.x)
         dst[i] = elem<WT>(w_row, d_row, i);
 }
@@ -20,6 +20,7 @@ static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float *
     case CUDA_W_F16: dequant_row<CUDA_W_F16>(w, row, dst); break;
     case CUDA_W_BF16: dequant_row<CUDA_W_BF16>(w, row, dst); break;
     case CUDA_W_Q8_0: dequant_row<CUDA_W_Q8_0>(w, row, dst); break;
+    case CUDA_W_Q4_0: dequant_row<CUDA_W_Q4_0>(w, row, dst); break;
     }
 }
 
@@ -104,6 +105,25 @@ static cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, cudaStream_t stream,
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     return cfg;
+}
+
+/* one thread per 18-byte block: d (f16) then 16 nibble bytes, kept as they are */
+__global__ void k_repack_q4_0(const uint8_t *blocks, int64_t n_blocks, uint8_t *qs, uint16_t *d) {
+    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n_blocks)
+        return;
+    const uint8_t *src = blocks + b * 18;
+    d[b] = (uint16_t)(src[0] | (src[1] << 8));
+    for (int j = 0; j < 16; j++)
+        qs[b * 16 + j] = src[2 + j];
+}
+
+extern "C" cudaError_t cuda_repack_q4_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
+                                        cudaStream_t stream) {
+    const int64_t n_blocks = n_rows * (n_in / 32);
+    k_repack_q4_0<<<(unsigned int)((n_blocks + 255) / 256), 256, 0, stream>>>((const uint8_t *)blocks, n_blocks, qs,
+                                                                               (uint16_t *)d);
+    return ER_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x,

@@ -8,6 +8,9 @@
  * Weight layout on the device (made once at upload):
  *   Q8_0:     qs (n_out, n_in) uint8 holding q + 128, 16-byte aligned rows,
  *             d (n_out, n_in / 32) f16 scales         value = d * (qs - 128)
+ *   Q4_0:     qs (n_out, n_in / 2) the blocks' 16 nibble bytes, one block per 16 bytes
+ *             (byte j: element j in the low nibble, element j + 16 in the high one),
+ *             d (n_out, n_in / 32) f16 scales         value = d * (nibble - 8)
  *   F16/BF16: (n_out, n_in) as in the file
  *   F32:      (n_out, n_in) as in the file
  */
@@ -22,14 +25,14 @@
 extern "C" {
 #endif
 
-enum cuda_wtype { CUDA_W_F32 = 0, CUDA_W_F16 = 1, CUDA_W_BF16 = 2, CUDA_W_Q8_0 = 3 };
+enum cuda_wtype { CUDA_W_F32 = 0, CUDA_W_F16 = 1, CUDA_W_BF16 = 2, CUDA_W_Q8_0 = 3, CUDA_W_Q4_0 = 4 };
 
 typedef struct cuda_weight {
     int type;           /* enum cuda_wtype */
     int64_t n_in;
     int64_t n_out;
     void *w;            /* (n_out, n_in) elements; Q8_0: biased uint8 quants */
-    void *d;            /* Q8_0 only: (n_out, n_in / 32) f16 scales */
+    void *d;            /* Q8_0, Q4_0: (n_out, n_in / 32) f16 scales */
 } cuda_weight;
 
 /* Device-resident state of the decode loop. */
@@ -103,6 +106,9 @@ cudaError_t cuda_dequant_rows(const cuda_weight *w, int64_t row0, int64_t rows, 
 /* Q8_0 repack on the device: raw GGUF blocks (n_rows * n_in / 32 blocks of 34 bytes)
  * -> biased quants + scales. */
 cudaError_t cuda_repack_q8_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
+                             cudaStream_t stream);
+/* Q4_0 likewise: blocks of 18 bytes -> 16 nibble bytes + scales. */
+cudaError_t cuda_repack_q4_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
                              cudaStream_t stream);
 
 #ifdef __cplusplus

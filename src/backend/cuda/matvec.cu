@@ -65,7 +65,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     for (int r = 0; r < MV_ROWS; r++) {
         const int row = valid[r] ? rows[r] : 0; /* invalid rows read row 0 and are dropped */
         w_row[r] = w + (size_t)row * rb;
-        d_row[r] = WT == CUDA_W_Q8_0 ? d + (size_t)row * n_blocks32 : nullptr;
+        d_row[r] = HAS_SCALES(WT) ? d + (size_t)row * n_blocks32 : nullptr;
     }
     /* 16-byte chunks need 16-byte aligned rows; otherwise everything goes element-wise */
     const int n_chunks = rb % 16 == 0 ? n_in / CHUNK_ELEMS(WT) : 0;
@@ -82,7 +82,8 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
             const int c = c0 + k * step;
             if (c < n_chunks) {
                 wv[r][k] = __ldg(reinterpret_cast<const uint4 *>(w_row[r]) + c);
-                wd[r][k] = WT == CUDA_W_Q8_0 ? __half2float(d_row[r][c >> 1]) : 1.0f;
+                wd[r][k] = WT == CUDA_W_Q8_0 ? __half2float(d_row[r][c >> 1])
+                           : WT == CUDA_W_Q4_0 ? __half2float(d_row[r][c]) : 1.0f;
             }
         }
     pdl_wait();
@@ -244,6 +245,7 @@ extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *
     case CUDA_W_F16: return launch_mode<CUDA_W_F16>(w, mode, x, norm_w, eps, y, state, stream);
     case CUDA_W_BF16: return launch_mode<CUDA_W_BF16>(w, mode, x, norm_w, eps, y, state, stream);
     case CUDA_W_Q8_0: return launch_mode<CUDA_W_Q8_0>(w, mode, x, norm_w, eps, y, state, stream);
+    case CUDA_W_Q4_0: return launch_mode<CUDA_W_Q4_0>(w, mode, x, norm_w, eps, y, state, stream);
     }
     return cudaErrorInvalidValue;
 }
