@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# gpu_compare.sh - EdgeRunner vs llama.cpp (CUDA) on the GPU machine, same files, one run.
+#
+# The GPU machine has no network, so the work is split in two:
+#   bench/gpu_compare.sh prepare   (here) copies the llama.cpp sources of the
+#                                  llama-cpp-python sdist (what the oracles use), trimmed
+#                                  to what a CUDA build needs, and a Qwen3 vocabulary GGUF
+#                                  into .gpu-carry/ (ignored by git; carry it to the device)
+#   bench/gpu_compare.sh run       (on the GPU machine) builds llama-bench with CUDA for
+#                                  sm_90, makes random Qwen3-0.6B Q8_0 and Q4_0 files with
+#                                  that vocabulary (llama.cpp refuses files without one),
+#                                  runs `llama-bench -ngl 99 -fa 1 -p 512 -n 128` and
+#                                  `edgerunner bench --backend cuda` on each and prints one
+#                                  table.
+# Device call: carry [".gpu-carry", "build/edgerunner", ".whl"] (the gguf wheel, see gpu.sh).
+set -euo pipefail
+VERSION=0.3.36
+CARRY=.gpu-carry
+
+prepare() {
+    mkdir -p "$CARRY"
+    grep -qx "/$CARRY/" .git/info/exclude 2>/dev/null || echo "/$CARRY/" >> .git/info/exclude
+    local dl
+    dl=$(mktemp -d)
+    python3 -m pip download --quiet --no-binary llama-cpp-python --no-deps "llama-cpp-python==$VERSION" -d "$dl"
+    tar -xzf "$dl"/llama_cpp_python-$VERSION.tar.gz -C "$dl"
+    rm -rf "$CARRY/llama.cpp"
+    cp -r "$dl"/llama_cpp_python-$VERSION/vendor/llama.cpp "$CARRY/llama.cpp"
+    # what a CUDA build of llama-bench does not need (the carried tree must stay < 64 MiB)
+    local l="$CARRY/llama.cpp"
+    rm -rf "$l"/{models,docs,media,examples,gguf-py,tests,.devops,scripts,grammars,prompts,benches,conversion}
+    for b in blas cann et hexagon hip metal musa opencl openvino rpc sycl virtgpu vulkan webgpu zdnn zendnn; do
+        rm -rf "$l/ggml/src/ggml-$b"
+    done
+    find "$l/tools" -mindepth 1 -maxdepth 1 ! -name llama-bench ! -name CMakeLists.txt -exec rm -rf {} +
+    printf 'llama_add_compile_flags()\nadd_subdirectory(llama-bench)\n' > "$l/tools/CMakeLists.txt"
+    local vocab
+    vocab=$(ls "${XDG_CACHE_HOME:-$HOME/.cache}"/edgerunner/tokenizer-*/qwen3.gguf 2>/dev/null | head -1)
+    [ -n "$vocab" ] || { echo "no Qwen3 vocabulary GGUF: run tests/tokenizer/run.sh build first" >&2; exit 1; }
+    cp "$vocab" "$CARRY/qwen3-vocab.gguf"
+    rm -rf "$dl"
+    du -sh "$CARRY"
+}
+
+run() {
+    OUT=${OUT:-gpu-out}
+    mkdir -p "$OUT"
+    if [ -d .whl ]; then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+    fi
+    cmake -S "$CARRY/llama.cpp" -B /tmp/lcpp -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$OUT/cmake.log" 2>&1
+    cmake --build /tmp/lcpp --target llama-bench -j"$(nproc)" > "$OUT/build-llamacpp.log" 2>&1 || {
+        tail -20 "$OUT/build-llamacpp.log"; exit 1; }
+    python3 bench/make_random_qwen3.py /tmp/cmp --types Q8_0,Q4_0 --vocab "$CARRY/qwen3-vocab.gguf" > "$OUT/models.txt"
+    printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s |\n|---|---|---|---|\n' | tee "$OUT/compare.md"
+    while read -r f; do
+        b=$(basename "$f" .gguf)
+        /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
+        build/edgerunner bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
+        python3 - "$b" "$OUT/llamacpp-$b.json" "$OUT/ours-$b.json" <<'PY' | tee -a "$OUT/compare.md"
+import json, sys
+name, lj, oj = sys.argv[1:]
+tg = pp = "?"
+for r in json.load(open(lj)):
+    if r.get("n_gen") == 128 and r.get("n_prompt") == 0: tg = f'{r["avg_ts"]:.0f}'
+    if r.get("n_prompt") == 512 and r.get("n_gen") == 0: pp = f'{r["avg_ts"]:.0f}'
+print(f"| {name} | llama.cpp CUDA (-fa 1) | {tg} | {pp} |")
+try:
+    o = json.load(open(oj))
+    print(f'| {name} | EdgeRunner-C (cuda) | {o["decode_tok_s"]["median"]:.0f} | {o["prefill_tok_s"]:.0f} |')
+except Exception:
+    print(f"| {name} | EdgeRunner-C (cuda) | FAIL (see ours-{name}.err) | |")
+PY
+    done < "$OUT/models.txt"
+}
+
+case "${1:-}" in
+prepare) prepare ;;
+run) run ;;
+*) echo "usage: bench/gpu_compare.sh prepare|run" >&2; exit 2 ;;
+esac
