@@ -37,7 +37,8 @@ from gguf import LlamaFileType as FT
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STORIES = "/work/shared/data/models/stories260K.gguf"
+# the real trained model copied into the repository (tests/data/README.md)
+STORIES = os.path.join(HERE, "..", "data", "stories260K.gguf")
 N_VOCAB = 512
 N_PROMPT = 16
 PROMPT_SEED = 1234
