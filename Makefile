@@ -32,13 +32,14 @@ CU_SRC :=
 endif
 CLI_SRC := $(wildcard tools/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/*.c)
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all test unit debug fuzz format clean bench
-all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool
+all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool $(EXAMPLES) $(BUILD)/tests/sampler_tool
 
 $(BUILD)/libedgerunner.a: $(LIB_OBJ)
 	@rm -f $@
@@ -52,6 +53,14 @@ $(BUILD)/unit_tests: $(TEST_OBJ) $(BUILD)/libedgerunner.a
 
 # the reference quantizer and dequantizer on raw files, for tests/quant (Python oracles)
 $(BUILD)/tests/quant_tool: $(BUILD)/tests/quant/quant_tool.o $(BUILD)/libedgerunner.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# examples/*.c: programs on the public header alone, one binary each
+$(EXAMPLES): $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libedgerunner.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# the sampler on given logits and history, for tests/sampler (llama.cpp's penalties)
+$(BUILD)/tests/sampler_tool: $(BUILD)/tests/sampler/sampler_tool.o $(BUILD)/libedgerunner.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/matvec_bench: $(BUILD)/bench/matvec_bench.o $(BUILD)/libedgerunner.a
@@ -85,6 +94,8 @@ test: all $(BUILD)/unit_tests debug
 	tests/cli/run.sh build/debug/edgerunner
 	tests/oracle/run.sh $(BUILD)
 	tests/quant/run.sh $(BUILD)
+	tests/sampler/run.sh $(BUILD)
+	tests/models/run.sh $(BUILD)
 
 FUZZ_SECONDS ?= 600
 FUZZ_SRC := tests/fuzz/fuzz_gguf.c src/io/gguf.c src/core/status.c $(wildcard src/quant/*.c)
@@ -103,4 +114,4 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/quant/quant_tool.d $(BUILD)/bench/matvec_bench.d
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/quant/quant_tool.d $(BUILD)/bench/matvec_bench.d $(EXAMPLES:=.d) $(BUILD)/tests/sampler/sampler_tool.d

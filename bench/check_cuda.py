@@ -65,9 +65,10 @@ def main():
                 except Exception as e:  # noqa: BLE001 - report and go on
                     report(False, f"logits {name} {n_prompt}-token prompt: {e}")
             try:
-                ids_cpu = run(exe, ["-m", model, "--prompt-ids", "1", "-n", str(N_GREEDY), "--ids", "--ignore-eos"]).split()
-                ids_gpu = run(exe, ["-m", model, "--backend", "cuda", "--prompt-ids", "1", "-n", str(N_GREEDY), "--ids",
-                                    "--ignore-eos"]).split()
+                ids_cpu = run(exe, ["-m", model, "--prompt-ids", "1", "-n", str(N_GREEDY), "--temp", "0", "--ids",
+                                   "--ignore-eos"]).split()
+                ids_gpu = run(exe, ["-m", model, "--backend", "cuda", "--prompt-ids", "1", "-n", str(N_GREEDY), "--temp",
+                                    "0", "--ids", "--ignore-eos"]).split()
                 first = next((i for i, (x, y) in enumerate(zip(ids_cpu, ids_gpu)) if x != y), None)
                 ok = ids_cpu == ids_gpu and len(ids_cpu) == N_GREEDY
                 report(ok, f"greedy {name}: {N_GREEDY} ids " + ("identical" if ok else f"differ from token {first}: "

@@ -7,7 +7,7 @@ OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 ncu --clock-control none -k regex:"k_(matvec|attention|embed|commit)" --launch-count 143 --csv --page raw --print-units base \
     --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__occupancy_limit_registers,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct \
-    build/edgerunner run -m "$1" --backend cuda --prompt-ids 1 -n 2 --ids > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
+    build/edgerunner run -m "$1" --backend cuda --prompt-ids 1 -n 2 --temp 0 --ids > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
 python3 - "$OUT/ncu.csv" <<'PY'
 import csv, sys, collections
 rows = list(csv.reader(open(sys.argv[1])))

@@ -8,11 +8,14 @@
  *      A context is used by one thread at a time.
  *   3. er_context_decode() feeds tokens (a whole prompt in one batched pass, or one
  *      generated token); er_context_logits() gives the logits of the last token fed.
- *      er_generate_greedy() does the whole greedy loop with a per-token callback.
+ *      er_generate_greedy() does the whole greedy loop with a per-token callback;
+ *      er_sampler + er_generate() sample (penalties, temperature, top-k/p, min-p, seed).
  *   4. Text in and out: er_model_vocab() (or er_vocab_load() on any GGUF) gives the
  *      tokenizer; er_tokenize() / er_detokenize() and the streaming er_detokenizer turn
  *      text into ids and back; er_chat_apply_template() renders a conversation with the
  *      model's chat template.
+ *   Or, in a few lines: er_model_open(), er_context_create(), er_stream_text() or
+ *   er_generate_text() (text in, text out; see "text in, text out" below).
  *
  * Errors: every fallible call returns an er_status. On failure, er_last_error() gives a
  * message naming what was wrong and where (file, tensor, byte offset). The message is
@@ -130,6 +133,127 @@ typedef struct er_generate_params {
 er_status er_generate_greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt,
                              const er_generate_params *params, er_token_callback on_token,
                              void *user, int64_t *n_generated);
+
+/* ---- sampling ---------------------------------------------------------------------- */
+
+/* A sampler turns logits into the next token. Its stages run in this order, each one
+ * skipped when its parameter has the value marked "off":
+ *   1. repetition penalty (llama.cpp semantics): every token seen in the last
+ *      repeat_last_n tokens of history has its logit divided by repeat_penalty when
+ *      positive, multiplied by it when negative or zero;
+ *   2. frequency and presence penalties (OpenAI / llama.cpp): logit -= count *
+ *      frequency_penalty + (count > 0) * presence_penalty, count over the same window;
+ *   3. temperature: 0 means greedy, the largest penalized logit (the first on ties), and
+ *      stages 4-7 are skipped; otherwise probabilities are softmax(logit / temperature),
+ *      in double precision; -inf and NaN logits have probability 0;
+ *   4. top-k: keep the k most probable tokens (ties broken by the smaller id);
+ *   5. top-p (nucleus): keep the smallest most-probable prefix whose mass is >= top_p
+ *      (at least one token);
+ *   6. min-p: keep tokens whose probability is >= min_p times the largest one;
+ *   7. draw: u = a uniform double in [0, 1) from xoshiro256** seeded by splitmix64(seed),
+ *      (next() >> 11) * 2^-53; the token is the first whose cumulative renormalized
+ *      probability, in the order left by the stages (probability descending when any of
+ *      4-5 ran, else token id), exceeds u. Integer-only RNG: the same seed gives the same
+ *      draws on every platform, and one draw per sampled token.
+ * History: er_sampler_accept() appends a token (prompt tokens too, as llama.cpp does);
+ * the penalties see the last repeat_last_n accepted tokens.
+ * A sampler holds its own state (history, RNG, scratch sized once): one thread at a time. */
+typedef struct er_sampler_params {
+    float temperature;       /* 0 = greedy; default 1.0 */
+    int32_t top_k;           /* <= 0: off; default 40 (larger than the vocabulary: off) */
+    float top_p;             /* >= 1: off; default 0.9 */
+    float min_p;             /* <= 0: off; default 0 */
+    float repeat_penalty;    /* 1: off; default 1.0; must be > 0 */
+    int32_t repeat_last_n;   /* tokens of history the penalties see; 0: off; default 64 */
+    float frequency_penalty; /* 0: off */
+    float presence_penalty;  /* 0: off */
+    uint64_t seed;           /* default 0; any value is a valid seed */
+} er_sampler_params;
+
+typedef struct er_sampler er_sampler;
+
+er_sampler_params er_sampler_default_params(void);
+/* Greedy decoding: temperature 0, every other stage off. */
+er_sampler_params er_sampler_greedy_params(void);
+
+/* A sampler for logits of n_vocab entries. ER_ERR_INVALID_ARG on a negative or NaN
+ * temperature, repeat_penalty <= 0, negative repeat_last_n, n_vocab <= 0. */
+er_status er_sampler_create(const er_sampler_params *params, int64_t n_vocab, er_sampler **out);
+void er_sampler_free(er_sampler *sampler); /* NULL-safe */
+/* Forgets the history and re-seeds the RNG: the sampler is as just created. */
+void er_sampler_reset(er_sampler *sampler);
+/* Appends a token to the history the penalties see. */
+er_status er_sampler_accept(er_sampler *sampler, int32_t token);
+/* Chooses a token from (n_vocab) logits (left unchanged). Does not accept it. Fails with
+ * ER_ERR_INVALID_ARG when no logit is finite or larger than -inf. */
+er_status er_sampler_sample(er_sampler *sampler, const float *logits, int32_t *token);
+/* Stages 1-2 alone, in place on (n_vocab) logits: what the penalties do to them. */
+er_status er_sampler_apply_penalties(er_sampler *sampler, float *logits);
+/* Non-zero when the sampler is plain greedy (temperature 0, no penalty). */
+int er_sampler_is_greedy(const er_sampler *sampler);
+
+/* Feeds the prompt (n_prompt may be 0 when the context already holds logits, e.g. after
+ * an earlier generation), then generates up to n_predict tokens with `sampler` (NULL:
+ * greedy), calling `on_token` with each; every prompt and generated token is accepted
+ * into the sampler's history. Stops at the model's EOS (unless ignore_eos), when the
+ * callback returns non-zero, or when the context is full (without error). A greedy
+ * sampler runs er_generate_greedy, the GPU's device-side loop included. */
+er_status er_generate(er_context *ctx, const int32_t *prompt, int64_t n_prompt, const er_generate_params *params,
+                      er_sampler *sampler, er_token_callback on_token, void *user, int64_t *n_generated);
+
+/* ---- text in, text out ---------------------------------------------------------------- */
+
+/* The few-lines way in:
+ *     er_model *model; er_context *ctx;
+ *     er_model_open("model.gguf", &model);
+ *     er_context_create(model, NULL, &ctx);
+ *     er_stream_text(ctx, "Once upon a time", NULL, print_piece, NULL);
+ * The prompt is appended to what the context holds (BOS added, as the model asks, only
+ * when the context is empty), so successive calls continue one conversation; rewind the
+ * context (er_context_rewind(ctx, 0)) to start afresh. */
+
+/* er_model_load with default parameters (CPU backend). */
+er_status er_model_open(const char *path, er_model **out);
+/* tokenizer.chat_template of the model's file: *len bytes (not NUL-terminated) owned by
+ * the model; NULL (and *len 0) when the file has none. `len` may be NULL. */
+const char *er_model_chat_template(const er_model *model, int64_t *len);
+
+typedef struct er_text_params {
+    int64_t max_tokens;           /* most tokens to generate; <= 0: until a stop or a full context */
+    er_sampler_params sampling;   /* default: er_sampler_default_params() */
+    const char *const *stop;      /* (n_stop) strings that end generation; not part of the text */
+    int64_t n_stop;
+    int parse_special;            /* non-zero: control tokens' text in the prompt becomes those tokens */
+    int ignore_eos;               /* non-zero: do not stop at end-of-generation tokens */
+} er_text_params;
+
+er_text_params er_text_default_params(void); /* max_tokens 256, default sampling, no stops */
+
+/* Called with each piece of generated text as soon as it is whole UTF-8 and cannot be the
+ * start of a stop string; return non-zero to stop generation. */
+typedef int (*er_text_callback)(const char *text, int64_t len, void *user);
+
+/* Tokenizes `prompt`, generates and streams the text (params NULL: the defaults). Stops
+ * at an end-of-generation token (EOS, end of turn), a stop string, max_tokens, a full
+ * context or the callback. A prompt that does not fit fails with ER_ERR_CONTEXT_FULL,
+ * changing nothing. *n_generated (may be NULL) counts the tokens generated. */
+er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_params *params, er_text_callback on_text,
+                         void *user, int64_t *n_generated);
+
+/* The same, returning the whole text in *text: malloc'd, NUL-terminated, free with
+ * er_free(); *len (may be NULL) gets its length. */
+er_status er_generate_text(er_context *ctx, const char *prompt, const er_text_params *params, char **text,
+                           int64_t *len);
+
+/* Frees memory the library returned (er_generate_text's text). NULL-safe. */
+void er_free(void *ptr);
+
+/* ---- thread safety -------------------------------------------------------------------- */
+/* A loaded er_model (and its er_vocab) is read-only after er_model_load: any number of
+ * threads may use it at once, each through its own er_context. An er_context, er_sampler
+ * and er_detokenizer are used by one thread at a time (no internal locking). Two threads
+ * generating on two contexts of one model give exactly the results of running them one
+ * after the other. er_last_error() is per thread. */
 
 /* ---- tokenizer and chat template ---------------------------------------------------- */
 

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cpu/fast.h"
+#include "backend/cpu/threadpool.h"
 #include "backend/cuda/cuda.h"
 #include "core/status.h"
 #include "model/model.h"
@@ -80,13 +82,24 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     ctx->attn = alloc_floats(p.n_batch, c->n_head, c->head_dim_v);
     ctx->gate = alloc_floats(p.n_batch, c->n_ff, 1);
     ctx->up = alloc_floats(p.n_batch, c->n_ff, 1);
-    ctx->scores = alloc_floats(p.n_ctx, 1, 1);
+    ctx->scores = alloc_floats(p.n_threads, p.n_ctx, 1);
     ctx->row = alloc_floats(p.n_threads, max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v), 1);
     if (!ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->q || !ctx->attn || !ctx->gate ||
         !ctx->up || !ctx->scores || !ctx->row) {
         st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate a %lld-token KV cache and scratch for %s",
                      (long long)p.n_ctx, model->path);
         goto fail;
+    }
+    if (!ctx->reference) {
+        const int64_t max_in = max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v);
+        const size_t act_size = (cpu_fast_act_size(p.n_batch, max_in) + 63) / 64 * 64;
+        if ((st = cpu_pool_create(p.n_threads, &ctx->pool)) != ER_OK)
+            goto fail;
+        if (!(ctx->act = aligned_alloc(64, act_size))) {
+            st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate activation scratch for %s",
+                         model->path);
+            goto fail;
+        }
     }
     *out = ctx;
     return ER_OK;
@@ -112,6 +125,8 @@ void er_context_free(er_context *ctx) {
     free(ctx->scores);
     free(ctx->row);
     free(ctx->logits);
+    cpu_pool_free(ctx->pool);
+    free(ctx->act);
     free(ctx);
 }
 

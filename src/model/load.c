@@ -75,16 +75,19 @@ static er_status read_config(loader *ld) {
     const gguf_kv *arch = gguf_find_kv(m->file, "general.architecture");
     if (!arch || arch->value.type != GGUF_TYPE_STRING)
         return er_fail(ER_ERR_FORMAT, "%s: missing string metadata key 'general.architecture'", ld->path);
-    if (gguf_string_eq(arch->value.str, "llama")) {
-        c->arch = ER_ARCH_LLAMA;
-        ld->arch = "llama";
-    } else if (gguf_string_eq(arch->value.str, "qwen3")) {
-        c->arch = ER_ARCH_QWEN3;
-        ld->arch = "qwen3";
-    } else {
-        return er_fail(ER_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama, qwen3)",
+    static const struct {
+        const char *name;
+        enum er_arch arch;
+    } archs[] = {{"llama", ER_ARCH_LLAMA}, {"qwen2", ER_ARCH_QWEN2}, {"qwen3", ER_ARCH_QWEN3}, {"gemma3", ER_ARCH_GEMMA3}};
+    ld->arch = NULL;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (gguf_string_eq(arch->value.str, archs[i].name)) {
+            c->arch = archs[i].arch;
+            ld->arch = archs[i].name;
+        }
+    if (!ld->arch)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama, qwen2, qwen3, gemma3)",
                        ld->path, (int)(arch->value.str.len > 64 ? 64 : arch->value.str.len), arch->value.str.data);
-    }
     double eps, base, scale = 1.0;
     if ((st = get_int(ld, "embedding_length", 1, 0, 1, MAX_DIM, &c->n_embd)) != ER_OK ||
         (st = get_int(ld, "block_count", 1, 0, 1, MAX_LAYERS, &c->n_layer)) != ER_OK ||
@@ -133,8 +136,23 @@ static er_status read_config(loader *ld) {
     c->norm_eps = (float)eps;
     c->rope_base = (float)base;
     c->rope_pos_scale = (float)(1.0 / scale);
-    c->rope_neox = c->arch == ER_ARCH_QWEN3; /* llama.cpp: LLAMA_ROPE_TYPE_NEOX for qwen3 */
-    c->has_qk_norm = c->arch == ER_ARCH_QWEN3;
+    c->rope_neox = c->arch != ER_ARCH_LLAMA; /* llama.cpp: LLAMA_ROPE_TYPE_NEOX for qwen2, qwen3, gemma3 */
+    c->has_qk_norm = c->arch == ER_ARCH_QWEN3 || c->arch == ER_ARCH_GEMMA3;
+    c->has_qkv_bias = c->arch == ER_ARCH_QWEN2;
+    if (c->arch == ER_ARCH_GEMMA3) {
+        /* llama.cpp's gemma3: embeddings scaled by sqrt(n_embd), GeGLU, post-norms, every
+         * sixth layer global (5, 11, ...), the others sliding-window with RoPE base 10000.
+         * The attention scale stays 1/sqrt(head_dim) (query_pre_attn_scalar = head_dim
+         * in every size but 27B, which is refused below). */
+        c->has_post_norms = 1;
+        c->ffn_gelu = 1;
+        c->embd_scale = sqrtf((float)c->n_embd);
+        c->rope_base_swa = 10000.0f;
+        if ((st = get_int(ld, "attention.sliding_window", 1, 0, 1, INT32_MAX, &c->n_swa)) != ER_OK)
+            return st;
+        if (c->n_layer == 62) /* how llama.cpp recognizes 27B, whose scale is 1/sqrt(n_embd / n_head) */
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: Gemma-3 27B (its attention scale) is not supported yet", ld->path);
+    }
     return ER_OK;
 }
 
@@ -159,7 +177,7 @@ static er_status bind_weight(loader *ld, const char *name, int64_t n_in, int64_t
                        (long long)t->ne[3], (long long)n_in, (long long)n_out);
     const er_type_traits *traits = er_type_get(t->type);
     if (!traits->dot_f32)
-        return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which this build cannot compute with (F32, F16, BF16, Q8_0 are supported)",
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which this build cannot compute with (supported weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K)",
                        ld->path, name, traits->name);
     /* kernels load blocks and floats directly: the data must be 4-byte aligned, which any
      * GGUF with the usual alignment (32) gives */
@@ -218,7 +236,8 @@ static er_status bind_weights(loader *ld) {
         m->output = m->token_embd; /* tied embeddings */
 
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    const size_t n_floats = (size_t)c->n_layer * (size_t)(2 * c->n_embd + 2 * c->head_dim) +
+    /* per layer: 2 norms + 2 post-norms (n_embd), q/k norms (head_dim), q/k/v biases */
+    const size_t n_floats = (size_t)c->n_layer * (size_t)(4 * c->n_embd + 2 * c->head_dim + q_dim + kv_dim + v_dim) +
                             (size_t)c->n_embd + (size_t)c->n_rot / 2;
     m->f32_arena = malloc(n_floats * sizeof(float));
     if (!m->layers || !m->f32_arena)
@@ -245,6 +264,16 @@ static er_status bind_weights(loader *ld) {
             ((st = bind_vector(ld, NAME("attn_q_norm.weight"), c->head_dim, 0, &arena, &l->q_norm)) != ER_OK ||
              (st = bind_vector(ld, NAME("attn_k_norm.weight"), c->head_dim, 0, &arena, &l->k_norm)) != ER_OK))
             return st;
+        if (c->has_qkv_bias &&
+            ((st = bind_vector(ld, NAME("attn_q.bias"), q_dim, 0, &arena, &l->bq)) != ER_OK ||
+             (st = bind_vector(ld, NAME("attn_k.bias"), kv_dim, 0, &arena, &l->bk)) != ER_OK ||
+             (st = bind_vector(ld, NAME("attn_v.bias"), v_dim, 0, &arena, &l->bv)) != ER_OK))
+            return st;
+        if (c->has_post_norms &&
+            ((st = bind_vector(ld, NAME("post_attention_norm.weight"), c->n_embd, 0, &arena, &l->post_attn_norm)) != ER_OK ||
+             (st = bind_vector(ld, NAME("post_ffw_norm.weight"), c->n_embd, 0, &arena, &l->post_ffn_norm)) != ER_OK))
+            return st;
+        l->swa = c->n_swa > 0 && il % 6 < 5; /* llama.cpp: set_swa_pattern(6) */
 #undef NAME
     }
     return ER_OK;
@@ -268,7 +297,7 @@ static er_status place_weights(er_model *m) {
         gguf_drop_pages(m->file);
     return st;
 #else
-    return er_fail(ER_ERR_UNSUPPORTED, "%s: this build of EdgeRunner has no CUDA backend (nvcc was not found at build time)", m->path);
+    return er_fail(ER_ERR_UNSUPPORTED, "%s: this build of EdgeRunner has no CUDA backend (built without nvcc, or with CUDA=0)", m->path);
 #endif
 }
 
@@ -297,6 +326,11 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
         goto fail;
     m->config.bos = token_id_or_none(m->file, "tokenizer.ggml.bos_token_id", m->config.n_vocab);
     m->config.eos = token_id_or_none(m->file, "tokenizer.ggml.eos_token_id", m->config.n_vocab);
+    if (m->backend == ER_BACKEND_CUDA && m->config.arch != ER_ARCH_LLAMA && m->config.arch != ER_ARCH_QWEN3) {
+        st = er_fail(ER_ERR_UNSUPPORTED, "%s: architecture %s is not supported by the CUDA backend yet (llama, qwen3 are; "
+                     "use --backend cpu)", path, er_model_arch(m));
+        goto fail;
+    }
     if (m->backend == ER_BACKEND_CUDA && (st = place_weights(m)) != ER_OK)
         goto fail;
     *out = m;
@@ -328,7 +362,12 @@ int32_t er_model_eos(const er_model *m) { return m ? m->config.eos : -1; }
 const char *er_model_arch(const er_model *m) {
     if (!m)
         return "";
-    return m->config.arch == ER_ARCH_QWEN3 ? "qwen3" : "llama";
+    switch (m->config.arch) {
+    case ER_ARCH_QWEN2: return "qwen2";
+    case ER_ARCH_QWEN3: return "qwen3";
+    case ER_ARCH_GEMMA3: return "gemma3";
+    default: return "llama";
+    }
 }
 
 const er_vocab *er_model_vocab(const er_model *m) { return m && m->vocab.kind != VOCAB_NONE ? &m->vocab : NULL; }

@@ -17,7 +17,7 @@
 #include "quant/types.h"
 #include "tokenizer/vocab.h"
 
-enum er_arch { ER_ARCH_LLAMA, ER_ARCH_QWEN3 };
+enum er_arch { ER_ARCH_LLAMA, ER_ARCH_QWEN3, ER_ARCH_QWEN2, ER_ARCH_GEMMA3 };
 
 typedef struct model_config {
     enum er_arch arch;
@@ -35,7 +35,13 @@ typedef struct model_config {
     float rope_base;
     float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
     int rope_neox;        /* 1: rotate pairs (i, i + n_rot/2); 0: pairs (2i, 2i+1) */
-    int has_qk_norm;      /* Qwen3: RMSNorm over each Q and K head before RoPE */
+    int has_qk_norm;      /* Qwen3, Gemma-3: RMSNorm over each Q and K head before RoPE */
+    int has_qkv_bias;     /* Qwen2: Q, K and V projections have biases */
+    int has_post_norms;   /* Gemma-3: RMSNorm of the attention and FFN outputs before the residual add */
+    int ffn_gelu;         /* Gemma-3: GeGLU, gelu(gate) * up (tanh approximation); else SwiGLU */
+    float embd_scale;     /* Gemma-3: embeddings multiplied by sqrt(n_embd); 0: none */
+    int64_t n_swa;        /* Gemma-3: sliding-window layers attend to the last n_swa positions; 0: none */
+    float rope_base_swa;  /* Gemma-3: RoPE base of the sliding-window layers (10000) */
     int32_t bos;          /* -1: none */
     int32_t eos;          /* -1: none */
 } model_config;
@@ -54,6 +60,12 @@ typedef struct layer_weights {
     const float *attn_norm; /* (n_embd) */
     const float *q_norm;    /* (head_dim), Qwen3 only, else NULL */
     const float *k_norm;    /* (head_dim), Qwen3 only, else NULL */
+    const float *bq;        /* (n_head * head_dim), Qwen2 only, else NULL */
+    const float *bk;        /* (n_head_kv * head_dim), Qwen2 only, else NULL */
+    const float *bv;        /* (n_head_kv * head_dim_v), Qwen2 only, else NULL */
+    const float *post_attn_norm; /* (n_embd), Gemma-3 only, else NULL */
+    const float *post_ffn_norm;  /* (n_embd), Gemma-3 only, else NULL */
+    int swa;                /* Gemma-3: a sliding-window layer (window n_swa, RoPE base rope_base_swa) */
     er_weight wq;           /* (n_head * head_dim, n_embd) */
     er_weight wk;           /* (n_head_kv * head_dim, n_embd) */
     er_weight wv;           /* (n_head_kv * head_dim_v, n_embd) */
@@ -66,6 +78,7 @@ typedef struct layer_weights {
 
 struct cuda_model;
 struct cuda_context;
+struct cpu_pool;
 
 struct er_model {
     char *path;
@@ -101,9 +114,13 @@ struct er_context {
     float *attn;   /* (n_batch, n_head * head_dim_v) attention output */
     float *gate;   /* (n_batch, n_ff) */
     float *up;     /* (n_batch, n_ff) */
-    float *scores; /* (n_ctx) attention weights of one head */
+    float *scores; /* (n_threads, n_ctx) attention weights of one head per thread */
     float *row;    /* (n_threads, max row length) one dequantized weight row per thread */
     float *logits; /* (n_vocab) of the last token decoded */
+    /* CPU fast path only (reference == 0), NULL otherwise */
+    struct cpu_pool *pool; /* n_threads workers, created with the context */
+    void *act;             /* (n_batch, max(n_embd, n_ff, n_head * head_dim_v)) activations in the
+                              weight type's dot format (cpu_fast_act_size bytes), 64-byte aligned */
 };
 
 /* Runs n_tokens (<= n_batch, fitting in the cache) through the model at positions

@@ -5,6 +5,8 @@
  *   Llama-3 and Qwen2 (Qwen2 has \p{N} where Llama-3 has \p{N}{1,3}):
  *           (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
  *           | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   SmolLM (llama.cpp's "smollm"): first \p{N} (every digit alone), then GPT-2's regex
+ *           inside each run between digits.
  *
  * Hugging Face's Split pre-tokenizer takes the regex's successive leftmost matches. Every
  * character is a letter, a number, white space or something else, and some alternative
@@ -192,8 +194,39 @@ static size_t match_llama3(const cursor *c, size_t i, int max_digits) {
     return space_end(c, i, 1);
 }
 
+/* SmolLM: each digit is a piece; the text between digits goes through GPT-2's regex. */
+static er_status split_smollm(const cursor *c, pretok_emit emit, void *user) {
+    for (size_t i = 0; i < c->n;) {
+        size_t next, end = i;
+        int32_t cp;
+        if (class_at(c, i, &next, &cp) & UNI_NUMBER) {
+            end = next;
+        } else {
+            size_t run = i;
+            while (run < c->n && !(class_at(c, run, &next, &cp) & UNI_NUMBER))
+                run = next;
+            const cursor seg = {c->s, run}; /* positions stay absolute */
+            for (size_t k = i; k < run; k = end) {
+                end = match_gpt2(&seg, k);
+                er_status st = emit(user, (const char *)c->s + k, end - k);
+                if (st != ER_OK)
+                    return st;
+            }
+            i = run;
+            continue;
+        }
+        er_status st = emit(user, (const char *)c->s + i, end - i);
+        if (st != ER_OK)
+            return st;
+        i = end;
+    }
+    return ER_OK;
+}
+
 er_status pretok_split(enum vocab_pre pre, const char *text, size_t n, pretok_emit emit, void *user) {
     const cursor c = {(const unsigned char *)text, n};
+    if (pre == PRE_SMOLLM)
+        return split_smollm(&c, emit, user);
     for (size_t i = 0; i < n;) {
         const size_t end = pre == PRE_GPT2 ? match_gpt2(&c, i) : match_llama3(&c, i, pre == PRE_QWEN2 ? 1 : 3);
         er_status st = emit(user, text + i, end - i);

@@ -171,7 +171,7 @@ er_status er_tokenize(const er_vocab *v, const char *text, int64_t len, int flag
         return er_fail(ER_ERR_UNSUPPORTED, "er_tokenize: the file has no tokenizer this build knows");
     if (v->kind == VOCAB_BPE && v->pre == PRE_NONE)
         return er_fail(ER_ERR_UNSUPPORTED,
-                       "er_tokenize: the file's BPE pre-tokenizer (tokenizer.ggml.pre) is not supported (gpt-2, llama-bpe, qwen2 are)");
+                       "er_tokenize: the file's BPE pre-tokenizer (tokenizer.ggml.pre) is not supported (gpt-2, llama-bpe, qwen2, smollm are)");
     const int parse_special = (flags & ER_TOKENIZE_PARSE_SPECIAL) != 0;
     const size_t n = (size_t)len;
     tok_state t = {v, {0}, {0}, {0}, NULL, 0, {0}, {0}};

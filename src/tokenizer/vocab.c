@@ -407,6 +407,8 @@ er_status vocab_load(const gguf_file *file, const char *path, vocab *out) {
         } else if (pre && gguf_string_eq(pre->value.str, "qwen2")) {
             v->pre = PRE_QWEN2;
             v->nfc = 1; /* Qwen2/Qwen3 tokenizer.json: normalizer NFC */
+        } else if (pre && gguf_string_eq(pre->value.str, "smollm")) {
+            v->pre = PRE_SMOLLM;
         } else if (pre && !gguf_string_eq(pre->value.str, "gpt-2") && !gguf_string_eq(pre->value.str, "default")) {
             v->pre = PRE_NONE; /* er_tokenize says which pre-tokenizer is missing */
         }

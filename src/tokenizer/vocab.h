@@ -27,7 +27,7 @@
 enum vocab_kind { VOCAB_NONE, VOCAB_SPM, VOCAB_BPE };
 
 /* BPE pre-tokenizers: the split regexes of the model families (see pretok.c). */
-enum vocab_pre { PRE_NONE, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2 };
+enum vocab_pre { PRE_NONE, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM };
 
 /* llama.cpp's token types (LLAMA_TOKEN_TYPE_*), as stored in token_type. */
 enum { TOKEN_NORMAL = 1, TOKEN_UNKNOWN = 2, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4, TOKEN_UNUSED = 5, TOKEN_BYTE = 6 };

@@ -330,7 +330,18 @@ fi
 expect_error "run with an id past the vocabulary" "vocabulary" stdout-blank -- run -m "$STORIES" --prompt-ids 1,100000 -n 4 --temp 0 --ids
 expect_error "run with id = n_vocab" "vocabulary" stdout-blank -- run -m "$STORIES" --prompt-ids 512 -n 4 --temp 0 --ids
 expect_error "run with a prompt longer than the context" "fit|context" stdout-blank -- run -m "$STORIES" -c 4 --prompt-ids 1,2,3,4,5,6 -n 4 --temp 0 --ids
-expect_error "run with a nonzero temperature" "temp" -- run -m "$STORIES" --prompt-ids 1 -n 4 --temp 0.8
+expect_error "run with a negative temperature" "temp" -- run -m "$STORIES" --prompt-ids 1 -n 4 --temp -1
+
+# The CUDA backend: a machine without a usable GPU (CI) gets one clear line and exit 1
+# (the debug build has no CUDA backend and says so); with a GPU, the same ids as the CPU.
+if "$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids >/dev/null 2>&1; then
+    cpu_ids=$("$BIN" run -m "$STORIES" --prompt-ids 1 -n 16 --temp 0 --ids 2>/dev/null)
+    gpu_ids=$("$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 16 --temp 0 --ids 2>/dev/null)
+    if [ "$cpu_ids" = "$gpu_ids" ]; then pass "run --backend cuda gives the CPU's ids"; else fail "run --backend cuda gives the CPU's ids" "$gpu_ids vs $cpu_ids"; fi
+else
+    expect_error "run --backend cuda without a GPU" "CUDA" -- run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids
+fi
+expect_error "run with an unknown backend" "backend" -- run -m "$STORIES" --backend tpu --prompt-ids 1 -n 4
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

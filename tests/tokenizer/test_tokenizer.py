@@ -302,7 +302,7 @@ def check_hostile(exe, tmp):
 def chat_session(exe, model, turns, n_predict):
     """Runs `chat --verbose` on the turns; returns (process, [(ids in the cache before the
     reply, reply ids)], [fed chunks]) rebuilt from its [rewind N] [feed ...] [reply ...] lines."""
-    r = run([exe, "chat", "-m", model, "-n", str(n_predict), "-t", "1", "--verbose"],
+    r = run([exe, "chat", "-m", model, "-n", str(n_predict), "-t", "1", "--temp", "0", "--verbose"],
             input=("\n".join(turns) + "\n/exit\n").encode())
     seq, replies, feeds, rewinds = [], [], [], []
     for line in r.stderr.decode().splitlines():
@@ -331,7 +331,7 @@ def check_chat_model(exe, name, model, turns, n_predict, eog):
     detail = f"exit {r.returncode} {r.stderr.decode()[-300:]!r}" if not ok else ""
     for prompt, reply in replies if ok else []:
         out = run([exe, "run", "-m", model, "--prompt-ids", ",".join(map(str, prompt)), "-n", str(n_predict),
-                   "--ids", "-t", "1"], check=True)
+                   "--ids", "-t", "1", "--temp", "0"], check=True)
         ref = [int(x) for x in out.stdout.split()]
         cut = next((k for k, t in enumerate(ref) if t in eog), len(ref))  # chat stops at any end-of-generation token
         if ref[:cut] != reply:

@@ -18,6 +18,8 @@ int main(int argc, char **argv) {
         {"model", test_model},
         {"tokenizer", test_tokenizer},
         {"quant", test_quant},
+        {"sampler", test_sampler},
+        {"cpu", test_cpu},
     };
     int n_suites_passed = 0, n_suites_failed = 0;
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {

@@ -30,5 +30,7 @@ void test_types(void);
 void test_model(void);
 void test_tokenizer(void);
 void test_quant(void);
+void test_sampler(void);
+void test_cpu(void);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * chat.c - `edgerunner chat`: an interactive chat with greedy decoding.
+ * chat.c - `edgerunner chat`: an interactive chat, sampled with the sampler flags of cli.h
+ * (--temp 0: greedy).
  *
  * Each line on standard input is a user turn (/reset forgets the conversation, /exit
  * ends). The conversation is rendered through the model's chat template every turn, and
@@ -13,7 +14,8 @@
  * Special tokens are parsed in the template's text but never in what the user typed
  * (the user's message is tokenized without special-token parsing). The reply streams to
  * stdout; it stops at an end-of-generation token (EOS, <|im_end|>, <|eot_id|>, ...), after
- * -n tokens, or when the context is full.
+ * -n tokens, or when the context is full. Every token fed or generated goes into the
+ * sampler's penalty history; /reset clears it and restarts the RNG from the seed.
  *
  * --verbose shows the KV cache at work on stderr, one line each: "[rewind N]" (the cache
  * kept N tokens), "[feed ID ...]" (tokens fed), "[reply ID ...]" (tokens generated and fed).
@@ -48,6 +50,7 @@ typedef struct chat {
     int64_t n_cps, cap_cps;
     int64_t n_predict;
     int verbose;
+    er_sampler *sampler;
 } chat;
 
 static void show_ids(const chat *c, const char *what, const int32_t *ids, int64_t n) {
@@ -140,6 +143,8 @@ static er_status feed(chat *c, const char *text, size_t n, int special, int add_
     if (st == ER_OK && n_ids > from) {
         show_ids(c, "feed", ids + from, n_ids - from);
         st = er_context_decode(c->ctx, ids + from, n_ids - from, NULL);
+        for (int64_t i = from; st == ER_OK && i < n_ids; i++)
+            er_sampler_accept(c->sampler, ids[i]);
     }
     free(ids);
     if (st == ER_OK && (!text_append(c, text, n) || !add_checkpoint(c)))
@@ -192,7 +197,10 @@ static er_status turn(chat *c, const char *user, size_t user_len) {
         goto done;
     for (int64_t i = 0; c->n_predict < 0 || i < c->n_predict; i++) {
         const float *logits = er_context_logits(c->ctx);
-        const int32_t tok = er_argmax(logits, er_vocab_n_tokens(c->vocab));
+        int32_t tok;
+        if ((st = er_sampler_sample(c->sampler, logits, &tok)) != ER_OK)
+            goto done;
+        er_sampler_accept(c->sampler, tok);
         if (er_vocab_is_eog(c->vocab, tok))
             break;
         const char *piece;
@@ -288,7 +296,9 @@ done:
 int cmd_chat(int argc, char **argv) {
     const char *model_path = NULL, *system = NULL, *json_path = NULL, *template_path = NULL;
     int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
-    int verbose = 0;
+    int verbose = 0, parsed;
+    cli_sampling sampling;
+    cli_sampling_init(&sampling);
     er_model_params mp = er_model_default_params();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -300,7 +310,10 @@ int cmd_chat(int argc, char **argv) {
             fprintf(stderr, "edgerunner: chat: %s needs a value\n", a);
             return 1;
         }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        if ((parsed = cli_parse_sampling("chat", a, v, &sampling)) != 0) {
+            if (parsed < 0)
+                return 1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             model_path = v;
         } else if (!strcmp(a, "--system") || !strcmp(a, "-sys")) {
             system = v;
@@ -356,6 +369,11 @@ int cmd_chat(int argc, char **argv) {
         cli_fail("chat: the model file has no tokenizer");
         goto done;
     }
+    const er_sampler_params sp = cli_sampling_resolve(&sampling, er_context_n_ctx(c.ctx));
+    if ((st = er_sampler_create(&sp, er_model_n_vocab(model), &c.sampler)) != ER_OK) {
+        rc = cli_fail_status(st);
+        goto done;
+    }
     if ((system && !add_message(&c, "system", system, strlen(system))) || !add_checkpoint(&c)) {
         cli_fail("chat: out of memory");
         goto done;
@@ -377,6 +395,7 @@ int cmd_chat(int argc, char **argv) {
         if (!strcmp(line, "/reset")) {
             drop_messages(&c, n_fixed);
             er_context_rewind(c.ctx, 0);
+            er_sampler_reset(c.sampler);
             c.n_cps = 1;
             c.text_len = 0;
             fprintf(stderr, "(conversation reset)\n");
@@ -400,6 +419,7 @@ done:
     free(c.msgs);
     free(c.text);
     free(c.cps);
+    er_sampler_free(c.sampler);
     er_context_free(c.ctx);
     er_model_free(model);
     return rc;

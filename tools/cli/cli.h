@@ -17,6 +17,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 /* Print "edgerunner: WHAT" (or the last library error) on stderr; return 1. */
 int cli_fail(const char *what);
@@ -27,6 +28,25 @@ int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
 /* "cpu" or "cuda"; 0 on anything else. */
 int cli_parse_backend(const char *s, er_backend *out);
+
+/* The sampler flags every generating subcommand takes:
+ *   --temp T  --top-k K  --top-p P  --min-p P  --repeat-penalty R  --repeat-last-n N
+ *   --presence-penalty X  --frequency-penalty X  --seed S
+ * Defaults: the library's (temperature 1.0, top-k 40, top-p 0.9, min-p 0, repeat penalty
+ * 1.0 over the last 64 tokens); --temp 0 is greedy; --repeat-last-n -1 means the whole
+ * context; --seed -1 (the default) picks a seed from the clock. */
+typedef struct cli_sampling {
+    er_sampler_params params;
+    int64_t repeat_last_n; /* -1: the context size */
+    int64_t seed;          /* -1: from the clock */
+} cli_sampling;
+
+void cli_sampling_init(cli_sampling *s);
+/* 1: `flag` is a sampler flag and `value` was parsed; 0: not a sampler flag; -1: a bad
+ * value (the message is printed, prefixed with `cmd`). */
+int cli_parse_sampling(const char *cmd, const char *flag, const char *value, cli_sampling *s);
+/* The sampler parameters, with -1 values resolved for a context of n_ctx tokens. */
+er_sampler_params cli_sampling_resolve(const cli_sampling *s, int64_t n_ctx);
 
 /* "1,2,3" or "1 2 3" -> a malloc'd array of ids; returns the count, or -1. */
 int64_t cli_parse_ids(const char *s, int32_t **out);

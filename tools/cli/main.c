@@ -15,8 +15,10 @@ static void usage(FILE *out) {
             "\n"
             "commands:\n"
             "  run   -m MODEL (-p TEXT [--special] | --prompt-ids ID,ID,...) [-n N] [--temp 0] [--ids] [--ignore-eos]\n"
-            "        [-c N_CTX] [-b N_BATCH] [-t N_THREADS] [--backend cpu|cuda] [--dump-logits FILE]\n"
-            "        greedy generation from a text prompt (BOS as the model asks; special tokens\n"
+            "        [-c N_CTX] [-b N_BATCH] [-t N_THREADS] [--backend cpu|cuda] [--reference] [--dump-logits FILE]\n"
+            "        [sampling: --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n\n"
+            "         --presence-penalty --frequency-penalty --seed]\n"
+            "        generation (greedy with --temp 0) from a text prompt (BOS as the model asks; special tokens\n"
             "        parsed only with --special) or from token ids; prints text, or ids with --ids\n"
             "        --dump-logits writes the logits of every prompt token, float32\n"
             "        (n_prompt x n_vocab), and generates nothing unless -n is given\n"
@@ -27,6 +29,9 @@ static void usage(FILE *out) {
             "  tokenize -m MODEL [--ids] [--special] [--no-bos] (TEXT | -f FILE) [--batch] [--decode]\n"
             "        token ids and pieces of TEXT (any GGUF with a tokenizer, vocab-only too);\n"
             "        --batch: NUL-separated texts, one line of ids each; --decode: ids -> text\n"
+            "  perplexity -m MODEL -f TEXT [-c 512] [--chunks N] [-b N_BATCH] [-t N_THREADS] [--backend cpu|cuda] [--reference]\n"
+            "        perplexity on TEXT as llama.cpp defines it: chunks of -c tokens, the second\n"
+            "        half of each scored\n"
             "  info  -m MODEL   metadata and tensor summary of a GGUF file\n"
             "  quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]\n"
             "        rewrites IN with its weights in TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
@@ -53,6 +58,8 @@ int main(int argc, char **argv) {
         return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(argv[1], "chat"))
         return cmd_chat(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "perplexity"))
+        return cmd_perplexity(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench"))
         return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

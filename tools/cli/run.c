@@ -1,4 +1,5 @@
-/* run.c - `edgerunner run`: greedy generation from token ids or a text prompt. */
+/* run.c - `edgerunner run`: generation from token ids or a text prompt, greedy (--temp 0)
+ * or sampled (the sampler flags of cli.h; defaults: temperature 1.0, top-k 40, top-p 0.9). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -41,12 +42,16 @@ int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *ids_arg = NULL, *dump_path = NULL, *prompt_text = NULL;
     int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
     int print_ids = 0, ignore_eos = 0, n_given = 0, parse_special = 0;
-    double temp = 0.0;
+    /* --reference or EDGERUNNER_REFERENCE=1: the plain-C reference kernels (CPU) */
+    const char *ref_env = getenv("EDGERUNNER_REFERENCE");
+    int reference = ref_env && *ref_env && strcmp(ref_env, "0") != 0;
+    cli_sampling sampling;
+    cli_sampling_init(&sampling);
     er_model_params mp = er_model_default_params();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes_value = 1;
+        int takes_value = 1, parsed;
         if (!strcmp(a, "--ids")) {
             print_ids = 1;
             takes_value = 0;
@@ -56,9 +61,15 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--special")) {
             parse_special = 1;
             takes_value = 0;
+        } else if (!strcmp(a, "--reference")) {
+            reference = 1;
+            takes_value = 0;
         } else if (!v) {
             fprintf(stderr, "edgerunner: run: %s needs a value\n", a);
             return 1;
+        } else if ((parsed = cli_parse_sampling("run", a, v, &sampling)) != 0) {
+            if (parsed < 0)
+                return 1;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             model_path = v;
         } else if (!strcmp(a, "--prompt-ids")) {
@@ -78,13 +89,6 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!cli_parse_i64(v, 0, 1024, &n_threads))
                 return cli_fail("run: -t wants an integer in [0, 1024]");
-        } else if (!strcmp(a, "--temp")) {
-            char *end;
-            temp = strtod(v, &end);
-            if (end == v || *end || temp < 0)
-                return cli_fail("run: --temp wants a number >= 0");
-            if (temp != 0.0)
-                return cli_fail("run: only greedy decoding (--temp 0) is implemented so far");
         } else if (!strcmp(a, "--dump-logits")) {
             dump_path = v;
         } else if (!strcmp(a, "--backend")) {
@@ -105,6 +109,7 @@ int cmd_run(int argc, char **argv) {
     er_status st;
     er_model *model = NULL;
     er_context *ctx = NULL;
+    er_sampler *sampler = NULL;
     int32_t *prompt = NULL;
     float *logits = NULL;
     FILE *dump = NULL;
@@ -117,6 +122,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_threads = (int)n_threads;
+    cp.reference = reference;
     if ((st = er_model_load(model_path, &mp, &model)) != ER_OK ||
         (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
@@ -174,9 +180,15 @@ int cmd_run(int argc, char **argv) {
         rc = cli_fail_status(st);
         goto done;
     }
+    const er_sampler_params sp = cli_sampling_resolve(&sampling, er_context_n_ctx(ctx));
+    if ((st = er_sampler_create(&sp, er_model_n_vocab(model), &sampler)) != ER_OK) {
+        er_detokenizer_free(rs.detok);
+        rc = cli_fail_status(st);
+        goto done;
+    }
     er_generate_params gp = {n_predict < 0 ? INT64_MAX : n_predict, ignore_eos};
     int64_t n_generated = 0;
-    st = er_generate_greedy(ctx, prompt, n_prompt, &gp, print_token, &rs, &n_generated);
+    st = er_generate(ctx, prompt, n_prompt, &gp, sampler, print_token, &rs, &n_generated);
     const char *tail;
     int64_t n_tail;
     if (rs.detok && er_detokenizer_flush(rs.detok, &tail, &n_tail) == ER_OK)
@@ -196,6 +208,7 @@ done:
         fclose(dump);
     free(logits);
     free(prompt);
+    er_sampler_free(sampler);
     er_context_free(ctx);
     er_model_free(model);
     return rc;

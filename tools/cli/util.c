@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -96,4 +97,78 @@ char *cli_read_file(const char *path, size_t *len) {
         *len = n;
     }
     return buf;
+}
+
+void cli_sampling_init(cli_sampling *s) {
+    s->params = er_sampler_default_params();
+    s->repeat_last_n = s->params.repeat_last_n;
+    s->seed = -1;
+}
+
+static int parse_f32(const char *v, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    const double d = strtod(v, &end);
+    if (errno || end == v || *end || !(d >= lo && d <= hi))
+        return 0;
+    *out = (float)d;
+    return 1;
+}
+
+int cli_parse_sampling(const char *cmd, const char *flag, const char *value, cli_sampling *s) {
+    er_sampler_params *p = &s->params;
+    int64_t v = 0;
+    const char *want = NULL;
+    if (!strcmp(flag, "--temp")) {
+        if (!parse_f32(value, 0, 1e6, &p->temperature))
+            want = "a number >= 0";
+    } else if (!strcmp(flag, "--top-k")) {
+        if (cli_parse_i64(value, 0, INT32_MAX, &v))
+            p->top_k = (int32_t)v;
+        else
+            want = "an integer >= 0 (0: off)";
+    } else if (!strcmp(flag, "--top-p")) {
+        if (!parse_f32(value, 0, 1, &p->top_p))
+            want = "a number in [0, 1] (1: off)";
+    } else if (!strcmp(flag, "--min-p")) {
+        if (!parse_f32(value, 0, 1, &p->min_p))
+            want = "a number in [0, 1] (0: off)";
+    } else if (!strcmp(flag, "--repeat-penalty")) {
+        if (!parse_f32(value, 1e-6, 1e6, &p->repeat_penalty))
+            want = "a number > 0 (1: off)";
+    } else if (!strcmp(flag, "--repeat-last-n")) {
+        if (!cli_parse_i64(value, -1, INT32_MAX, &s->repeat_last_n))
+            want = "an integer >= -1 (0: off, -1: the context size)";
+    } else if (!strcmp(flag, "--presence-penalty")) {
+        if (!parse_f32(value, -1e6, 1e6, &p->presence_penalty))
+            want = "a number (0: off)";
+    } else if (!strcmp(flag, "--frequency-penalty")) {
+        if (!parse_f32(value, -1e6, 1e6, &p->frequency_penalty))
+            want = "a number (0: off)";
+    } else if (!strcmp(flag, "--seed")) {
+        if (!strcmp(value, "-1"))
+            s->seed = -1;
+        else if (cli_parse_i64(value, 0, INT64_MAX, &s->seed) == 0)
+            want = "an integer >= 0 (-1: from the clock)";
+    } else {
+        return 0;
+    }
+    if (want) {
+        fprintf(stderr, "edgerunner: %s: %s wants %s\n", cmd, flag, want);
+        return -1;
+    }
+    return 1;
+}
+
+er_sampler_params cli_sampling_resolve(const cli_sampling *s, int64_t n_ctx) {
+    er_sampler_params p = s->params;
+    p.repeat_last_n = s->repeat_last_n < 0 ? (int32_t)(n_ctx < INT32_MAX ? n_ctx : INT32_MAX) : (int32_t)s->repeat_last_n;
+    if (s->seed >= 0) {
+        p.seed = (uint64_t)s->seed;
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        p.seed = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
+    }
+    return p;
 }

@@ -129,6 +129,12 @@ void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_
 
 void cpu_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
                    int64_t pos, const model_config *c, float *scores) {
+    cpu_attention_window(out, q, k_cache, v_cache, pos, c, scores, 0);
+}
+
+void cpu_attention_window(float *out, const float *q, const float *k_cache, const float *v_cache,
+                          int64_t pos, const model_config *c, float *scores, int64_t window) {
+    const int64_t j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* first row seen */
     const int64_t kv_stride = c->n_head_kv * c->head_dim;
     const int64_t v_stride = c->n_head_kv * c->head_dim_v;
     const int64_t group = c->n_head / c->n_head_kv;
@@ -137,20 +143,20 @@ void cpu_attention(float *out, const float *q, const float *k_cache, const float
         const int64_t kvh = h / group;
         const float *qh = q + h * c->head_dim;
         float max = -INFINITY;
-        for (int64_t j = 0; j <= pos; j++) {
+        for (int64_t j = j0; j <= pos; j++) {
             scores[j] = dot_f32(qh, k_cache + j * kv_stride + kvh * c->head_dim, c->head_dim) * scale;
             if (scores[j] > max)
                 max = scores[j];
         }
         float sum = 0.0f;
-        for (int64_t j = 0; j <= pos; j++) {
+        for (int64_t j = j0; j <= pos; j++) {
             scores[j] = expf(scores[j] - max);
             sum += scores[j];
         }
         const float inv = 1.0f / sum;
         float *oh = out + h * c->head_dim_v;
         memset(oh, 0, (size_t)c->head_dim_v * sizeof *oh);
-        for (int64_t j = 0; j <= pos; j++) {
+        for (int64_t j = j0; j <= pos; j++) {
             const float p = scores[j] * inv;
             const float *vj = v_cache + j * v_stride + kvh * c->head_dim_v;
             for (int64_t d = 0; d < c->head_dim_v; d++)
@@ -164,4 +170,23 @@ void cpu_swiglu(float *gate, const float *up, int64_t n) {
         const float g = gate[i];
         gate[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+void cpu_geglu(float *gate, const float *up, int64_t n) {
+    const float sqrt_2_over_pi = 0.79788456080286535588f;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        gate[i] = 0.5f * g * (1.0f + tanhf(sqrt_2_over_pi * g * (1.0f + 0.044715f * g * g))) * up[i];
+    }
+}
+
+void cpu_add_bias(float *x, const float *bias, int64_t n_rows, int64_t n) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            x[r * n + i] += bias[i];
+}
+
+void cpu_scale(float *x, float s, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= s;
 }

@@ -37,7 +37,22 @@ void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_
 void cpu_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
                    int64_t pos, const model_config *c, float *scores);
 
+/* The same over cache rows max(0, pos - window + 1)..pos only (window 0: all of them):
+ * the sliding-window layers of Gemma-3. */
+void cpu_attention_window(float *out, const float *q, const float *k_cache, const float *v_cache,
+                          int64_t pos, const model_config *c, float *scores, int64_t window);
+
 /* gate[i] = silu(gate[i]) * up[i] */
 void cpu_swiglu(float *gate, const float *up, int64_t n);
+
+/* gate[i] = gelu(gate[i]) * up[i], GELU's tanh approximation (ggml_gelu, Gemma's
+ * gelu_pytorch_tanh) */
+void cpu_geglu(float *gate, const float *up, int64_t n);
+
+/* x[t] += bias, for n_rows rows of n elements */
+void cpu_add_bias(float *x, const float *bias, int64_t n_rows, int64_t n);
+
+/* x[i] *= s */
+void cpu_scale(float *x, float s, int64_t n);
 
 #endif

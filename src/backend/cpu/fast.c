@@ -1,0 +1,162 @@
+/*
+ * fast.c - the CPU fast path (see fast.h): matmul, attention and SwiGLU on the pool.
+ *
+ * matmul: the activations are converted once per call to the format the weight type's
+ * dot product consumes (kernels.h), all tokens, split over the threads; then the output
+ * rows are handed out in chunks (a multiple of 16 rows: no two threads write the same
+ * 64-byte line of y) from an atomic counter, so a thread slowed by a neighbour on a shared
+ * machine simply takes fewer chunks. Within a chunk, Q8_0 runs the tiled kernel of
+ * fast_avx2.c over all tokens; other types call vec_dot per (row, token), the chunk's
+ * weights staying in L1/L2 across the tokens. Decode (one token) reads every weight byte
+ * once from memory: it is bound by bandwidth; prefill by the integer dot products.
+ */
+#include "backend/cpu/fast.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/ops.h"
+#include "quant/types.h"
+
+size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in) {
+    /* f32 is the largest activation format (Q8_K: 292 bytes per 256 elements) */
+    return (size_t)n_tokens * (size_t)n_in * sizeof(float);
+}
+
+typedef struct mm_task {
+    const er_weight *w;
+    const cpu_kernels *k;
+    cpu_gemm_fn gemm;
+    cpu_pool *pool;
+    const float *x;
+    int64_t n_tokens;
+    float *y;
+    int64_t y_stride;
+    const uint8_t *xq; /* (n_tokens, xq_stride) activations in k->vec_dot_type */
+    uint8_t *xq_out;   /* where to quantize them, or NULL when done already */
+    size_t xq_stride;
+    int64_t chunk; /* rows per chunk */
+    atomic_llong next;
+} mm_task;
+
+static void mm_worker(void *arg, int ith, int nth) {
+    mm_task *t = arg;
+    const er_weight *w = t->w;
+    if (t->xq_out) {
+        for (int64_t i = ith; i < t->n_tokens; i += nth)
+            t->k->quantize_row(t->x + i * w->n_in, t->xq_out + (size_t)i * t->xq_stride, w->n_in);
+        cpu_pool_barrier(t->pool);
+    }
+    for (;;) {
+        const int64_t r0 = atomic_fetch_add(&t->next, t->chunk);
+        if (r0 >= w->n_out)
+            break;
+        const int64_t r1 = r0 + t->chunk < w->n_out ? r0 + t->chunk : w->n_out;
+        if (t->gemm) {
+            t->gemm(w->data + (size_t)r0 * w->row_size, w->row_size, r1 - r0, t->xq, t->xq_stride, t->n_tokens,
+                    t->y + r0, t->y_stride, w->n_in);
+            continue;
+        }
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *wr = w->data + (size_t)r * w->row_size;
+            for (int64_t i = 0; i < t->n_tokens; i++)
+                t->y[i * t->y_stride + r] = t->k->vec_dot(wr, t->xq + (size_t)i * t->xq_stride, w->n_in);
+        }
+    }
+}
+
+void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
+                     int64_t y_stride, void *act) {
+    const cpu_kernels *k = cpu_kernels_get(w->type);
+    const int nth = cpu_pool_size(pool);
+    /* one token: the table's vec_dot, which prefetches the weight stream (measured 1.5x the
+     * tiled kernel's speed at 1 thread); the tiled kernel computes the same bits */
+    mm_task t = {.w = w, .k = k, .gemm = n_tokens > 1 ? cpu_gemm_get(w->type) : NULL, .pool = pool, .x = x, .n_tokens = n_tokens,
+                 .y = y, .y_stride = y_stride};
+    if (k->vec_dot_type == ER_TYPE_F32) { /* used as they are */
+        t.xq = (const uint8_t *)x;
+        t.xq_stride = (size_t)w->n_in * sizeof(float);
+    } else {
+        t.xq = act;
+        t.xq_stride = cpu_act_row_size(k, w->n_in);
+        if (n_tokens == 1 || nth == 1)
+            for (int64_t i = 0; i < n_tokens; i++)
+                k->quantize_row(x + i * w->n_in, (uint8_t *)act + (size_t)i * t.xq_stride, w->n_in);
+        else
+            t.xq_out = act;
+    }
+    /* about 8 chunks per thread, a multiple of 16 rows */
+    int64_t chunk = (w->n_out + 8 * nth - 1) / (8 * nth);
+    chunk = (chunk + 15) / 16 * 16;
+    t.chunk = chunk;
+    atomic_init(&t.next, 0);
+    cpu_pool_run(pool, mm_worker, &t);
+}
+
+typedef struct attn_task {
+    float *out;
+    const float *q, *k_cache, *v_cache;
+    int64_t pos0, n_tokens, n_ctx;
+    const model_config *c;
+    float *scores;
+    const cpu_vec_ops *v;
+} attn_task;
+
+static void attn_worker(void *arg, int ith, int nth) {
+    const attn_task *a = arg;
+    const model_config *c = a->c;
+    const int64_t kv_stride = c->n_head_kv * c->head_dim;
+    const int64_t v_stride = c->n_head_kv * c->head_dim_v;
+    const int64_t group = c->n_head / c->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
+    /* pairs interleaved over threads: later tokens cost more, interleaving balances them */
+    for (int64_t p = ith; p < a->n_tokens * c->n_head; p += nth) {
+        const int64_t t = p / c->n_head, h = p % c->n_head, kvh = h / group, pos = a->pos0 + t;
+        const float *qh = a->q + t * c->n_head * c->head_dim + h * c->head_dim;
+        a->v->dots(scores, qh, a->k_cache + kvh * c->head_dim, kv_stride, pos + 1, c->head_dim);
+        float max = -INFINITY;
+        for (int64_t j = 0; j <= pos; j++) {
+            scores[j] *= scale;
+            max = scores[j] > max ? scores[j] : max;
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j <= pos; j++) {
+            scores[j] = expf(scores[j] - max);
+            sum += scores[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j <= pos; j++)
+            scores[j] *= inv;
+        a->v->wsum(a->out + t * c->n_head * c->head_dim_v + h * c->head_dim_v, scores,
+                   a->v_cache + kvh * c->head_dim_v, v_stride, pos + 1, c->head_dim_v);
+    }
+}
+
+void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
+                        int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx) {
+    attn_task a = {out, q, k_cache, v_cache, pos0, n_tokens, n_ctx, c, scores, cpu_vec_ops_get()};
+    cpu_pool_run(pool, attn_worker, &a);
+}
+
+typedef struct swiglu_task {
+    float *gate;
+    const float *up;
+    int64_t n;
+} swiglu_task;
+
+static void swiglu_worker(void *arg, int ith, int nth) {
+    const swiglu_task *s = arg;
+    /* 16-float (64-byte) aligned ranges: no shared lines */
+    const int64_t per = ((s->n + nth - 1) / nth + 15) / 16 * 16;
+    const int64_t i0 = per * ith < s->n ? per * ith : s->n, i1 = i0 + per < s->n ? i0 + per : s->n;
+    if (i1 > i0)
+        cpu_swiglu(s->gate + i0, s->up + i0, i1 - i0);
+}
+
+void cpu_fast_swiglu(cpu_pool *pool, float *gate, const float *up, int64_t n) {
+    swiglu_task s = {gate, up, n};
+    cpu_pool_run(pool, swiglu_worker, &s);
+}

@@ -1,0 +1,212 @@
+/*
+ * threadpool.c - see threadpool.h.
+ *
+ * Synchronisation: the caller publishes a task by storing it and bumping `gen` (seq_cst);
+ * workers spin on `gen`, then sleep once they have spun SPIN_ITERS times without news. A
+ * worker increments `n_sleeping` under the mutex and re-checks `gen` before waiting; the
+ * caller reads `n_sleeping` after bumping `gen` and broadcasts under the mutex when it is
+ * non-zero, so a wake-up is never lost (both sides use seq_cst: one of them sees the other).
+ * Completion is a counter the caller spins on. The in-task barrier is a sense-reversing
+ * counter. Each shared counter sits on its own cache line.
+ */
+#define _GNU_SOURCE
+
+#include "backend/cpu/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+enum { MAX_THREADS = 256, SPIN_ITERS = 1 << 17, YIELD_AFTER = 1 << 14, LINE = 64 };
+
+typedef struct worker {
+    cpu_pool *pool;
+    pthread_t thread;
+    int ith;
+    int started;
+} worker;
+
+struct cpu_pool {
+    int n_threads;
+    cpu_task_fn fn;
+    void *arg;
+    _Alignas(LINE) atomic_uint gen;     /* bumped per task */
+    _Alignas(LINE) atomic_int n_done;   /* workers finished with the current task */
+    _Alignas(LINE) atomic_int n_barrier; /* threads arrived at the current barrier */
+    _Alignas(LINE) atomic_uint barrier_gen;
+    _Alignas(LINE) atomic_int n_sleeping;
+    atomic_int stop;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    worker *workers; /* (n_threads), [0] is the caller */
+};
+
+/* One step of a spin wait; after YIELD_AFTER steps it yields the CPU at each step, so
+ * that on an oversubscribed machine the thread being waited for gets to run. */
+static inline void spin_step(int *spins) {
+    if (++*spins > YIELD_AFTER) {
+        sched_yield();
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Pins the calling thread to the ith CPU this process may run on, when there are enough
+ * and EDGERUNNER_PIN=1. Off by default: on a machine shared with other jobs (ours is) a
+ * pinned thread cannot move off a core another process is using, and one slow thread
+ * holds up every barrier; llama.cpp does not pin by default either. */
+static void pin(int ith, int n_threads) {
+    const char *env = getenv("EDGERUNNER_PIN");
+    cpu_set_t allowed;
+    if (!env || strcmp(env, "1") != 0)
+        return;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < n_threads)
+        return;
+    for (int cpu = 0, k = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        if (k++ == ith) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
+static void *worker_main(void *p) {
+    worker *w = p;
+    cpu_pool *pool = w->pool;
+    unsigned seen = 0;
+    pin(w->ith, pool->n_threads);
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load(&pool->gen)) == seen && !atomic_load(&pool->stop)) {
+            if (++spins < SPIN_ITERS) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+                continue;
+            }
+            pthread_mutex_lock(&pool->mutex);
+            atomic_fetch_add(&pool->n_sleeping, 1);
+            while (atomic_load(&pool->gen) == seen && !atomic_load(&pool->stop))
+                pthread_cond_wait(&pool->cond, &pool->mutex);
+            atomic_fetch_sub(&pool->n_sleeping, 1);
+            pthread_mutex_unlock(&pool->mutex);
+            spins = 0;
+        }
+        if (atomic_load(&pool->stop))
+            return NULL;
+        seen = g;
+        pool->fn(pool->arg, w->ith, pool->n_threads);
+        atomic_fetch_add(&pool->n_done, 1);
+    }
+}
+
+static void wake_all(cpu_pool *pool) {
+    if (atomic_load(&pool->n_sleeping) > 0) {
+        pthread_mutex_lock(&pool->mutex);
+        pthread_cond_broadcast(&pool->cond);
+        pthread_mutex_unlock(&pool->mutex);
+    }
+}
+
+er_status cpu_pool_create(int n_threads, cpu_pool **out) {
+    *out = NULL;
+    if (n_threads < 1)
+        n_threads = 1;
+    if (n_threads > MAX_THREADS)
+        n_threads = MAX_THREADS;
+    cpu_pool *pool = aligned_alloc(LINE, (sizeof(cpu_pool) + LINE - 1) / LINE * LINE);
+    if (!pool)
+        return er_fail(ER_ERR_NO_MEMORY, "cpu_pool_create: out of memory");
+    *pool = (cpu_pool){0};
+    pool->n_threads = n_threads;
+    atomic_init(&pool->gen, 0);
+    atomic_init(&pool->n_done, 0);
+    atomic_init(&pool->n_barrier, 0);
+    atomic_init(&pool->barrier_gen, 0);
+    atomic_init(&pool->n_sleeping, 0);
+    atomic_init(&pool->stop, 0);
+    pthread_mutex_init(&pool->mutex, NULL);
+    pthread_cond_init(&pool->cond, NULL);
+    pool->workers = calloc((size_t)n_threads, sizeof *pool->workers);
+    if (!pool->workers) {
+        cpu_pool_free(pool);
+        return er_fail(ER_ERR_NO_MEMORY, "cpu_pool_create: out of memory");
+    }
+    for (int i = 0; i < n_threads; i++) {
+        pool->workers[i].pool = pool;
+        pool->workers[i].ith = i;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        if (pthread_create(&pool->workers[i].thread, NULL, worker_main, &pool->workers[i]) != 0) {
+            /* run with the threads we have: a pool of i threads */
+            pool->n_threads = i;
+            break;
+        }
+        pool->workers[i].started = 1;
+    }
+    *out = pool;
+    return ER_OK;
+}
+
+void cpu_pool_free(cpu_pool *pool) {
+    if (!pool)
+        return;
+    if (pool->workers) {
+        pthread_mutex_lock(&pool->mutex);
+        atomic_store(&pool->stop, 1);
+        pthread_cond_broadcast(&pool->cond);
+        pthread_mutex_unlock(&pool->mutex);
+        for (int i = 1; i < pool->n_threads; i++)
+            if (pool->workers[i].started)
+                pthread_join(pool->workers[i].thread, NULL);
+        free(pool->workers);
+    }
+    pthread_mutex_destroy(&pool->mutex);
+    pthread_cond_destroy(&pool->cond);
+    free(pool);
+}
+
+int cpu_pool_size(const cpu_pool *pool) { return pool ? pool->n_threads : 1; }
+
+void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *arg) {
+    if (pool->n_threads == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    pool->fn = fn;
+    pool->arg = arg;
+    atomic_store(&pool->n_done, 0);
+    atomic_fetch_add(&pool->gen, 1);
+    wake_all(pool);
+    fn(arg, 0, pool->n_threads);
+    int spins = 0;
+    while (atomic_load(&pool->n_done) != pool->n_threads - 1)
+        spin_step(&spins);
+}
+
+void cpu_pool_barrier(cpu_pool *pool) {
+    const int n = pool->n_threads;
+    if (n == 1)
+        return;
+    const unsigned g = atomic_load(&pool->barrier_gen);
+    if (atomic_fetch_add(&pool->n_barrier, 1) == n - 1) {
+        atomic_store(&pool->n_barrier, 0);
+        atomic_fetch_add(&pool->barrier_gen, 1);
+        return;
+    }
+    int spins = 0;
+    while (atomic_load(&pool->barrier_gen) == g)
+        spin_step(&spins);
+}

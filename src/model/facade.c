@@ -1,0 +1,308 @@
+/*
+ * facade.c - generation with a sampler (er_generate) and the text-in, text-out facade
+ * (er_model_open, er_stream_text, er_generate_text) on top of contexts and the tokenizer.
+ *
+ * er_generate hands a greedy sampler to er_generate_greedy, so that greedy decoding on
+ * the GPU keeps its device-side loop; any other sampler runs the host loop below, which
+ * mirrors er_generate_greedy's CPU loop token for token (same stops, same n_past after).
+ *
+ * Stop strings: generated text is held back while its tail could still be the start of a
+ * stop string; a piece goes out once no stop string can begin in it. Nothing after the
+ * start of a matched stop string is ever emitted.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "model/model.h"
+#include "sampler/sampler.h"
+
+er_status er_model_open(const char *path, er_model **out) { return er_model_load(path, NULL, out); }
+
+const char *er_model_chat_template(const er_model *model, int64_t *len) {
+    const char *t = model && model->vocab.chat_template.data ? model->vocab.chat_template.data : NULL;
+    if (len)
+        *len = t ? (int64_t)model->vocab.chat_template.len : 0;
+    return t;
+}
+
+void er_free(void *ptr) { free(ptr); }
+
+/* ---- tokens ------------------------------------------------------------------------- */
+
+typedef struct accept_then_call {
+    er_sampler *sampler;
+    er_token_callback on_token;
+    void *user;
+} accept_then_call;
+
+static int accept_then_call_cb(int32_t token, void *user) {
+    accept_then_call *a = user;
+    er_sampler_accept(a->sampler, token);
+    return a->on_token ? a->on_token(token, a->user) : 0;
+}
+
+er_status er_generate(er_context *ctx, const int32_t *prompt, int64_t n_prompt, const er_generate_params *params,
+                      er_sampler *sampler, er_token_callback on_token, void *user, int64_t *n_generated) {
+    er_status st = ER_OK;
+    int64_t n_gen = 0;
+    if (n_generated)
+        *n_generated = 0;
+    if (!ctx || !params || params->n_predict < 0 || n_prompt < 0 || (n_prompt > 0 && !prompt))
+        return er_fail(ER_ERR_INVALID_ARG, "er_generate: %s",
+                       !ctx ? "NULL context" : !params ? "NULL params" : params->n_predict < 0 ? "negative n_predict" : n_prompt < 0 ? "negative n_prompt" : "NULL prompt");
+    const int64_t n_vocab = ctx->model->config.n_vocab;
+    if (sampler && sampler->n_vocab != n_vocab)
+        return er_fail(ER_ERR_INVALID_ARG, "er_generate: the sampler is for %lld tokens, the model has %lld",
+                       (long long)sampler->n_vocab, (long long)n_vocab);
+    if (n_prompt > 0 && (!sampler || er_sampler_is_greedy(sampler))) {
+        if (!sampler)
+            return er_generate_greedy(ctx, prompt, n_prompt, params, on_token, user, n_generated);
+        /* history only (a greedy sampler has no penalty), kept so that the sampler can go on */
+        if (n_prompt <= ctx->n_ctx - ctx->n_past)
+            for (int64_t i = 0; i < n_prompt; i++)
+                er_sampler_accept(sampler, prompt[i]);
+        accept_then_call a = {sampler, on_token, user};
+        return er_generate_greedy(ctx, prompt, n_prompt, params, accept_then_call_cb, &a, n_generated);
+    }
+    if (n_prompt > 0) {
+        if ((st = er_context_decode(ctx, prompt, n_prompt, NULL)) != ER_OK)
+            return st;
+        for (int64_t i = 0; sampler && i < n_prompt; i++)
+            er_sampler_accept(sampler, prompt[i]);
+    } else if (!er_context_logits(ctx)) {
+        return er_fail(ER_ERR_INVALID_ARG, "er_generate: no prompt, and the context holds no logits to continue from");
+    }
+    const int32_t eos = ctx->model->config.eos;
+    while (n_gen < params->n_predict) {
+        int32_t token;
+        if (sampler) {
+            if ((st = er_sampler_sample(sampler, ctx->logits, &token)) != ER_OK)
+                break;
+        } else {
+            token = er_argmax(ctx->logits, n_vocab);
+        }
+        if (!params->ignore_eos && token == eos)
+            break;
+        n_gen++;
+        if (sampler)
+            er_sampler_accept(sampler, token);
+        if ((on_token && on_token(token, user) != 0) || n_gen == params->n_predict || ctx->n_past >= ctx->n_ctx)
+            break;
+        if ((st = er_context_decode(ctx, &token, 1, NULL)) != ER_OK)
+            break;
+    }
+    if (n_generated)
+        *n_generated = n_gen;
+    return st;
+}
+
+/* ---- text ---------------------------------------------------------------------------- */
+
+er_text_params er_text_default_params(void) {
+    er_text_params p;
+    memset(&p, 0, sizeof p);
+    p.max_tokens = 256;
+    p.sampling = er_sampler_default_params();
+    return p;
+}
+
+typedef struct text_stream {
+    const er_vocab *vocab;
+    const er_text_params *params;
+    er_detokenizer *detok;
+    er_text_callback on_text;
+    void *user;
+    char *pending; /* (n_pending) text held back: it may be the start of a stop string */
+    size_t n_pending, cap_pending;
+    int stopped; /* a stop string or the callback ended generation */
+    int hit_eog;
+    er_status st;
+} text_stream;
+
+static int emit(text_stream *ts, size_t n) {
+    if (n && ts->on_text && ts->on_text(ts->pending, (int64_t)n, ts->user) != 0)
+        ts->stopped = 1;
+    memmove(ts->pending, ts->pending + n, ts->n_pending - n);
+    ts->n_pending -= n;
+    return ts->stopped;
+}
+
+/* Appends text and emits what can no longer be part of a stop string. Non-zero: stop. */
+static int push_text(text_stream *ts, const char *text, size_t len, int final) {
+    if (ts->n_pending + len > ts->cap_pending) {
+        size_t cap = ts->cap_pending ? ts->cap_pending : 256;
+        while (cap < ts->n_pending + len)
+            cap *= 2;
+        char *grown = realloc(ts->pending, cap);
+        if (!grown) {
+            ts->st = er_fail(ER_ERR_NO_MEMORY, "er_stream_text: out of memory");
+            return 1;
+        }
+        ts->pending = grown;
+        ts->cap_pending = cap;
+    }
+    memcpy(ts->pending + ts->n_pending, text, len);
+    ts->n_pending += len;
+    /* the earliest complete stop string ends generation; the text before it goes out */
+    size_t hold = ts->n_pending;
+    int matched = 0;
+    for (int64_t i = 0; i < ts->params->n_stop; i++) {
+        const char *stop = ts->params->stop[i];
+        const size_t n_stop = strlen(stop);
+        for (size_t at = 0; at + n_stop <= ts->n_pending && at < hold; at++)
+            if (!memcmp(ts->pending + at, stop, n_stop)) {
+                hold = at;
+                matched = 1;
+                break;
+            }
+    }
+    if (matched) {
+        ts->n_pending = hold;
+        emit(ts, hold);
+        ts->stopped = 1;
+        return 1;
+    }
+    if (final)
+        return emit(ts, ts->n_pending);
+    /* hold back the longest tail that is a proper prefix of a stop string */
+    size_t keep = 0;
+    for (int64_t i = 0; i < ts->params->n_stop; i++) {
+        const char *stop = ts->params->stop[i];
+        const size_t n_stop = strlen(stop);
+        for (size_t k = n_stop - 1 < ts->n_pending ? n_stop - 1 : ts->n_pending; k > keep; k--)
+            if (!memcmp(ts->pending + ts->n_pending - k, stop, k)) {
+                keep = k;
+                break;
+            }
+    }
+    return emit(ts, ts->n_pending - keep);
+}
+
+static int on_token_text(int32_t token, void *user) {
+    text_stream *ts = user;
+    if (!ts->params->ignore_eos && er_vocab_is_eog(ts->vocab, token)) {
+        ts->hit_eog = 1;
+        return 1;
+    }
+    const char *text;
+    int64_t len;
+    if ((ts->st = er_detokenizer_push(ts->detok, token, &text, &len)) != ER_OK)
+        return 1;
+    return push_text(ts, text, (size_t)len, 0);
+}
+
+er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_params *params, er_text_callback on_text,
+                         void *user, int64_t *n_generated) {
+    if (n_generated)
+        *n_generated = 0;
+    const er_text_params p = params ? *params : er_text_default_params();
+    if (!ctx || !prompt)
+        return er_fail(ER_ERR_INVALID_ARG, "er_stream_text: NULL %s", ctx ? "prompt" : "context");
+    if (p.n_stop < 0 || (p.n_stop > 0 && !p.stop))
+        return er_fail(ER_ERR_INVALID_ARG, "er_stream_text: %lld stop strings at %p", (long long)p.n_stop, (const void *)p.stop);
+    for (int64_t i = 0; i < p.n_stop; i++)
+        if (!p.stop[i] || !p.stop[i][0])
+            return er_fail(ER_ERR_INVALID_ARG, "er_stream_text: stop string %lld is NULL or empty", (long long)i);
+    const er_vocab *voc = er_model_vocab(ctx->model);
+    if (!voc)
+        return er_fail(ER_ERR_UNSUPPORTED, "er_stream_text: %s has no tokenizer", ctx->model->path);
+
+    er_status st;
+    er_sampler *sampler = NULL;
+    text_stream ts = {voc, &p, NULL, on_text, user, NULL, 0, 0, 0, 0, ER_OK};
+    const int64_t len = (int64_t)strlen(prompt);
+    int64_t n_ids = 0, n_gen = 0;
+    int32_t *ids = malloc((size_t)(len + 3) * sizeof *ids);
+    if (!ids)
+        return er_fail(ER_ERR_NO_MEMORY, "er_stream_text: out of memory for a %lld-byte prompt", (long long)len);
+    const int flags = (ctx->n_past == 0 ? ER_TOKENIZE_ADD_SPECIAL : 0) | (p.parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0);
+    if ((st = er_tokenize(voc, prompt, len, flags, ids, len + 3, &n_ids)) != ER_OK)
+        goto done;
+    int32_t *first = ids;
+    const int32_t bos = er_vocab_bos(voc);
+    if ((flags & ER_TOKENIZE_ADD_SPECIAL) && n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos) {
+        first++; /* the text (a chat template's rendering) began with BOS itself */
+        n_ids--;
+    }
+    if (n_ids > ctx->n_ctx - ctx->n_past) {
+        st = er_fail(ER_ERR_CONTEXT_FULL, "er_stream_text: the prompt's %lld tokens do not fit: %lld of the context's %lld are used",
+                     (long long)n_ids, (long long)ctx->n_past, (long long)ctx->n_ctx);
+        goto done;
+    }
+    if ((st = er_sampler_create(&p.sampling, ctx->model->config.n_vocab, &sampler)) != ER_OK ||
+        (st = er_detokenizer_create(voc, 0, &ts.detok)) != ER_OK)
+        goto done;
+    /* the EOS check is ours (any end-of-generation token), hence ignore_eos for er_generate */
+    const er_generate_params gp = {p.max_tokens <= 0 ? INT64_MAX : p.max_tokens, 1};
+    st = er_generate(ctx, first, n_ids, &gp, sampler, on_token_text, &ts, &n_gen);
+    if (st == ER_OK)
+        st = ts.st;
+    if (st == ER_OK && !ts.stopped) {
+        const char *tail;
+        int64_t n_tail;
+        if ((st = er_detokenizer_flush(ts.detok, &tail, &n_tail)) == ER_OK) {
+            push_text(&ts, tail, (size_t)n_tail, 1);
+            st = ts.st;
+        }
+    }
+    if (n_generated)
+        *n_generated = n_gen - ts.hit_eog;
+done:
+    er_detokenizer_free(ts.detok);
+    er_sampler_free(sampler);
+    free(ts.pending);
+    free(ids);
+    return st;
+}
+
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+    int failed;
+} text_buf;
+
+static int append_text(const char *text, int64_t len, void *user) {
+    text_buf *b = user;
+    if (b->len + (size_t)len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + (size_t)len + 1)
+            cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown) {
+            b->failed = 1;
+            return 1;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, text, (size_t)len);
+    b->len += (size_t)len;
+    return 0;
+}
+
+er_status er_generate_text(er_context *ctx, const char *prompt, const er_text_params *params, char **text,
+                           int64_t *len) {
+    if (len)
+        *len = 0;
+    if (!text)
+        return er_fail(ER_ERR_INVALID_ARG, "er_generate_text: NULL text");
+    *text = NULL;
+    text_buf b = {malloc(1), 0, 1, 0};
+    if (!b.data)
+        return er_fail(ER_ERR_NO_MEMORY, "er_generate_text: out of memory");
+    er_status st = er_stream_text(ctx, prompt, params, append_text, &b, NULL);
+    if (st == ER_OK && b.failed)
+        st = er_fail(ER_ERR_NO_MEMORY, "er_generate_text: out of memory for the text");
+    if (st != ER_OK) {
+        free(b.data);
+        return st;
+    }
+    b.data[b.len] = 0;
+    *text = b.data;
+    if (len)
+        *len = (int64_t)b.len;
+    return ER_OK;
+}
