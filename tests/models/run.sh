@@ -63,6 +63,15 @@ for which in smollm2 gemma3; do
         else
             fail "paris    SmolLM2 chat did not say Paris: $(tr '\n' ' ' <<< "$answer" | cut -c1-300)"
         fi
+        # with the template's own system prompt, the exact (reference) arithmetic, which
+        # matches transformers, answers Paris too
+        answer=$(echo "What is the capital of France?" |
+            timeout 300 "$BIN" chat -m "$model" --temp 0 -n 32 -t 2 --reference 2>&1)
+        if grep -q "Paris" <<< "$answer"; then
+            pass "paris    SmolLM2 chat, default system prompt, --reference: $(tr '\n' ' ' <<< "$answer")"
+        else
+            fail "paris    SmolLM2 chat, default system prompt, --reference: no Paris: $(tr '\n' ' ' <<< "$answer" | cut -c1-300)"
+        fi
     fi
 
     if [ -n "$PY" ]; then

@@ -296,6 +296,9 @@ done:
 int cmd_chat(int argc, char **argv) {
     const char *model_path = NULL, *system = NULL, *json_path = NULL, *template_path = NULL;
     int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
+    /* --reference or EDGERUNNER_REFERENCE=1: the plain-C reference kernels (CPU), as in run */
+    const char *ref_env = getenv("EDGERUNNER_REFERENCE");
+    int reference = ref_env && *ref_env && strcmp(ref_env, "0") != 0;
     int verbose = 0, parsed;
     cli_sampling sampling;
     cli_sampling_init(&sampling);
@@ -304,6 +307,10 @@ int cmd_chat(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--verbose")) {
             verbose = 1;
+            continue;
+        }
+        if (!strcmp(a, "--reference")) {
+            reference = 1;
             continue;
         }
         if (!v) {
@@ -361,6 +368,7 @@ int cmd_chat(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_threads = (int)n_threads;
+    cp.reference = reference;
     if ((st = er_model_load(model_path, &mp, &model)) != ER_OK || (st = er_context_create(model, &cp, &c.ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;

@@ -22,7 +22,7 @@ static void usage(FILE *out) {
             "        parsed only with --special) or from token ids; prints text, or ids with --ids\n"
             "        --dump-logits writes the logits of every prompt token, float32\n"
             "        (n_prompt x n_vocab), and generates nothing unless -n is given\n"
-            "  chat  -m MODEL [--system TEXT] [-n N] [-c N_CTX] [-t N_THREADS] [--backend cpu|cuda]\n"
+            "  chat  -m MODEL [--system TEXT] [-n N] [-c N_CTX] [-t N_THREADS] [--backend cpu|cuda] [--reference]\n"
             "        interactive chat through the model's chat template, one user turn per line\n"
             "        on stdin (/reset, /exit); --render-json FILE [--template FILE] prints the\n"
             "        template's rendering of the JSON variables in FILE and exits\n"
