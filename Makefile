@@ -13,7 +13,7 @@ CFLAGS := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes 
 LDLIBS := -lm -lpthread
 DEBUG_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRC := $(filter-out $(EXCLUDE),$(sort $(wildcard src/*/*.c src/backend/*/*.c)))
+LIB_SRC := $(sort $(wildcard src/*/*.c src/backend/*/*.c))
 
 # The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90 (H100/H200).
 # CUDA=0 forces a CPU-only build.
