@@ -184,8 +184,10 @@ def hf_from_gguf(path):
     from make_models import unpermute
     r = gguf.GGUFReader(path)
     arch = r.fields["general.architecture"].contents()
+    if arch == "gemma3":
+        return hf_gemma3_from_gguf(r)
     if arch != "llama":
-        raise NotImplementedError(f"the dequantizing loader here maps llama only, not {arch}")
+        raise NotImplementedError(f"the dequantizing loader here maps llama and gemma3 only, not {arch}")
     from transformers import LlamaConfig, LlamaForCausalLM
 
     def kv(k, default=None):
@@ -219,6 +221,57 @@ def hf_from_gguf(path):
     assert missing in ([], ["lm_head.weight"]), missing
     if cfg.tie_word_embeddings:
         model.tie_weights()
+    return model
+
+
+GEMMA3_BLOCK = {  # GGUF block tensor -> Gemma3ForCausalLM module
+    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm", "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm", "post_ffw_norm": "post_feedforward_layernorm",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+
+
+def hf_gemma3_from_gguf(r):
+    """Gemma3ForCausalLM (text) on the dequantized weights: every 6th layer global (RoPE base
+    from the file), the others sliding-window with base 10000; llama.cpp's converter stores the
+    norms as (1 + w), Gemma's modules add the 1 themselves; no q/k permutation (NeoX RoPE)."""
+    import gguf
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    def kv(k):
+        return r.fields[k].contents()
+    n_layer = kv("gemma3.block_count")
+    cfg = Gemma3TextConfig(
+        vocab_size=len(kv("tokenizer.ggml.tokens")), hidden_size=kv("gemma3.embedding_length"),
+        intermediate_size=kv("gemma3.feed_forward_length"), num_hidden_layers=n_layer,
+        num_attention_heads=kv("gemma3.attention.head_count"), num_key_value_heads=kv("gemma3.attention.head_count_kv"),
+        head_dim=kv("gemma3.attention.key_length"), rms_norm_eps=float(kv("gemma3.attention.layer_norm_rms_epsilon")),
+        sliding_window=kv("gemma3.attention.sliding_window"), query_pre_attn_scalar=kv("gemma3.attention.key_length"),
+        layer_types=["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(n_layer)],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": float(kv("gemma3.rope.freq_base"))}},
+        max_position_embeddings=kv("gemma3.context_length"), tie_word_embeddings=True)
+    cfg._attn_implementation = "eager"
+    model = Gemma3ForCausalLM(cfg).float().eval()
+    sd = {}
+    for t in r.tensors:
+        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        if t.name == "token_embd.weight":
+            hn = "model.embed_tokens.weight"
+        elif t.name == "output_norm.weight":
+            hn = "model.norm.weight"
+        else:
+            p = t.name.split(".")
+            hn = f"model.layers.{p[1]}.{GEMMA3_BLOCK[p[2]]}.weight"
+        if "norm" in hn:
+            w = w - 1.0
+        sd[hn] = torch.from_numpy(np.ascontiguousarray(w))
+    missing = model.load_state_dict(sd, strict=False).missing_keys
+    assert missing == ["lm_head.weight"], missing
+    model.tie_weights()
     return model
 
 

@@ -79,7 +79,7 @@ for which in smollm2 gemma3; do
         # Gemma-3's perplexity is reported, not gated: it differs from llama.cpp's by
         # ~0.7 % (either sign, 2 and 8 chunks) while its greedy decode agrees teacher-forced
         # and SmolLM2's perplexity is within bound; not yet traced (issue 8 follow-up).
-        [ "$which" = gemma3 ] && extra=(--ppl-info --checks tok,greedy,ppl)
+        [ "$which" = gemma3 ] && extra=(--ppl-info --checks tok,greedy,ppl,hf)
         out=$("$PY" "$here/check_real.py" "$BUILD" "$model" "${ARGS[@]}" "${extra[@]}" 2>&1)
         rc=$?
         grep -E "^(PASS|FAIL|INFO) " <<< "$out" | sed 's/^/  /'
