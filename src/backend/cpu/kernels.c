@@ -80,36 +80,18 @@ void q8_K_bsums(block_q8_K *b) {
 
 /* ---- dot products with f32 activations -------------------------------------------------- */
 
+/* F32/F16/BF16 keep F32 activations: the type table's reference dots are exactly these
+ * kernels (same summation order), so the table is called rather than copied. */
 static float dot_f32_f32_ref(const void *w, const void *y, int64_t n) {
-    const float *a = w, *b = y;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++)
-        sum += a[i] * b[i];
-    return sum;
+    return er_type_get(ER_TYPE_F32)->dot_f32(w, y, n);
 }
 
 static float dot_f16_f32_ref(const void *w, const void *y, int64_t n) {
-    const uint8_t *p = w;
-    const float *b = y;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        sum += er_f16_to_f32(h) * b[i];
-    }
-    return sum;
+    return er_type_get(ER_TYPE_F16)->dot_f32(w, y, n);
 }
 
 static float dot_bf16_f32_ref(const void *w, const void *y, int64_t n) {
-    const uint8_t *p = w;
-    const float *b = y;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        sum += er_bf16_to_f32(h) * b[i];
-    }
-    return sum;
+    return er_type_get(ER_TYPE_BF16)->dot_f32(w, y, n);
 }
 
 /* ---- 32-element types with Q8_0 / Q8_1 activations ------------------------------------ */
