@@ -140,8 +140,5 @@ static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half 
     return __half2float(__ushort_as_half(h));
 }
 
-static __host__ __device__ __forceinline__ size_t row_bytes(int wt, int64_t n_in) {
-    return wt == CUDA_W_Q4_0 ? (size_t)n_in / 2 : (size_t)n_in * (wt == CUDA_W_F32 ? 4 : wt == CUDA_W_Q8_0 ? 1 : 2);
-}
 
 #endif

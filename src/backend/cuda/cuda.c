@@ -109,10 +109,6 @@ static int cuda_type_of(uint32_t er_type) {
     return -1;
 }
 
-static size_t wrow_bytes(int t, int64_t n_in) {
-    return t == CUDA_W_Q4_0 ? (size_t)n_in / 2 : (size_t)n_in * (t == CUDA_W_F32 ? 4 : t == CUDA_W_Q8_0 ? 1 : 2);
-}
-
 static int has_scales(int t) { return t == CUDA_W_Q8_0 || t == CUDA_W_Q4_0; }
 
 int er_cuda_available(void) {
@@ -176,7 +172,7 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
     out->type = type;
     out->n_in = n_in;
     out->n_out = n_out;
-    const size_t rb = wrow_bytes(type, n_in);
+    const size_t rb = cuda_row_bytes(type, n_in);
     if ((st = dalloc(&out->w, (size_t)n_out * rb, names[0])) != ER_OK)
         goto fail;
     cm->weight_bytes += (size_t)n_out * rb;
@@ -626,7 +622,7 @@ fail:
 }
 
 static size_t weight_bytes(const cuda_weight *w) {
-    return (size_t)w->n_out * wrow_bytes(w->type, w->n_in) + (w->d ? (size_t)w->n_out * (size_t)(w->n_in / 32) * 2 : 0);
+    return (size_t)w->n_out * cuda_row_bytes(w->type, w->n_in) + (w->d ? (size_t)w->n_out * (size_t)(w->n_in / 32) * 2 : 0);
 }
 
 er_status cuda_profile_step(cuda_context *cc, int64_t pos, int reps, char *report, size_t cap) {

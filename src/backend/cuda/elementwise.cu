@@ -8,7 +8,7 @@
 
 template <int WT>
 static __device__ void dequant_row(const cuda_weight w, int64_t row, float *dst) {
-    const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * row_bytes(WT, w.n_in);
+    const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * cuda_row_bytes(WT, w.n_in);
     const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)row * (w.n_in / 32) : nullptr;
     for (int i = threadIdx.x; i < w.n_in; i += blockDim.x)
         dst[i] = elem<WT>(w_row, d_row, i);

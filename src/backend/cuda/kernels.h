@@ -17,6 +17,7 @@
 #ifndef ER_BACKEND_CUDA_KERNELS_H
 #define ER_BACKEND_CUDA_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -26,6 +27,18 @@ extern "C" {
 #endif
 
 enum cuda_wtype { CUDA_W_F32 = 0, CUDA_W_F16 = 1, CUDA_W_BF16 = 2, CUDA_W_Q8_0 = 3, CUDA_W_Q4_0 = 4 };
+
+#ifdef __CUDACC__
+#define ER_HOST_DEVICE __host__ __device__
+#else
+#define ER_HOST_DEVICE
+#endif
+
+/* Bytes of one row of n_in elements in the device layout above. */
+static inline ER_HOST_DEVICE size_t cuda_row_bytes(int type, int64_t n_in) {
+    return type == CUDA_W_Q4_0 ? (size_t)n_in / 2
+                               : (size_t)n_in * (type == CUDA_W_F32 ? 4 : type == CUDA_W_Q8_0 ? 1 : 2);
+}
 
 typedef struct cuda_weight {
     int type;           /* enum cuda_wtype */

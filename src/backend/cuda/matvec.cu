@@ -57,7 +57,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         valid[0] = rows[0] < n_out;
         valid[1] = rows[1] < n_out;
     }
-    const size_t rb = row_bytes(WT, n_in);
+    const size_t rb = cuda_row_bytes(WT, n_in);
     const int n_blocks32 = n_in / 32;
     const uint8_t *w_row[MV_ROWS];
     const __half *d_row[MV_ROWS];
@@ -214,7 +214,7 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     const int n_blocks = (n_logical + rows_per_block - 1) / rows_per_block;
     const size_t smem = (size_t)n_in * sizeof(float);
     /* chunks per lane and row: prefetched into registers when at most 4 */
-    const int n_chunks = row_bytes(WT, n_in) % 16 == 0 ? n_in / CHUNK_ELEMS(WT) : 0;
+    const int n_chunks = cuda_row_bytes(WT, n_in) % 16 == 0 ? n_in / CHUNK_ELEMS(WT) : 0;
     const int nc = (n_chunks + 32 * ks - 1) / (32 * ks);
     if (nc == 1)
         return launch_nc<WT, MODE, 1>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
