@@ -33,7 +33,10 @@ def run(exe, args):
 
 def logits(exe, model, backend, ids, tmp):
     out = os.path.join(tmp, f"logits-{backend}.bin")
-    run(exe, ["-m", model, "--backend", backend, "--prompt-ids", ",".join(map(str, ids)), "--dump-logits", out])
+    # the CPU side is the reference path (exact f32); its default fast path rounds
+    # activations to 8 bits for quantized weights
+    extra = ["--reference"] if backend == "cpu" else []
+    run(exe, ["-m", model, "--backend", backend, "--prompt-ids", ",".join(map(str, ids)), "--dump-logits", out] + extra)
     return np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
 
 
@@ -65,8 +68,8 @@ def main():
                 except Exception as e:  # noqa: BLE001 - report and go on
                     report(False, f"logits {name} {n_prompt}-token prompt: {e}")
             try:
-                ids_cpu = run(exe, ["-m", model, "--prompt-ids", "1", "-n", str(N_GREEDY), "--temp", "0", "--ids",
-                                   "--ignore-eos"]).split()
+                ids_cpu = run(exe, ["-m", model, "--reference", "--prompt-ids", "1", "-n", str(N_GREEDY), "--temp", "0",
+                                   "--ids", "--ignore-eos"]).split()
                 ids_gpu = run(exe, ["-m", model, "--backend", "cuda", "--prompt-ids", "1", "-n", str(N_GREEDY), "--temp",
                                     "0", "--ids", "--ignore-eos"]).split()
                 first = next((i for i, (x, y) in enumerate(zip(ids_cpu, ids_gpu)) if x != y), None)

@@ -2,7 +2,8 @@
 # The one GPU script: on the H200 machine, builds with CUDA for sm_90, makes the
 # random-weight Qwen3-0.6B files, checks the CUDA backend against the CPU reference,
 # then times each file with `edgerunner bench` (which itself refuses wrong tokens).
-# Usage (through the device tool, with .whl carried: the gguf wheel):
+# Usage (through the device tool, with .whl carried: the gguf wheel; carry build/edgerunner
+# and build/unit_tests too to skip the build):
 #   bash bench/gpu.sh [TYPES=Q8_0,F16]
 # Writes logs and JSON to $OUT (or ./gpu-out).
 set -uo pipefail
@@ -20,6 +21,9 @@ else
     make -j16 CUDA=1 all > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
 grep -h "registers\|spill" build/src/backend/cuda/*.log | sort | uniq -c | sort -rn | head -5
+# the kernels against a double-precision host computation (tests/unit/test_cuda.c)
+[ -x build/unit_tests ] || make -j16 CUDA=1 build/unit_tests > "$OUT/build-tests.log" 2>&1
+build/unit_tests cuda 2>&1 | tail -3 | tee "$OUT/unit-cuda.txt"
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
         export PYTHONPATH=/tmp/site

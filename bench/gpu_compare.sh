@@ -6,13 +6,16 @@
 #                                  llama-cpp-python sdist (what the oracles use), trimmed
 #                                  to what a CUDA build needs, and a Qwen3 vocabulary GGUF
 #                                  into .gpu-carry/ (ignored by git; carry it to the device)
+#   bench/gpu_compare.sh build     (here, optional) builds a static llama-bench into
+#                                  .gpu-carry/bin, so the GPU machine need not compile it
 #   bench/gpu_compare.sh run       (on the GPU machine) builds llama-bench with CUDA for
-#                                  sm_90, makes random Qwen3-0.6B Q8_0 and Q4_0 files with
+#                                  sm_90 unless .gpu-carry/bin has it, makes random Qwen3-0.6B Q8_0 and Q4_0 files with
 #                                  that vocabulary (llama.cpp refuses files without one),
 #                                  runs `llama-bench -ngl 99 -fa 1 -p 512 -n 128` and
 #                                  `edgerunner bench --backend cuda` on each and prints one
 #                                  table.
-# Device call: carry [".gpu-carry", "build/edgerunner", ".whl"] (the gguf wheel, see gpu.sh).
+# Device call: carry [".gpu-carry", "build/edgerunner", ".whl"] (the gguf wheel, see gpu.sh),
+# or with a prebuilt llama-bench [".gpu-carry/bin/llama-bench.xz", ".gpu-carry/qwen3-vocab.gguf", ...].
 set -euo pipefail
 VERSION=0.3.36
 CARRY=.gpu-carry
@@ -42,34 +45,70 @@ prepare() {
     du -sh "$CARRY"
 }
 
+# Builds llama-bench here instead (static, CUDA for sm_90; about 90 minutes on 2 cores),
+# into $CARRY/bin, so that the GPU machine's time is not spent compiling it.
+build() {
+    local b=${XDG_CACHE_HOME:-$HOME/.cache}/edgerunner/llama-cuda-build-$VERSION
+    cmake -S "$CARRY/llama.cpp" -B "$b" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+        -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF > "$b.cmake.log"
+    cmake --build "$b" --target llama-bench -j"$(nproc)" > "$b.build.log"
+    mkdir -p "$CARRY/bin"
+    cp "$b/bin/llama-bench" "$CARRY/bin/" && strip "$CARRY/bin/llama-bench"
+    xz -T0 -6 -f "$CARRY/bin/llama-bench" # 70 MB -> 41 MB: under the device's carry limit
+    du -sh "$CARRY/bin/llama-bench.xz"
+}
+
 run() {
     OUT=${OUT:-gpu-out}
     mkdir -p "$OUT"
     if [ -d .whl ]; then
         python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
     fi
-    cmake -S "$CARRY/llama.cpp" -B /tmp/lcpp -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$OUT/cmake.log" 2>&1
-    cmake --build /tmp/lcpp --target llama-bench -j"$(nproc)" > "$OUT/build-llamacpp.log" 2>&1 || {
-        tail -20 "$OUT/build-llamacpp.log"; exit 1; }
-    python3 bench/make_random_qwen3.py /tmp/cmp --types Q8_0,Q4_0 --vocab "$CARRY/qwen3-vocab.gguf" > "$OUT/models.txt"
+    local lb=$CARRY/bin/llama-bench
+    if [ ! -x "$lb" ] && [ -f "$lb.xz" ]; then # carried compressed (the carry limit is 64 MiB)
+        xz -dc "$lb.xz" > /tmp/llama-bench && chmod +x /tmp/llama-bench && lb=/tmp/llama-bench
+    fi
+    # a llama.cpp built here links NCCL; the GPU machine has it only in a Python package
+    if [ -x "$lb" ] && ldd "$lb" | grep -q "libnccl.*not found"; then
+        local site nccl
+        site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+        nccl=$(find "$site" -name 'libnccl.so.2' 2>/dev/null | head -1)
+        [ -n "$nccl" ] && export LD_LIBRARY_PATH=$(dirname "$nccl")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+    if [ ! -x "$lb" ]; then
+        cmake -S "$CARRY/llama.cpp" -B /tmp/lcpp -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+            -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$OUT/cmake.log" 2>&1
+        cmake --build /tmp/lcpp --target llama-bench -j"$(nproc)" > "$OUT/build-llamacpp.log" 2>&1 || {
+            tail -20 "$OUT/build-llamacpp.log"; exit 1; }
+        lb=/tmp/lcpp/bin/llama-bench
+    fi
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+    python3 bench/make_random_qwen3.py /tmp/cmp --types "${TYPES:-Q8_0,Q4_0}" --vocab "$CARRY/qwen3-vocab.gguf" > "$OUT/models.txt"
     printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s |\n|---|---|---|---|\n' | tee "$OUT/compare.md"
     while read -r f; do
         b=$(basename "$f" .gguf)
-        /tmp/lcpp/bin/llama-bench -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
-        build/edgerunner bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
+        "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
+        build/edgerunner bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
         python3 - "$b" "$OUT/llamacpp-$b.json" "$OUT/ours-$b.json" <<'PY' | tee -a "$OUT/compare.md"
 import json, sys
 name, lj, oj = sys.argv[1:]
-tg = pp = "?"
-for r in json.load(open(lj)):
-    if r.get("n_gen") == 128 and r.get("n_prompt") == 0: tg = f'{r["avg_ts"]:.0f}'
-    if r.get("n_prompt") == 512 and r.get("n_gen") == 0: pp = f'{r["avg_ts"]:.0f}'
-print(f"| {name} | llama.cpp CUDA (-fa 1) | {tg} | {pp} |")
+tg = pp = None
+try:
+    for r in json.load(open(lj)):
+        if r.get("n_gen") == 128 and r.get("n_prompt") == 0: tg = r["avg_ts"]
+        if r.get("n_prompt") == 512 and r.get("n_gen") == 0: pp = r["avg_ts"]
+except Exception:
+    pass
+f = lambda v: f"{v:.0f}" if v else "?"
+print(f"| {name} | llama.cpp CUDA (-fa 1) | {f(tg)} | {f(pp)} |")
 try:
     o = json.load(open(oj))
-    print(f'| {name} | EdgeRunner-C (cuda) | {o["decode_tok_s"]["median"]:.0f} | {o["prefill_tok_s"]:.0f} |')
+    d, p = o["decode_tok_s"]["median"], o["prefill_tok_s"]
+    rd = f" ({d / tg:.2f}x)" if tg else ""
+    rp = f" ({p / pp:.2f}x)" if pp else ""
+    print(f'| {name} | EdgeRunner-C (cuda) | {d:.0f}{rd} | {p:.0f}{rp} |')
 except Exception:
     print(f"| {name} | EdgeRunner-C (cuda) | FAIL (see ours-{name}.err) | |")
 PY
@@ -78,6 +117,7 @@ PY
 
 case "${1:-}" in
 prepare) prepare ;;
+build) build ;;
 run) run ;;
-*) echo "usage: bench/gpu_compare.sh prepare|run" >&2; exit 2 ;;
+*) echo "usage: bench/gpu_compare.sh prepare|build|run" >&2; exit 2 ;;
 esac

@@ -32,5 +32,6 @@ void test_tokenizer(void);
 void test_quant(void);
 void test_sampler(void);
 void test_cpu(void);
+void test_cuda(void);
 
 #endif

@@ -2,9 +2,11 @@
  * attention.cu - grouped-query attention over the F32 KV cache.
  *
  * Decode (one token) is one fused kernel per layer: each block (head h, split s)
- * applies the per-head Q RMSNorm and RoPE to its query, does the same to the new K of
- * its KV head (the first block of the group also writes K and V to the cache), then
- * attends over its share of positions 0..pos with an online softmax per warp. The
+ * loads the cached keys and values of its first round before waiting for the previous
+ * kernel (they come from earlier steps), applies the per-head Q RMSNorm and RoPE to its
+ * query, does the same to the new K of its KV head (the first block of the group also
+ * writes K and V to the cache), then attends over its share of positions 0..pos with an
+ * online softmax per warp. The
  * n_split partial results of a head are merged by whichever block finishes last
  * (a ticket counter), so the step needs no second launch. Reads per token:
  * (pos + 1) * 2 * head_dim floats per KV head.
@@ -31,7 +33,7 @@ static __device__ void head_norm_rope(const float *in, float *out, const float *
 #pragma unroll
     for (int k = 0; k < DPL; k++) {
         const int i = lane + 32 * k;
-        v[k] = i < hd ? in[i] : 0.0f;
+        v[k] = i < hd ? __ldcg(in + i) : 0.0f; /* written by the previous kernel: L2, not a stale L1 */
         ss += v[k] * v[k];
     }
     if (norm_w) {
@@ -90,6 +92,27 @@ static __device__ __forceinline__ void attend_row(const float *q, const float *k
     *m = m_new;
 }
 
+/* Keys and values jb .. jb + KB - 1 (those < j1, except the newest at pos, which the
+ * caller takes from shared memory) into registers, all loads in flight at once. */
+template <int DPL>
+static __device__ __forceinline__ void load_round(const float *k_cache, const float *v_cache, int jb, int j1, int pos,
+                                                  int kv_dim, int off, int hd, int lane, float kv[KB][DPL],
+                                                  float vv[KB][DPL]) {
+#pragma unroll
+    for (int b = 0; b < KB; b++) {
+        const int j = jb + b;
+        const bool ok = j < j1 && j != pos;
+        const float *kr = k_cache + (size_t)(ok ? j : 0) * kv_dim + off;
+        const float *vr = v_cache + (size_t)(ok ? j : 0) * kv_dim + off;
+#pragma unroll
+        for (int t = 0; t < DPL; t++) {
+            const int i = lane + 32 * t;
+            kv[b][t] = ok && i < hd ? kr[i] : 0.0f;
+            vv[b][t] = ok && i < hd ? vr[i] : 0.0f;
+        }
+    }
+}
+
 template <int DPL>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, float *k_cache, float *v_cache,
@@ -101,14 +124,21 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
     const int kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
-    pdl_wait();
-    pdl_launch_next();
-    const int pos = state->pos;
+    pdl_launch_next(); /* at once: the next matvec copies its weights while this kernel runs */
+    /* the position comes from the previous step (its commit), not from this one */
+    const int pos = __ldcg(&state->pos);
     const bool writer = h % group == 0 && s == 0;
     /* short contexts use fewer splits (>= 16 positions each, one round of KB keys per
      * warp); blocks past them only do the q/k work below and leave */
     const int n_keys = pos + 1;
     const int n_used = min(n_split, (n_keys + ATT_WARPS * KB - 1) / (ATT_WARPS * KB));
+    const int chunk = (n_keys + n_used - 1) / n_used;
+    const int j0 = s * chunk, j1 = min(j0 + chunk, n_keys);
+    /* the cached keys and values of the first round were written by earlier steps: load
+     * them before waiting for this step's q, k and v */
+    float kv[KB][DPL], vv[KB][DPL];
+    load_round<DPL>(k_cache, v_cache, j0 + warp * KB, j1, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    pdl_wait();
 
     if (warp == 0) {
         head_norm_rope<DPL>(qkv + h * hd, q, p.q_norm, p, pos, lane);
@@ -119,7 +149,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
                 k_cache[(size_t)pos * kv_dim + kvh * hd + i] = k_new[i];
     } else if (warp == 2) {
         for (int i = lane; i < hd; i += 32) {
-            const float vi = qkv[q_dim + kv_dim + kvh * hd + i];
+            const float vi = __ldcg(qkv + q_dim + kv_dim + kvh * hd + i);
             v_new[i] = vi;
             if (writer)
                 v_cache[(size_t)pos * kv_dim + kvh * hd + i] = vi;
@@ -129,9 +159,6 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
 
     if (s >= n_used && !writer)
         return;
-    /* this block's positions */
-    const int chunk = (n_keys + n_used - 1) / n_used;
-    const int j0 = s * chunk, j1 = min(j0 + chunk, n_keys);
     const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY, l = 0.0f, acc[DPL];
 #pragma unroll
@@ -140,19 +167,19 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     /* KB keys per warp at a time, all their K and V loads issued before the first use:
      * the key loop is bound by memory latency, not bandwidth */
     for (int jb = j0 + warp * KB; jb < j1; jb += ATT_WARPS * KB) {
-        float kv[KB][DPL], vv[KB][DPL], sc[KB];
+        float sc[KB];
+        if (jb != j0 + warp * KB) /* the first round is loaded */
+            load_round<DPL>(k_cache, v_cache, jb, j1, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+        /* the newest row comes from shared memory: other blocks may not see its store yet */
 #pragma unroll
         for (int b = 0; b < KB; b++) {
-            const int j = jb + b;
-            const bool ok = j < j1;
-            /* the newest row comes from shared memory: other blocks may not see its store yet */
-            const float *kr = j == pos ? k_new : k_cache + (size_t)(ok ? j : 0) * kv_dim + kvh * hd;
-            const float *vr = j == pos ? v_new : v_cache + (size_t)(ok ? j : 0) * kv_dim + kvh * hd;
+            if (jb + b == pos) {
 #pragma unroll
-            for (int t = 0; t < DPL; t++) {
-                const int i = lane + 32 * t;
-                kv[b][t] = ok && i < hd ? kr[i] : 0.0f;
-                vv[b][t] = ok && i < hd ? vr[i] : 0.0f;
+                for (int t = 0; t < DPL; t++) {
+                    const int i = lane + 32 * t;
+                    kv[b][t] = i < hd ? k_new[i] : 0.0f;
+                    vv[b][t] = i < hd ? v_new[i] : 0.0f;
+                }
             }
         }
 #pragma unroll
@@ -330,7 +357,17 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-#define CALL(D) return cudaLaunchKernelEx(&cfg, k_attention_decode<D>, *p, qkv, k_cache, v_cache, state, partial, counters, out)
+/* the largest shared-memory carveout, as the matvecs ask: a multiprocessor configured
+ * smaller could not hold their blocks beside this kernel's */
+#define CALL(D)                                                                                              \
+    do {                                                                                                     \
+        const cudaError_t e = cudaFuncSetAttribute(                                                          \
+            k_attention_decode<D>, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared); \
+        if (e != cudaSuccess)                                                                                \
+            return e;                                                                                        \
+        return cudaLaunchKernelEx(&cfg, k_attention_decode<D>, *p, qkv, k_cache, v_cache, state, partial,     \
+                                  counters, out);                                                            \
+    } while (0)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
 }

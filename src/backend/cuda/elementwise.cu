@@ -25,8 +25,8 @@ static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float *
 }
 
 __global__ void k_embed_state(const cuda_weight w, cuda_step_state *state, float *x) {
-    pdl_wait();
     pdl_launch_next();
+    pdl_wait();
     dequant_row_any(w, state->token, x);
     if (threadIdx.x == 0)
         state->argmax_key = 0;
@@ -37,9 +37,10 @@ __global__ void k_embed_tokens(const cuda_weight w, const int32_t *tokens, float
 }
 
 __global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
-    pdl_wait();
     pdl_launch_next();
-    const int32_t token = (int32_t)(0xffffffffu - (unsigned int)(state->argmax_key & 0xffffffffu));
+    pdl_wait();
+    /* the head's atomics wrote the key in L2; an L1 line of the state may be stale */
+    const int32_t token = (int32_t)(0xffffffffu - (unsigned int)(__ldcg(&state->argmax_key) & 0xffffffffu));
     state->token = token;
     out_ids[state->n_out] = token;
     state->n_out += 1;

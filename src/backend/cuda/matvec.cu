@@ -1,26 +1,41 @@
 /*
  * matvec.cu - y = W x for one token, reading the weights in their own format (Q8_0,
- * F16, BF16, F32) with 16-byte loads, with the neighbouring ops folded in (see
- * enum cuda_matvec_mode): RMSNorm of the input, residual add, SwiGLU of gate and up,
- * the argmax of the output head.
+ * Q4_0, F16, BF16, F32), with the neighbouring ops folded in (enum cuda_matvec_mode):
+ * RMSNorm of the input, residual add, SwiGLU of gate and up, the argmax of the head.
  *
- * Decode is bound by memory bandwidth: every weight byte is read once per token, so
- * time ~ bytes(W) / bandwidth. A block of 256 threads (8 warps) stages the input
- * vector (normalized when asked) in shared memory; each group of `ks` warps owns 2
- * weight rows and splits their length, so that small matrices still give every
- * multiprocessor a few blocks.
+ * The layer matrices of a small model are 2-7 MB: a few microseconds of HBM time, less
+ * than the latency of a kernel that first waits for its input and then reads its
+ * weights. So each block of k_matvec owns a slice of rows small enough for shared
+ * memory (about one block per multiprocessor), and
+ *   1. copies its weight rows to shared memory asynchronously (cp.async) as soon as it
+ *      is resident: they do not depend on the previous kernel;
+ *   2. waits for the previous kernel (programmatic dependent launch), then lets the
+ *      next kernel launch: that one becomes resident beside this one and copies its
+ *      own weights while this one computes;
+ *   3. stages the input vector (normalized) and does the dot products out of shared
+ *      memory.
+ * The step's critical path is then mostly the chain of small dependent pieces (wait,
+ * stage, reduce, store). Letting the next kernel launch before the wait, so that
+ * several kernels' copies are in flight, measured slower (710 against 677 us per
+ * Qwen3-0.6B step): their traffic delays the loads on the critical path.
  *
- * Latency, not bandwidth, bounds the small matrices of a 0.6B model (2-7 MB each, a few
- * microseconds of HBM time), so each kernel issues its weight loads first (NC chunks of
- * 16 bytes per lane and row, held in registers), and only then waits for the previous
- * kernel (programmatic dependent launch) and stages its input. Rows longer than
- * NC = 4 chunks per lane fall back to a loop (NC = 0).
+ * The output head (151,936 rows for Qwen3) is too large for that: k_head streams it
+ * with every warp of a resident grid walking rows, folding in the argmax.
+ *
+ * Data that earlier kernels of the step wrote is read with __ldcg (L2, not L1): a
+ * block that became resident early shares its multiprocessor's L1 with kernels that
+ * ran before the data was written, and may find their stale lines there.
+ *
+ * The input vector sits in shared memory swizzled (xs_slot): each lane reads the 16
+ * weight bytes of one chunk and the 4-32 floats they multiply; unswizzled, the 8 lanes
+ * of a quarter-warp would read float4s 64 or 128 bytes apart, on the same banks.
  */
 #include "backend/cuda/common.cuh"
 
-#define MV_THREADS 256
-#define MV_WARPS 8
-#define MV_ROWS 2 /* physical rows per warp group */
+#define MV_THREADS 512
+#define MV_WARPS 16
+#define MV_SLICE_BYTES (64 * 1024) /* weight bytes per block; beyond, more blocks */
+#define HEAD_ROWS 2                /* rows per warp and pass in k_head */
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
 static __device__ __forceinline__ unsigned int ordered_bits(float f) {
@@ -28,212 +43,376 @@ static __device__ __forceinline__ unsigned int ordered_bits(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-template <int WT, int MODE, int NC>
-__global__ void __launch_bounds__(MV_THREADS)
-k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int ks,
-         const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-         cuda_step_state *state) {
-    extern __shared__ float xs[]; /* (n_in) the input, normalized in the NORM modes */
-    __shared__ float red[32];
-    __shared__ float partial[MV_WARPS][MV_ROWS];
-    __shared__ unsigned long long best;
+/* float4 q of chunk c of the staged input: rotated within the chunk by (c * Q) / 8 so
+ * that 8 consecutive chunks put the same q on 8 different 16-byte bank groups. */
+template <int WT>
+static __device__ __forceinline__ int xs_slot(int c, int q) {
+    constexpr int Q = CHUNK_ELEMS(WT) / 4;
+    return c * Q + ((q + ((c * Q) >> 3)) & (Q - 1));
+}
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const bool norm = MODE == MV_NORM_STORE || MODE == MV_NORM_SWIGLU || MODE == MV_NORM_ARGMAX;
+/* Float index of element i of the staged input. */
+template <int WT>
+static __device__ __forceinline__ int xs_index(int i) {
+    constexpr int CE = CHUNK_ELEMS(WT);
+    const int e = i % CE;
+    return xs_slot<WT>(i / CE, e >> 2) * 4 + (e & 3);
+}
 
-    /* rows of this warp group; SWIGLU pairs gate row i with up row n_out/2 + i */
-    const int groups = MV_WARPS / ks, group = warp / ks, sub = warp % ks;
-    const int n_logical = MODE == MV_NORM_SWIGLU ? n_out / 2 : n_out;
-    const int first = (blockIdx.x * groups + group) * (MODE == MV_NORM_SWIGLU ? 1 : MV_ROWS);
-    int rows[MV_ROWS];
-    bool valid[MV_ROWS];
-    if (MODE == MV_NORM_SWIGLU) {
-        rows[0] = first;
-        rows[1] = n_out / 2 + first;
-        valid[0] = valid[1] = first < n_logical;
+static __device__ __forceinline__ float dot4(float4 a, float b0, float b1, float b2, float b3) {
+    return fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, a.w * b3)));
+}
+
+static __device__ __forceinline__ float dot4_q8(uint32_t u, float4 x) {
+    return dot4(x, q8_byte(u, 0), q8_byte(u, 1), q8_byte(u, 2), q8_byte(u, 3));
+}
+
+/* low nibbles of u times lo, high nibbles times hi */
+static __device__ __forceinline__ float dot8_q4(uint32_t u, float4 lo, float4 hi) {
+    const uint32_t l = u & 0x0f0f0f0fu, h = (u >> 4) & 0x0f0f0f0fu;
+    return dot4(lo, q4_byte(l, 0), q4_byte(l, 1), q4_byte(l, 2), q4_byte(l, 3)) +
+           dot4(hi, q4_byte(h, 0), q4_byte(h, 1), q4_byte(h, 2), q4_byte(h, 3));
+}
+
+static __device__ __forceinline__ float2 pair_f32(uint32_t u, int wt) {
+    if (wt == CUDA_W_BF16)
+        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+    return __half22float2(*reinterpret_cast<const __half2 *>(&u));
+}
+
+/* The float4s of the staged input that chunk c multiplies. */
+template <int WT>
+static __device__ __forceinline__ void load_x(const float4 *xs4, int c, float4 *xv) {
+#pragma unroll
+    for (int q = 0; q < CHUNK_ELEMS(WT) / 4; q++)
+        xv[q] = xs4[xs_slot<WT>(c, q)];
+}
+
+/* Dot of the 16-byte chunk v (scale d) with its inputs xv (load_x). */
+template <int WT>
+static __device__ __forceinline__ float chunk_dot(uint4 v, float d, const float4 *xv) {
+    if (WT == CUDA_W_Q8_0) {
+        return d * (dot4_q8(v.x, xv[0]) + dot4_q8(v.y, xv[1]) + dot4_q8(v.z, xv[2]) + dot4_q8(v.w, xv[3]));
+    } else if (WT == CUDA_W_Q4_0) {
+        /* byte j: element j (low nibble) and j + 16 (high nibble) */
+        return d * (dot8_q4(v.x, xv[0], xv[4]) + dot8_q4(v.y, xv[1], xv[5]) + dot8_q4(v.z, xv[2], xv[6]) +
+                    dot8_q4(v.w, xv[3], xv[7]));
+    } else if (WT == CUDA_W_F32) {
+        return dot4(xv[0], __uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
     } else {
-        rows[0] = first;
-        rows[1] = first + 1;
-        valid[0] = rows[0] < n_out;
-        valid[1] = rows[1] < n_out;
-    }
-    const size_t rb = cuda_row_bytes(WT, n_in);
-    const int n_blocks32 = n_in / 32;
-    const uint8_t *w_row[MV_ROWS];
-    const __half *d_row[MV_ROWS];
-#pragma unroll
-    for (int r = 0; r < MV_ROWS; r++) {
-        const int row = valid[r] ? rows[r] : 0; /* invalid rows read row 0 and are dropped */
-        w_row[r] = w + (size_t)row * rb;
-        d_row[r] = HAS_SCALES(WT) ? d + (size_t)row * n_blocks32 : nullptr;
-    }
-    /* 16-byte chunks need 16-byte aligned rows; otherwise everything goes element-wise */
-    const int n_chunks = rb % 16 == 0 ? n_in / CHUNK_ELEMS(WT) : 0;
-    const int step = 32 * ks;
-    const int c0 = sub * 32 + lane;
-
-    /* the weights do not depend on the previous kernel: load them first */
-    uint4 wv[MV_ROWS][NC > 0 ? NC : 1];
-    float wd[MV_ROWS][NC > 0 ? NC : 1];
-#pragma unroll
-    for (int r = 0; r < MV_ROWS; r++)
-#pragma unroll
-        for (int k = 0; k < NC; k++) {
-            const int c = c0 + k * step;
-            if (c < n_chunks) {
-                wv[r][k] = __ldg(reinterpret_cast<const uint4 *>(w_row[r]) + c);
-                wd[r][k] = WT == CUDA_W_Q8_0 ? __half2float(d_row[r][c >> 1])
-                           : WT == CUDA_W_Q4_0 ? __half2float(d_row[r][c]) : 1.0f;
-            }
-        }
-    pdl_wait();
-    pdl_launch_next();
-
-    float scale = 1.0f;
-    if (norm) {
-        float ss = 0.0f;
-        for (int i = tid; i < n_in; i += MV_THREADS)
-            ss += x[i] * x[i];
-        ss = block_sum(ss, red);
-        scale = 1.0f / sqrtf(ss / (float)n_in + eps);
-    }
-    for (int i = tid; i < n_in; i += MV_THREADS)
-        xs[i] = norm ? x[i] * scale * norm_w[i] : x[i];
-    if (MODE == MV_NORM_ARGMAX && tid == 0)
-        best = 0;
-    __syncthreads();
-
-    float acc[MV_ROWS] = {0.0f, 0.0f};
-    if (NC > 0) {
-#pragma unroll
-        for (int r = 0; r < MV_ROWS; r++)
-#pragma unroll
-            for (int k = 0; k < NC; k++) {
-                const int c = c0 + k * step;
-                if (c < n_chunks)
-                    acc[r] += chunk_fma<WT>(wv[r][k], wd[r][k], xs + c * CHUNK_ELEMS(WT));
-            }
-    } else {
-        int c = c0;
-        for (; c + step < n_chunks; c += 2 * step) {
-#pragma unroll
-            for (int r = 0; r < MV_ROWS; r++)
-                acc[r] += chunk_dot<WT>(w_row[r], d_row[r], c, xs) + chunk_dot<WT>(w_row[r], d_row[r], c + step, xs);
-        }
-        if (c < n_chunks) {
-#pragma unroll
-            for (int r = 0; r < MV_ROWS; r++)
-                acc[r] += chunk_dot<WT>(w_row[r], d_row[r], c, xs);
-        }
-    }
-    for (int i = n_chunks * CHUNK_ELEMS(WT) + sub * 32 + lane; i < n_in; i += step) {
-#pragma unroll
-        for (int r = 0; r < MV_ROWS; r++)
-            acc[r] += elem<WT>(w_row[r], d_row[r], i) * xs[i];
-    }
-#pragma unroll
-    for (int r = 0; r < MV_ROWS; r++)
-        acc[r] = warp_sum(acc[r]);
-    if (ks > 1) {
-        if (lane == 0) {
-            partial[warp][0] = acc[0];
-            partial[warp][1] = acc[1];
-        }
-        __syncthreads();
-        if (sub == 0 && lane == 0)
-            for (int k = 1; k < ks; k++) {
-                acc[0] += partial[warp + k][0];
-                acc[1] += partial[warp + k][1];
-            }
-    }
-
-    if (sub == 0 && lane == 0) {
-        if (MODE == MV_NORM_SWIGLU) {
-            if (valid[0]) {
-                const float g = acc[0];
-                y[first] = g / (1.0f + expf(-g)) * acc[1];
-            }
-        } else {
-#pragma unroll
-            for (int r = 0; r < MV_ROWS; r++) {
-                if (!valid[r])
-                    continue;
-                if (MODE == MV_ADD)
-                    y[rows[r]] += acc[r];
-                else
-                    y[rows[r]] = acc[r];
-                if (MODE == MV_NORM_ARGMAX) {
-                    const unsigned long long key =
-                        ((unsigned long long)ordered_bits(acc[r]) << 32) | (0xffffffffu - (unsigned int)rows[r]);
-                    atomicMax(&best, key);
-                }
-            }
-        }
-    }
-    if (MODE == MV_NORM_ARGMAX) {
-        __syncthreads();
-        if (tid == 0)
-            atomicMax(&state->argmax_key, best);
+        const float2 p0 = pair_f32(v.x, WT), p1 = pair_f32(v.y, WT), p2 = pair_f32(v.z, WT), p3 = pair_f32(v.w, WT);
+        return dot4(xv[0], p0.x, p0.y, p1.x, p1.y) + dot4(xv[1], p2.x, p2.y, p3.x, p3.y);
     }
 }
 
-template <int WT, int MODE, int NC>
-static cudaError_t launch_nc(const cuda_weight *w, int ks, int n_blocks, size_t smem, const float *x,
-                             const float *norm_w, float eps, float *y, cuda_step_state *state, cudaStream_t stream) {
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(k_matvec<WT, MODE, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess)
-            return e;
+/* Scale of chunk c of a row (1 for the float types). */
+template <int WT>
+static __device__ __forceinline__ float chunk_scale(const __half *d_row, int c) {
+    return WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
+}
+
+/* Dots of two rows (in global or shared memory) with the staged input, by one warp,
+ * sharing the input loads and interleaving the two sums; every lane gets both. Rows of
+ * whole 16-byte chunks go chunk by chunk, others (F16/BF16/F32 rows of odd lengths)
+ * element by element. */
+template <int WT>
+static __device__ __forceinline__ float2 rows_dot(const uint8_t *row0, const __half *d0, const uint8_t *row1,
+                                                  const __half *d1, int n_in, bool chunked, const float *xs, int lane) {
+    float a0 = 0.0f, a1 = 0.0f;
+    if (chunked) {
+        const int n_chunks = n_in / CHUNK_ELEMS(WT);
+        const uint4 *w0 = reinterpret_cast<const uint4 *>(row0), *w1 = reinterpret_cast<const uint4 *>(row1);
+#pragma unroll 2
+        for (int c = lane; c < n_chunks; c += 32) {
+            float4 xv[CHUNK_ELEMS(WT) / 4];
+            load_x<WT>(reinterpret_cast<const float4 *>(xs), c, xv);
+            a0 += chunk_dot<WT>(w0[c], chunk_scale<WT>(d0, c), xv);
+            a1 += chunk_dot<WT>(w1[c], chunk_scale<WT>(d1, c), xv);
+        }
+    } else {
+        for (int i = lane; i < n_in; i += 32) {
+            const float xi = xs[xs_index<WT>(i)];
+            a0 += elem<WT>(row0, d0, i) * xi;
+            a1 += elem<WT>(row1, d1, i) * xi;
+        }
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        a0 += __shfl_xor_sync(0xffffffffu, a0, o);
+        a1 += __shfl_xor_sync(0xffffffffu, a1, o);
+    }
+    return make_float2(a0, a1);
+}
+
+/* Bytes of shared memory that stage_async needs for n bytes at any alignment. */
+static __host__ __device__ __forceinline__ size_t staged_bytes(size_t n) { return (n + 15) / 16 * 16 + 16; }
+
+/* Starts copying global bytes [src, src + n) to shared memory at dst (16-byte aligned)
+ * with 16-byte cp.async over the enclosing aligned range (the allocations are padded so
+ * that it stays inside them). Returns where the bytes begin in dst. */
+static __device__ __forceinline__ const uint8_t *stage_async(uint8_t *dst, const void *src, size_t n) {
+    const uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
+    const size_t off = (uintptr_t)src - a, n16 = (off + n + 15) / 16;
+    for (size_t i = threadIdx.x; i < n16; i += blockDim.x) {
+        const unsigned int s = (unsigned int)__cvta_generic_to_shared(dst + 16 * i);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(a + 16 * i) : "memory");
+    }
+    return dst + off;
+}
+
+static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Waits for this thread's copies but the last `pending` committed groups. */
+template <int pending>
+static __device__ __forceinline__ void cp_async_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory"); }
+static __device__ __forceinline__ void cp_async_wait_all(void) { cp_async_wait<0>(); }
+
+/* Floats of the staged input: whole chunks. */
+static __host__ __device__ __forceinline__ int xs_floats(int wt, int n_in) {
+    const int ce = CHUNK_ELEMS(wt);
+    return (n_in + ce - 1) / ce * ce;
+}
+
+static __host__ __device__ __forceinline__ size_t scale_row_bytes(int wt, int n_in) {
+    return HAS_SCALES(wt) ? (size_t)(n_in / 32) * 2 : 0;
+}
+
+/* Shared memory of one k_matvec block of `rows` logical rows: staged input, norm
+ * weights, then per part (gate and up for SwiGLU) the rows and their scales. */
+static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, int n_in, int rows) {
+    const int parts = mode == MV_NORM_SWIGLU ? 2 : 1;
+    size_t bytes = (size_t)xs_floats(wt, n_in) * sizeof(float) + staged_bytes((size_t)n_in * sizeof(float));
+    bytes += ((size_t)rows * sizeof(float) + 15) / 16 * 16; /* the residual's rows (MV_ADD) */
+    bytes += parts * staged_bytes((size_t)rows * cuda_row_bytes(wt, n_in));
+    if (HAS_SCALES(wt))
+        bytes += parts * staged_bytes((size_t)rows * scale_row_bytes(wt, n_in));
+    return bytes;
+}
+
+/* Stages x (normalized by RMSNorm with norm_w when `norm`) into xs, swizzled, zero-padded
+ * to whole chunks. norm_w may be staged by cp.async in the first-but-last group. */
+template <int WT>
+static __device__ __forceinline__ void stage_input(const float *__restrict__ x, const float *norm_w, bool norm,
+                                                   float eps, int n_in, float *xs, float *red) {
+    const int n_xs = xs_floats(WT, n_in);
+    float ss = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n_xs; i += blockDim.x) {
+        const float v = i < n_in ? __ldcg(x + i) : 0.0f;
+        ss += v * v;
+        xs[xs_index<WT>(i)] = v;
+    }
+    if (norm) {
+        cp_async_wait<1>(); /* the norm weights; block_sum's barrier shows them to all threads */
+        const float scale = 1.0f / sqrtf(block_sum(ss, red) / (float)n_in + eps);
+        for (int i = threadIdx.x; i < n_in; i += blockDim.x)
+            xs[xs_index<WT>(i)] *= scale * norm_w[i];
+    }
+}
+
+template <int WT, int MODE>
+__global__ void __launch_bounds__(MV_THREADS, 1)
+k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
+         const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+
+    const bool norm = MODE == MV_NORM_STORE || MODE == MV_NORM_SWIGLU;
+    const int parts = MODE == MV_NORM_SWIGLU ? 2 : 1;
+    const int n_logical = n_out / parts; /* SwiGLU: gate rows, then as many up rows */
+    const int r0 = blockIdx.x * rows_per_block;
+    const int nr = min(rows_per_block, n_logical - r0);
+    const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
+
+    /* the weights do not depend on the previous kernel: start their copies first */
+    float *xs = reinterpret_cast<float *>(smem); /* (xs_floats) the input, swizzled */
+    uint8_t *p = smem + (size_t)xs_floats(WT, n_in) * sizeof(float);
+    const float *nw = norm ? reinterpret_cast<const float *>(stage_async(p, norm_w, (size_t)n_in * sizeof(float)))
+                           : nullptr;
+    p += staged_bytes((size_t)n_in * sizeof(float));
+    float *y_old = reinterpret_cast<float *>(p); /* (nr) MV_ADD: y before the add */
+    p += ((size_t)rows_per_block * sizeof(float) + 15) / 16 * 16;
+    cp_async_commit();
+    const uint8_t *ws[2];      /* (nr, rb) rows of each part */
+    const __half *ds[2] = {};  /* (nr, n_in / 32) their scales */
+    for (int k = 0; k < parts; k++) {
+        const size_t row = (size_t)k * n_logical + r0;
+        ws[k] = stage_async(p, w + row * rb, nr * rb);
+        p += staged_bytes((size_t)rows_per_block * rb);
+        if (HAS_SCALES(WT)) {
+            ds[k] = reinterpret_cast<const __half *>(stage_async(p, d + row * (sb / 2), nr * sb));
+            p += staged_bytes((size_t)rows_per_block * sb);
+        }
+    }
+    cp_async_commit(); /* group 2: the weights (group 1: the norm weights) */
+
+    pdl_wait();
+    pdl_launch_next();
+    if (MODE == MV_ADD && (int)threadIdx.x < nr) /* in flight with the input's loads */
+        y_old[threadIdx.x] = __ldcg(y + r0 + threadIdx.x);
+    stage_input<WT>(x, nw, norm, eps, n_in, xs, red);
+    cp_async_wait_all();
+    __syncthreads();
+
+    /* each warp two rows at a time: gate and up row r for SwiGLU, else rows r and r + 1
+     * (the second clamped to the first, and dropped, past the slice) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool chunked = rb % 16 == 0;
+    const int step = MODE == MV_NORM_SWIGLU ? 1 : 2;
+    for (int r = warp * step; r < nr; r += MV_WARPS * step) {
+        const int k1 = MODE == MV_NORM_SWIGLU ? 1 : 0;
+        const int r1 = MODE == MV_NORM_SWIGLU ? r : min(r + 1, nr - 1);
+        const float2 a = rows_dot<WT>(ws[0] + r * rb, ds[0] + r * (sb / 2), ws[k1] + r1 * rb, ds[k1] + r1 * (sb / 2),
+                                      n_in, chunked, xs, lane);
+        if (lane == 0) {
+            if (MODE == MV_NORM_SWIGLU) {
+                y[r0 + r] = a.x / (1.0f + expf(-a.x)) * a.y;
+            } else if (MODE == MV_ADD) {
+                y[r0 + r] = y_old[r] + a.x;
+                if (r + 1 < nr)
+                    y[r0 + r + 1] = y_old[r + 1] + a.y;
+            } else {
+                y[r0 + r] = a.x;
+                if (r + 1 < nr)
+                    y[r0 + r + 1] = a.y;
+            }
+        }
+    }
+}
+
+/* The output head: y = W rmsnorm(x) over all rows, argmax into state->argmax_key. A
+ * resident grid; warp g of G takes rows g, g + G, ... HEAD_ROWS at a time, so that
+ * each lane has several 16-byte loads in flight. */
+template <int WT>
+__global__ void __launch_bounds__(MV_THREADS)
+k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, const float *__restrict__ x,
+       const float *__restrict__ norm_w, float eps, float *__restrict__ y, cuda_step_state *state) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+    __shared__ unsigned long long best;
+    pdl_launch_next();
+    float *xs = reinterpret_cast<float *>(smem); /* (xs_floats) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n_warps = gridDim.x * MV_WARPS, gw = blockIdx.x * MV_WARPS + warp;
+    const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
+    const bool chunked = rb % 16 == 0;
+    if (threadIdx.x == 0)
+        best = 0;
+    pdl_wait();
+    stage_input<WT>(x, norm_w, true, eps, n_in, xs, red);
+    __syncthreads();
+
+    unsigned long long mine = 0;
+    for (int r = gw; r < n_out; r += HEAD_ROWS * n_warps) {
+        const int r1 = r + n_warps < n_out ? r + n_warps : r;
+        const float2 a2 = rows_dot<WT>(w + (size_t)r * rb, d + (size_t)r * (sb / 2), w + (size_t)r1 * rb,
+                                       d + (size_t)r1 * (sb / 2), n_in, chunked, xs, lane);
+        const float a[HEAD_ROWS] = {a2.x, a2.y};
+#pragma unroll
+        for (int k = 0; k < HEAD_ROWS; k++) {
+            const int row = r + k * n_warps;
+            if (lane == 0 && row < n_out) {
+                y[row] = a[k];
+                const unsigned long long key =
+                    ((unsigned long long)ordered_bits(a[k]) << 32) | (0xffffffffu - (unsigned int)row);
+                mine = key > mine ? key : mine;
+            }
+        }
+    }
+    if (lane == 0)
+        atomicMax(&best, mine);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        atomicMax(&state->argmax_key, best);
+}
+
+static int multiprocessors(void) {
+    static int n_sm = 0; /* the same device for the whole process */
+    if (n_sm == 0) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
+            n_sm = n;
+        n_sm = n_sm > 0 ? n_sm : 132;
+    }
+    return n_sm;
+}
+
+static cudaLaunchConfig_t pdl_config(int n_blocks, size_t smem, cudaStream_t stream, cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3(n_blocks);
     cfg.blockDim = dim3(MV_THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE, NC>, (const uint8_t *)w->w, (const __half *)w->d, (int)w->n_in,
-                              (int)w->n_out, ks, x, norm_w, eps, y, state);
+    return cfg;
+}
+
+/* Shared memory beyond the default 48 KB, and the largest carveout for it: blocks of the
+ * next kernels can only become resident beside this one if the multiprocessor's
+ * shared memory is configured large enough for all of them. */
+template <typename K>
+static cudaError_t allow_smem(K kernel, size_t smem) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         (int)cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess || smem <= 48 * 1024)
+        return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+}
+
+template <int WT>
+static cudaError_t launch_head(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+                               cuda_step_state *state, cudaStream_t stream) {
+    const int n_out = (int)w->n_out, n_in = (int)w->n_in;
+    const size_t smem = (size_t)xs_floats(WT, n_in) * sizeof(float);
+    int per_sm = 0;
+    cudaError_t e = allow_smem(k_head<WT>, smem);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_head<WT>, MV_THREADS, smem);
+    if (e != cudaSuccess)
+        return e;
+    const int wanted = (n_out + MV_WARPS * HEAD_ROWS - 1) / (MV_WARPS * HEAD_ROWS);
+    int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
+    n_blocks = n_blocks < wanted ? n_blocks : wanted;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, smem, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_head<WT>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, x, norm_w,
+                              eps, y, state);
 }
 
 template <int WT, int MODE>
 static cudaError_t launch(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
-                          cuda_step_state *state, cudaStream_t stream) {
+                          cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
-    const int rows_per_group = MODE == MV_NORM_SWIGLU ? 1 : MV_ROWS;
-    const int n_logical = MODE == MV_NORM_SWIGLU ? n_out / 2 : n_out;
-    /* split rows across more warps (ks) until there are >= 2 blocks per multiprocessor
-     * (132 on an H200; the exact count matters little) */
-    int ks = 1;
-    while (ks < MV_WARPS && (n_logical + rows_per_group * (MV_WARPS / ks) - 1) / (rows_per_group * (MV_WARPS / ks)) < 264)
-        ks *= 2;
-    const int rows_per_block = rows_per_group * (MV_WARPS / ks);
-    const int n_blocks = (n_logical + rows_per_block - 1) / rows_per_block;
-    const size_t smem = (size_t)n_in * sizeof(float);
-    /* chunks per lane and row: prefetched into registers when at most 4 */
-    const int n_chunks = cuda_row_bytes(WT, n_in) % 16 == 0 ? n_in / CHUNK_ELEMS(WT) : 0;
-    const int nc = (n_chunks + 32 * ks - 1) / (32 * ks);
-    if (nc == 1)
-        return launch_nc<WT, MODE, 1>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
-    if (nc == 2)
-        return launch_nc<WT, MODE, 2>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
-    if (nc <= 4 && nc > 0)
-        return launch_nc<WT, MODE, 4>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
-    return launch_nc<WT, MODE, 0>(w, ks, n_blocks, smem, x, norm_w, eps, y, state, stream);
+    /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
+     * MV_SLICE_BYTES */
+    const int parts = MODE == MV_NORM_SWIGLU ? 2 : 1;
+    const int n_logical = n_out / parts;
+    const size_t row_bytes = parts * (cuda_row_bytes(WT, n_in) + scale_row_bytes(WT, n_in));
+    int rows = (n_logical + multiprocessors() - 1) / multiprocessors();
+    if ((size_t)rows * row_bytes > MV_SLICE_BYTES)
+        rows = (int)(MV_SLICE_BYTES / row_bytes) > 0 ? (int)(MV_SLICE_BYTES / row_bytes) : 1;
+    const int n_blocks = (n_logical + rows - 1) / rows;
+    const size_t smem = matvec_smem(WT, MODE, n_in, rows);
+    cudaError_t e = allow_smem(k_matvec<WT, MODE>, smem);
+    if (e != cudaSuccess)
+        return e;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, smem, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, rows,
+                              x, norm_w, eps, y);
 }
 
 template <int WT>
 static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, cuda_step_state *state, cudaStream_t stream) {
     switch (mode) {
-    case MV_STORE: return launch<WT, MV_STORE>(w, x, norm_w, eps, y, state, stream);
-    case MV_ADD: return launch<WT, MV_ADD>(w, x, norm_w, eps, y, state, stream);
-    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE>(w, x, norm_w, eps, y, state, stream);
-    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU>(w, x, norm_w, eps, y, state, stream);
-    case MV_NORM_ARGMAX: return launch<WT, MV_NORM_ARGMAX>(w, x, norm_w, eps, y, state, stream);
+    case MV_STORE: return launch<WT, MV_STORE>(w, x, norm_w, eps, y, stream);
+    case MV_ADD: return launch<WT, MV_ADD>(w, x, norm_w, eps, y, stream);
+    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE>(w, x, norm_w, eps, y, stream);
+    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU>(w, x, norm_w, eps, y, stream);
+    case MV_NORM_ARGMAX: return launch_head<WT>(w, x, norm_w, eps, y, state, stream);
     }
     return cudaErrorInvalidValue;
 }
