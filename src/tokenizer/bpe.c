@@ -27,8 +27,7 @@ er_status idbuf_push(idbuf *b, int32_t id) {
     return ER_OK;
 }
 
-/* Grows the per-symbol arrays to n_symbols and the heap to 2 * n_symbols entries of the
- * larger of the two entry types. */
+/* Grows the per-symbol arrays to n_symbols and the heap to 2 * n_symbols entries. */
 er_status merge_work_reserve(merge_work *w, size_t n_symbols) {
     if (n_symbols <= w->cap)
         return ER_OK;
@@ -50,7 +49,7 @@ er_status merge_work_reserve(merge_work *w, size_t n_symbols) {
     size_t *off = realloc(w->off, cap * sizeof *off);
     if (off)
         w->off = off;
-    void *heap = realloc(w->heap, 2 * cap * 24); /* 24 >= sizeof of either heap entry */
+    merge_pair *heap = realloc(w->heap, 2 * cap * sizeof *heap);
     if (heap)
         w->heap = heap;
     if (!id || !prev || !next || !len || !off || !heap)
@@ -71,26 +70,16 @@ void merge_work_free(merge_work *w) {
     memset(w, 0, sizeof *w);
 }
 
-typedef struct bpe_pair {
-    int32_t rank;
-    int32_t left;     /* symbol index (its byte position: ties go to the leftmost) */
-    int32_t right;    /* symbol index */
-    int32_t left_id;  /* the symbols' ids when pushed: a pair is stale if either changed */
-    int32_t right_id;
-    int32_t result;
-} bpe_pair;
-_Static_assert(sizeof(bpe_pair) <= 24, "merge_work_reserve sizes heap entries at 24 bytes");
-
-static int pair_less(const bpe_pair *a, const bpe_pair *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+static int pair_before(const merge_pair *a, const merge_pair *b) {
+    return a->priority > b->priority || (a->priority == b->priority && a->left < b->left);
 }
 
-static void heap_push(merge_work *w, const bpe_pair *p) {
-    bpe_pair *h = w->heap;
+void merge_heap_push(merge_work *w, const merge_pair *p) {
+    merge_pair *h = w->heap;
     size_t i = w->heap_n++;
     while (i > 0) {
         const size_t parent = (i - 1) / 2;
-        if (!pair_less(p, &h[parent]))
+        if (!pair_before(p, &h[parent]))
             break;
         h[i] = h[parent];
         i = parent;
@@ -98,17 +87,17 @@ static void heap_push(merge_work *w, const bpe_pair *p) {
     h[i] = *p;
 }
 
-static bpe_pair heap_pop(merge_work *w) {
-    bpe_pair *h = w->heap;
-    const bpe_pair top = h[0], last = h[--w->heap_n];
+merge_pair merge_heap_pop(merge_work *w) {
+    merge_pair *h = w->heap;
+    const merge_pair top = h[0], last = h[--w->heap_n];
     size_t i = 0;
     for (;;) {
         size_t child = 2 * i + 1;
         if (child >= w->heap_n)
             break;
-        if (child + 1 < w->heap_n && pair_less(&h[child + 1], &h[child]))
+        if (child + 1 < w->heap_n && pair_before(&h[child + 1], &h[child]))
             child++;
-        if (!pair_less(&h[child], &last))
+        if (!pair_before(&h[child], &last))
             break;
         h[i] = h[child];
         i = child;
@@ -119,13 +108,13 @@ static bpe_pair heap_pop(merge_work *w) {
 }
 
 static void try_pair(const vocab *v, merge_work *w, int32_t left, int32_t right) {
-    bpe_pair p;
-    if (left < 0 || right < 0 || !vocab_merge_find(v, w->id[left], w->id[right], &p.rank, &p.result))
+    int32_t rank, result;
+    if (left < 0 || right < 0 || !vocab_merge_find(v, w->id[left], w->id[right], &rank, &result))
         return;
-    p.left = left, p.right = right, p.left_id = w->id[left], p.right_id = w->id[right];
+    const merge_pair p = {-(double)rank, left, right, w->id[left], w->id[right], result, 0}; /* low ranks first */
     /* the heap never holds more than one entry per live adjacent pair plus the stale
      * ones popped later: each merge pushes at most 2, and n symbols allow n - 1 merges */
-    heap_push(w, &p);
+    merge_heap_push(w, &p);
 }
 
 er_status bpe_encode(const vocab *v, merge_work *w, const char *piece, size_t n, idbuf *out) {
@@ -164,7 +153,7 @@ er_status bpe_encode(const vocab *v, merge_work *w, const char *piece, size_t n,
     for (size_t i = 0; i + 1 < n; i++)
         try_pair(v, w, (int32_t)i, (int32_t)i + 1);
     while (w->heap_n) {
-        const bpe_pair p = heap_pop(w);
+        const merge_pair p = merge_heap_pop(w);
         if (w->id[p.left] != p.left_id || w->next[p.left] != p.right || w->id[p.right] != p.right_id)
             continue; /* stale: a side was merged into something else */
         const int32_t after = w->next[p.right];

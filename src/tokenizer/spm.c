@@ -16,49 +16,6 @@
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 
-typedef struct spm_pair {
-    float score;
-    int32_t left, right; /* symbol indices */
-    uint32_t size;       /* bytes of left + right when pushed: stale if either changed */
-} spm_pair;
-
-static int pair_better(const spm_pair *a, const spm_pair *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(merge_work *w, const spm_pair *p) {
-    spm_pair *h = w->heap;
-    size_t i = w->heap_n++;
-    while (i > 0) {
-        const size_t parent = (i - 1) / 2;
-        if (!pair_better(p, &h[parent]))
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = *p;
-}
-
-static spm_pair heap_pop(merge_work *w) {
-    spm_pair *h = w->heap;
-    const spm_pair top = h[0], last = h[--w->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= w->heap_n)
-            break;
-        if (child + 1 < w->heap_n && pair_better(&h[child + 1], &h[child]))
-            child++;
-        if (!pair_better(&h[child], &last))
-            break;
-        h[i] = h[child];
-        i = child;
-    }
-    if (w->heap_n)
-        h[i] = last;
-    return top;
-}
-
 static void try_pair(const vocab *v, merge_work *w, const char *text, int32_t left, int32_t right) {
     if (left < 0 || right < 0)
         return;
@@ -66,8 +23,8 @@ static void try_pair(const vocab *v, merge_work *w, const char *text, int32_t le
     const int32_t id = vocab_find(v, text + w->off[left], size);
     if (id < 0 || v->types[id] == TOKEN_CONTROL || v->types[id] == TOKEN_UNKNOWN)
         return;
-    const spm_pair p = {v->scores[id], left, right, size};
-    heap_push(w, &p);
+    const merge_pair p = {v->scores[id], left, right, -1, -1, -1, size};
+    merge_heap_push(w, &p);
 }
 
 er_status spm_encode(const vocab *v, merge_work *w, const char *text, size_t n, idbuf *out) {
@@ -95,7 +52,7 @@ er_status spm_encode(const vocab *v, merge_work *w, const char *text, size_t n, 
     for (int32_t i = 1; i < n_sym; i++)
         try_pair(v, w, text, i - 1, i);
     while (w->heap_n) {
-        const spm_pair p = heap_pop(w);
+        const merge_pair p = merge_heap_pop(w);
         if (w->len[p.left] == 0 || w->len[p.right] == 0 || w->len[p.left] + w->len[p.right] != p.size)
             continue; /* stale */
         w->len[p.left] += w->len[p.right];

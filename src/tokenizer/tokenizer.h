@@ -22,6 +22,18 @@ typedef struct idbuf {
 
 er_status idbuf_push(idbuf *b, int32_t id);
 
+/* A candidate merge of adjacent symbols left and right. The heap pops the highest
+ * priority first, the leftmost among equals (BPE: minus the merge's rank; SPM: the
+ * merged token's score). A popped pair is stale if a side changed since the push:
+ * BPE compares the sides' ids, SPM their byte lengths. */
+typedef struct merge_pair {
+    double priority; /* exact for ranks and for float scores */
+    int32_t left, right;       /* symbol indices */
+    int32_t left_id, right_id; /* BPE: the sides' ids when pushed */
+    int32_t result;            /* BPE: the merged token */
+    uint32_t size;             /* SPM: bytes of left + right when pushed */
+} merge_pair;
+
 /* Merge scratch shared by bpe.c and spm.c, grown as needed and reused across pieces. */
 typedef struct merge_work {
     int32_t *id;     /* (cap) BPE: symbol token ids */
@@ -29,13 +41,15 @@ typedef struct merge_work {
     int32_t *next;   /* (cap) */
     uint32_t *len;   /* (cap) SPM: symbol lengths in bytes (0: merged away) */
     size_t *off;     /* (cap) SPM: symbol byte offsets */
-    void *heap;      /* (heap_cap) candidate merges, bpe.c's or spm.c's entries */
+    merge_pair *heap; /* (heap_cap) candidate merges */
     size_t cap, heap_n, heap_cap;
     strbuf text;     /* BPE: the pre-token as byte-level characters (ignore_merges) */
 } merge_work;
 
 er_status merge_work_reserve(merge_work *w, size_t n_symbols);
 void merge_work_free(merge_work *w);
+void merge_heap_push(merge_work *w, const merge_pair *p);
+merge_pair merge_heap_pop(merge_work *w);
 
 /* Calls emit(user, piece, n) for each pre-token of text[0..n), in order; the pre-tokens
  * cover the text exactly. Stops at the first error emit returns. */
