@@ -294,23 +294,23 @@ done:
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model_path = NULL, *system = NULL, *json_path = NULL, *template_path = NULL;
-    int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
-    /* --reference or EDGERUNNER_REFERENCE=1: the plain-C reference kernels (CPU), as in run */
-    const char *ref_env = getenv("EDGERUNNER_REFERENCE");
-    int reference = ref_env && *ref_env && strcmp(ref_env, "0") != 0;
-    int verbose = 0, parsed;
+    const char *system = NULL, *json_path = NULL, *template_path = NULL;
+    int64_t n_predict = -1;
+    int verbose = 0, parsed, took_value;
+    cli_model_opts mo;
+    cli_model_opts_init(&mo, 0, 0);
     cli_sampling sampling;
     cli_sampling_init(&sampling);
-    er_model_params mp = er_model_default_params();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--verbose")) {
             verbose = 1;
             continue;
         }
-        if (!strcmp(a, "--reference")) {
-            reference = 1;
+        if ((parsed = cli_parse_model_opt("chat", a, v, &mo, &took_value)) != 0) {
+            if (parsed < 0)
+                return 1;
+            i += took_value;
             continue;
         }
         if (!v) {
@@ -320,8 +320,6 @@ int cmd_chat(int argc, char **argv) {
         if ((parsed = cli_parse_sampling("chat", a, v, &sampling)) != 0) {
             if (parsed < 0)
                 return 1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            model_path = v;
         } else if (!strcmp(a, "--system") || !strcmp(a, "-sys")) {
             system = v;
         } else if (!strcmp(a, "--render-json")) {
@@ -331,28 +329,16 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!cli_parse_i64(v, -1, INT32_MAX, &n_predict))
                 return cli_fail("chat: -n wants an integer >= -1");
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            if (!cli_parse_i64(v, 0, INT32_MAX, &n_ctx))
-                return cli_fail("chat: -c wants an integer >= 0");
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            if (!cli_parse_i64(v, 0, INT32_MAX, &n_batch))
-                return cli_fail("chat: -b wants an integer >= 0");
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_i64(v, 0, 1024, &n_threads))
-                return cli_fail("chat: -t wants an integer in [0, 1024]");
-        } else if (!strcmp(a, "--backend")) {
-            if (!cli_parse_backend(v, &mp.backend))
-                return cli_fail("chat: --backend wants cpu or cuda");
         } else {
             fprintf(stderr, "edgerunner: chat: unknown option '%s'\n", a);
             return 1;
         }
         i++;
     }
-    if (!model_path)
+    if (!mo.path)
         return cli_fail("chat: -m MODEL is required");
     if (json_path)
-        return render_json(model_path, json_path, template_path);
+        return render_json(mo.path, json_path, template_path);
     if (template_path)
         return cli_fail("chat: --template works with --render-json only");
 
@@ -364,12 +350,8 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     c.n_predict = n_predict;
     c.verbose = verbose;
-    er_context_params cp = er_context_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.n_threads = (int)n_threads;
-    cp.reference = reference;
-    if ((st = er_model_load(model_path, &mp, &model)) != ER_OK || (st = er_context_create(model, &cp, &c.ctx)) != ER_OK) {
+    const er_context_params cp = cli_model_opts_context(&mo);
+    if ((st = er_model_load(mo.path, &mo.model, &model)) != ER_OK || (st = er_context_create(model, &cp, &c.ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;
     }

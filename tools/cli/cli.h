@@ -29,6 +29,25 @@ int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* "cpu" or "cuda"; 0 on anything else. */
 int cli_parse_backend(const char *s, er_backend *out);
 
+/* The model and context flags of run, chat and perplexity:
+ *   -m/--model PATH  -c/--ctx-size N  -b/--batch-size N  -t/--threads N
+ *   --backend cpu|cuda  --reference (or EDGERUNNER_REFERENCE=1: the plain-C kernels) */
+typedef struct cli_model_opts {
+    const char *path;
+    int64_t n_ctx, n_ctx_min, n_batch, n_threads;
+    int reference;
+    er_model_params model;
+} cli_model_opts;
+
+/* Defaults: the library's, with n_ctx (0: the library's own) no lower than n_ctx_min. */
+void cli_model_opts_init(cli_model_opts *o, int64_t n_ctx, int64_t n_ctx_min);
+/* 1: `flag` is one of these and was parsed (*took_value: whether `value` was used);
+ * 0: not one of these (*took_value untouched); -1: a bad or missing value (the message
+ * is printed, prefixed with `cmd`). */
+int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cli_model_opts *o, int *took_value);
+/* The context parameters these flags ask for. */
+er_context_params cli_model_opts_context(const cli_model_opts *o);
+
 /* The sampler flags every generating subcommand takes:
  *   --temp T  --top-k K  --top-p P  --min-p P  --repeat-penalty R  --repeat-last-n N
  *   --presence-penalty X  --frequency-penalty X  --seed S

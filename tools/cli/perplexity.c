@@ -37,45 +37,33 @@ static double log_prob(const float *logits, int64_t n_vocab, int32_t tok) {
 }
 
 int cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL;
-    int64_t n_ctx = 512, n_batch = 0, n_threads = 0, max_chunks = -1;
-    int reference = 0;
-    er_model_params mp = er_model_default_params();
+    const char *text_path = NULL;
+    int64_t max_chunks = -1;
+    cli_model_opts mo;
+    cli_model_opts_init(&mo, 512, 4);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v && strcmp(a, "--reference")) {
+        int parsed, took_value = 1;
+        if ((parsed = cli_parse_model_opt("perplexity", a, v, &mo, &took_value)) != 0) {
+            if (parsed < 0)
+                return 1;
+        } else if (!v) {
             fprintf(stderr, "edgerunner: perplexity: %s needs a value\n", a);
             return 1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            model_path = v;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             text_path = v;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            if (!cli_parse_i64(v, 4, INT32_MAX, &n_ctx))
-                return cli_fail("perplexity: -c wants an integer >= 4");
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            if (!cli_parse_i64(v, 0, INT32_MAX, &n_batch))
-                return cli_fail("perplexity: -b wants an integer >= 0");
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_i64(v, 0, 1024, &n_threads))
-                return cli_fail("perplexity: -t wants an integer in [0, 1024]");
-        } else if (!strcmp(a, "--reference")) {
-            reference = 1;
-            i--; /* takes no value */
         } else if (!strcmp(a, "--chunks")) {
             if (!cli_parse_i64(v, 1, INT32_MAX, &max_chunks))
                 return cli_fail("perplexity: --chunks wants an integer >= 1");
-        } else if (!strcmp(a, "--backend")) {
-            if (!cli_parse_backend(v, &mp.backend))
-                return cli_fail("perplexity: --backend wants cpu or cuda");
         } else {
             fprintf(stderr, "edgerunner: perplexity: unknown option '%s'\n", a);
             return 1;
         }
-        i++;
+        i += took_value;
     }
-    if (!model_path || !text_path)
+    const int64_t n_ctx = mo.n_ctx;
+    if (!mo.path || !text_path)
         return cli_fail("perplexity: -m MODEL and -f TEXT are required");
 
     int rc = 1;
@@ -90,12 +78,9 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "edgerunner: perplexity: cannot read %s: %s\n", text_path, strerror(errno));
         return 1;
     }
-    er_context_params cp = er_context_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch ? n_batch : n_ctx;
-    cp.n_threads = (int)n_threads;
-    cp.reference = reference;
-    if ((st = er_model_load(model_path, &mp, &model)) != ER_OK ||
+    er_context_params cp = cli_model_opts_context(&mo);
+    cp.n_batch = mo.n_batch ? mo.n_batch : n_ctx; /* a whole chunk in one pass */
+    if ((st = er_model_load(mo.path, &mo.model, &model)) != ER_OK ||
         (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;

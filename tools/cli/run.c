@@ -39,20 +39,21 @@ static int print_token(int32_t token, void *user) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *ids_arg = NULL, *dump_path = NULL, *prompt_text = NULL;
-    int64_t n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
+    const char *ids_arg = NULL, *dump_path = NULL, *prompt_text = NULL;
+    int64_t n_predict = -1;
     int print_ids = 0, ignore_eos = 0, n_given = 0, parse_special = 0;
-    /* --reference or EDGERUNNER_REFERENCE=1: the plain-C reference kernels (CPU) */
-    const char *ref_env = getenv("EDGERUNNER_REFERENCE");
-    int reference = ref_env && *ref_env && strcmp(ref_env, "0") != 0;
+    cli_model_opts mo;
+    cli_model_opts_init(&mo, 0, 0);
     cli_sampling sampling;
     cli_sampling_init(&sampling);
-    er_model_params mp = er_model_default_params();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes_value = 1, parsed;
-        if (!strcmp(a, "--ids")) {
+        if ((parsed = cli_parse_model_opt("run", a, v, &mo, &takes_value)) != 0) {
+            if (parsed < 0)
+                return 1;
+        } else if (!strcmp(a, "--ids")) {
             print_ids = 1;
             takes_value = 0;
         } else if (!strcmp(a, "--ignore-eos")) {
@@ -61,17 +62,12 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--special")) {
             parse_special = 1;
             takes_value = 0;
-        } else if (!strcmp(a, "--reference")) {
-            reference = 1;
-            takes_value = 0;
         } else if (!v) {
             fprintf(stderr, "edgerunner: run: %s needs a value\n", a);
             return 1;
         } else if ((parsed = cli_parse_sampling("run", a, v, &sampling)) != 0) {
             if (parsed < 0)
                 return 1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            model_path = v;
         } else if (!strcmp(a, "--prompt-ids")) {
             ids_arg = v;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
@@ -80,27 +76,15 @@ int cmd_run(int argc, char **argv) {
             if (!cli_parse_i64(v, -1, INT32_MAX, &n_predict))
                 return cli_fail("run: -n wants an integer >= -1");
             n_given = 1;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            if (!cli_parse_i64(v, 0, INT32_MAX, &n_ctx))
-                return cli_fail("run: -c wants an integer >= 0");
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            if (!cli_parse_i64(v, 0, INT32_MAX, &n_batch))
-                return cli_fail("run: -b wants an integer >= 0");
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_i64(v, 0, 1024, &n_threads))
-                return cli_fail("run: -t wants an integer in [0, 1024]");
         } else if (!strcmp(a, "--dump-logits")) {
             dump_path = v;
-        } else if (!strcmp(a, "--backend")) {
-            if (!cli_parse_backend(v, &mp.backend))
-                return cli_fail("run: --backend wants cpu or cuda");
         } else {
             fprintf(stderr, "edgerunner: run: unknown option '%s'\n", a);
             return 1;
         }
         i += takes_value;
     }
-    if (!model_path)
+    if (!mo.path)
         return cli_fail("run: -m MODEL is required");
     if (!ids_arg == !prompt_text)
         return cli_fail("run: give the prompt as -p TEXT or as --prompt-ids ID,ID,...");
@@ -118,12 +102,8 @@ int cmd_run(int argc, char **argv) {
         cli_fail("run: --prompt-ids wants a comma-separated list of non-negative token ids");
         goto done;
     }
-    er_context_params cp = er_context_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.n_threads = (int)n_threads;
-    cp.reference = reference;
-    if ((st = er_model_load(model_path, &mp, &model)) != ER_OK ||
+    const er_context_params cp = cli_model_opts_context(&mo);
+    if ((st = er_model_load(mo.path, &mo.model, &model)) != ER_OK ||
         (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;

@@ -60,6 +60,64 @@ int64_t cli_parse_ids(const char *s, int32_t **out) {
     return n;
 }
 
+void cli_model_opts_init(cli_model_opts *o, int64_t n_ctx, int64_t n_ctx_min) {
+    const char *ref_env = getenv("EDGERUNNER_REFERENCE");
+    memset(o, 0, sizeof *o);
+    o->n_ctx = n_ctx;
+    o->n_ctx_min = n_ctx_min;
+    o->reference = ref_env && *ref_env && strcmp(ref_env, "0") != 0;
+    o->model = er_model_default_params();
+}
+
+int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cli_model_opts *o, int *took_value) {
+    if (!strcmp(flag, "--reference")) {
+        o->reference = 1;
+        *took_value = 0;
+        return 1;
+    }
+    const int known = !strcmp(flag, "-m") || !strcmp(flag, "--model") || !strcmp(flag, "-c") ||
+                      !strcmp(flag, "--ctx-size") || !strcmp(flag, "-b") || !strcmp(flag, "--batch-size") ||
+                      !strcmp(flag, "-t") || !strcmp(flag, "--threads") || !strcmp(flag, "--backend");
+    if (!known)
+        return 0;
+    if (!value) {
+        fprintf(stderr, "edgerunner: %s: %s needs a value\n", cmd, flag);
+        return -1;
+    }
+    *took_value = 1;
+    if (!strcmp(flag, "-m") || !strcmp(flag, "--model")) {
+        o->path = value;
+    } else if (!strcmp(flag, "-c") || !strcmp(flag, "--ctx-size")) {
+        if (!cli_parse_i64(value, o->n_ctx_min, INT32_MAX, &o->n_ctx)) {
+            fprintf(stderr, "edgerunner: %s: -c wants an integer >= %lld\n", cmd, (long long)o->n_ctx_min);
+            return -1;
+        }
+    } else if (!strcmp(flag, "-b") || !strcmp(flag, "--batch-size")) {
+        if (!cli_parse_i64(value, 0, INT32_MAX, &o->n_batch)) {
+            fprintf(stderr, "edgerunner: %s: -b wants an integer >= 0\n", cmd);
+            return -1;
+        }
+    } else if (!strcmp(flag, "-t") || !strcmp(flag, "--threads")) {
+        if (!cli_parse_i64(value, 0, 1024, &o->n_threads)) {
+            fprintf(stderr, "edgerunner: %s: -t wants an integer in [0, 1024]\n", cmd);
+            return -1;
+        }
+    } else if (!cli_parse_backend(value, &o->model.backend)) {
+        fprintf(stderr, "edgerunner: %s: --backend wants cpu or cuda\n", cmd);
+        return -1;
+    }
+    return 1;
+}
+
+er_context_params cli_model_opts_context(const cli_model_opts *o) {
+    er_context_params cp = er_context_default_params();
+    cp.n_ctx = o->n_ctx;
+    cp.n_batch = o->n_batch;
+    cp.n_threads = (int)o->n_threads;
+    cp.reference = o->reference;
+    return cp;
+}
+
 int cli_parse_backend(const char *s, er_backend *out) {
     if (!strcmp(s, "cpu"))
         *out = ER_BACKEND_CPU;
