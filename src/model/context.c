@@ -92,9 +92,9 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     }
     if (!ctx->reference) {
         const int64_t max_in = max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v);
-        const size_t act_size = (cpu_fast_act_size(p.n_batch, max_in) + 63) / 64 * 64;
         if ((st = cpu_pool_create(p.n_threads, &ctx->pool)) != ER_OK)
             goto fail;
+        const size_t act_size = (cpu_fast_act_size(p.n_batch, max_in, cpu_pool_size(ctx->pool)) + 63) / 64 * 64;
         if (!(ctx->act = aligned_alloc(64, act_size))) {
             st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate activation scratch for %s",
                          model->path);

@@ -113,10 +113,34 @@ static void test_gemm_q8_0(void) {
     }
 }
 
+/* the fast dequantizers of the f32 prefill == the types' reference, bit for bit */
+static void test_fast_to_f32(void) {
+    static const uint32_t types[] = {ER_TYPE_Q8_0, ER_TYPE_Q4_K, ER_TYPE_Q4_0, ER_TYPE_Q6_K, ER_TYPE_F16};
+    enum { N = 1024 };
+    float *f = malloc(N * sizeof *f), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    uint8_t *q = malloc(4 * N);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const er_type_traits *tr = er_type_get(types[ti]);
+        for (int i = 0; i < N; i++)
+            f[i] = 3.0f * frand() * (i % 97 == 0 ? 50.0f : 1.0f);
+        tr->from_f32(f, q, N);
+        tr->to_f32(q, a, N);
+        cpu_fast_to_f32(types[ti], tr)(q, b, N);
+        CHECK(!memcmp(a, b, N * sizeof *a), "cpu_fast_to_f32 %s == reference to_f32, bit for bit", tr->name);
+    }
+    free(f);
+    free(a);
+    free(b);
+    free(q);
+}
+
 /* fast matmul vs the reference, several types, shapes, thread counts and batch sizes */
 static void test_fast_matmul(void) {
     static const uint32_t types[] = {ER_TYPE_F32, ER_TYPE_F16, ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0, ER_TYPE_Q4_K, ER_TYPE_Q6_K};
-    static const int64_t shapes[][3] = {{256, 1, 1}, {256, 37, 5}, {512, 100, 8}, {1024, 64, 3}}; /* n_in, n_out, n_tokens */
+    /* n_in, n_out, n_tokens; the last three take the f32 prefill (CPU_SGEMM_MIN_TOKENS):
+     * output rows not a whole panel, token counts not whole tiles */
+    static const int64_t shapes[][3] = {{256, 1, 1}, {256, 37, 5}, {512, 100, 8}, {1024, 64, 3},
+                                        {256, 37, 33}, {512, 100, 40}, {1024, 16, 70}};
     cpu_pool *pools[3] = {NULL, NULL, NULL};
     for (int p = 0; p < 3; p++)
         cpu_pool_create(p + 1, &pools[p]);
@@ -128,15 +152,18 @@ static void test_fast_matmul(void) {
         const int f32_acts = k->vec_dot_type == ER_TYPE_F32;
         /* f32 activations: summation order only; 8-bit activations: ~1/127 per element,
          * mostly averaging out over n_in: 2e-2 of the output's scale (the norm bound) */
-        const double bound = f32_acts ? 1e-5 : 2e-2;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t n_in = shapes[si][0], n_out = shapes[si][1], n_tok = shapes[si][2];
+            /* f32 prefill: the reference's arithmetic but for the order of the sums; one
+             * token at a time then takes the integer dots, so only threads must not matter */
+            const int sgemm = n_tok >= CPU_SGEMM_MIN_TOKENS;
+            const double bound = f32_acts || sgemm ? 1e-5 : 2e-2;
             const size_t rs = er_type_row_size(tr, n_in);
             uint8_t *wd = malloc((size_t)n_out * rs);
             float *f = malloc((size_t)n_in * sizeof *f), *x = malloc((size_t)(n_tok * n_in) * sizeof *x);
             float *yr = malloc((size_t)(n_tok * n_out) * sizeof *yr), *yf = malloc((size_t)(n_tok * n_out) * sizeof *yf);
             float *y1 = malloc((size_t)(n_tok * n_out) * sizeof *y1), *row = malloc((size_t)(3 * n_in) * sizeof *row);
-            void *act = aligned_alloc(64, (cpu_fast_act_size(n_tok, n_in) + 63) / 64 * 64);
+            void *act = aligned_alloc(64, (cpu_fast_act_size(n_tok, n_in, 3) + 63) / 64 * 64);
             for (int64_t r = 0; r < n_out; r++) {
                 for (int64_t i = 0; i < n_in; i++)
                     f[i] = frand();
@@ -163,7 +190,7 @@ static void test_fast_matmul(void) {
                 } else {
                     same_threads &= !memcmp(y1, yf, (size_t)(n_tok * n_out) * sizeof *yf);
                 }
-                for (int64_t t = 0; t < n_tok; t++) { /* one token at a time */
+                for (int64_t t = 0; t < n_tok && !sgemm; t++) { /* one token at a time */
                     cpu_fast_matmul(pools[p], &w, x + t * n_in, 1, yf, n_out, act);
                     same_batch &= !memcmp(y1 + t * n_out, yf, (size_t)n_out * sizeof *yf);
                 }
@@ -235,6 +262,7 @@ static void test_model_paths(void) {
 void test_cpu(void) {
     test_pool();
     test_gemm_q8_0();
+    test_fast_to_f32();
     test_fast_matmul();
     test_model_paths();
 }

@@ -17,11 +17,12 @@
 #include "backend/cpu/threadpool.h"
 #include "model/model.h"
 
-/* Bytes of activation scratch cpu_fast_matmul needs for n_tokens rows of n_in elements. */
-size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in);
+/* Bytes of scratch cpu_fast_matmul needs for n_tokens rows of n_in elements on a pool of
+ * n_threads: the activations in the dot product's format, or the f32 prefill's panels. */
+size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in, int n_threads);
 
 /* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T. act: scratch of
- * cpu_fast_act_size(n_tokens, n_in) bytes, 64-byte aligned. Quantized weights with a
+ * cpu_fast_act_size(n_tokens, n_in, threads of pool) bytes, 64-byte aligned. Quantized weights with a
  * tiled kernel (Q8_0) run as a matrix-matrix product: tiles of 4 rows x 2 tokens, each
  * weight block loaded once per tile, rows of one chunk reused from cache across tokens. */
 void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
@@ -46,6 +47,22 @@ typedef void (*cpu_gemm_fn)(const uint8_t *w, size_t w_stride, int64_t n_rows, c
 
 /* The tiled kernel for weight type `type` on this CPU, or NULL (then vec_dot per pair). */
 cpu_gemm_fn cpu_gemm_get(uint32_t type);
+
+/* Batches of at least this many tokens multiply in f32 on dequantized weights (as the
+ * reference computes); smaller ones quantize their activations for the integer dots. */
+#define CPU_SGEMM_MIN_TOKENS 32
+
+/* Prefill in f32 on dequantized weights:
+ * pack: panel (n, 16), 32-byte aligned = rows (16, n) transposed (k-major)
+ * tile: y (mt <= 6 tokens, y_stride apart; nr <= 16 outputs) = x rows xr[0..6) (rows
+ *       past mt repeat an earlier one; their results are dropped) times the panel */
+typedef struct cpu_sgemm_ops {
+    void (*pack)(const float *rows, int64_t n, float *panel);
+    void (*tile)(const float *const *xr, const float *panel, int64_t n, float *y, int64_t y_stride, int mt, int nr);
+} cpu_sgemm_ops;
+const cpu_sgemm_ops *cpu_sgemm_get(void);
+/* The fastest dequantization of a type on this CPU (bit-identical to traits->to_f32). */
+er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits);
 
 /* f32 helpers of attention: AVX2 when the CPU has it, else plain C.
  * dots: s[j] = q . k[j * k_stride ..][0..d) for j < n_rows (one query against n keys)
