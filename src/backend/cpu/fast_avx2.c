@@ -196,6 +196,29 @@ AVX2 static void to_f32_q4_K_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* Q6_K likewise: (d * scale) * (q - 32) per group of 16, as to_f32_q6_K_ref rounds */
+AVX2 static void to_f32_q6_K_avx2(const void *src, float *dst, int64_t n) {
+    const block_q6_K *b = src;
+    const __m256i low4 = _mm256_set1_epi32(15), low2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
+    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
+        const float d = _cvtsh_ss(b[i].d);
+        for (int j = 0; j < QK_K / 16; j++) {
+            const __m256 dl = _mm256_set1_ps(d * (float)b[i].scales[j]);
+            const int e0 = 16 * j, h = e0 / 128, sb = (e0 / 32) % 4;
+            const __m128i hshift = _mm_cvtsi32_si128(2 * sb), lshift = _mm_cvtsi32_si128(sb < 2 ? 0 : 4);
+            for (int t = 0; t < 16; t += 8) {
+                const int l = e0 % 32 + t;
+                const __m256i lb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].ql + 64 * h + 32 * (sb & 1) + l)));
+                const __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qh + 32 * h + l)));
+                const __m256i lo = _mm256_and_si256(_mm256_srl_epi32(lb, lshift), low4);
+                const __m256i hi = _mm256_and_si256(_mm256_srl_epi32(qh, hshift), low2);
+                const __m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), bias);
+                _mm256_storeu_ps(dst + e0 + t, _mm256_mul_ps(dl, _mm256_cvtepi32_ps(q)));
+            }
+        }
+    }
+}
+
 /* panel (n, 16) = rows (16, n) transposed, 8x8 blocks in registers */
 AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
     int64_t k = 0;
@@ -341,6 +364,8 @@ er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) {
         return to_f32_q8_0_avx2;
     if (have_avx2() && type == ER_TYPE_Q4_K)
         return to_f32_q4_K_avx2;
+    if (have_avx2() && type == ER_TYPE_Q6_K)
+        return to_f32_q6_K_avx2;
     return traits->to_f32;
 }
 
