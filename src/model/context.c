@@ -95,7 +95,9 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
         if ((st = cpu_pool_create(p.n_threads, &ctx->pool)) != ER_OK)
             goto fail;
         const size_t act_size = (cpu_fast_act_size(p.n_batch, max_in, cpu_pool_size(ctx->pool)) + 63) / 64 * 64;
-        if (!(ctx->act = aligned_alloc(64, act_size))) {
+        const size_t attn_bytes = (size_t)cpu_pool_size(ctx->pool) * cpu_fast_attn_scratch_floats(p.n_ctx, c->head_dim) *
+                                  sizeof(float);
+        if (!(ctx->attn_scratch = aligned_alloc(64, attn_bytes)) || !(ctx->act = aligned_alloc(64, act_size))) {
             st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate activation scratch for %s",
                          model->path);
             goto fail;
@@ -127,6 +129,7 @@ void er_context_free(er_context *ctx) {
     free(ctx->logits);
     cpu_pool_free(ctx->pool);
     free(ctx->act);
+    free(ctx->attn_scratch);
     free(ctx);
 }
 

@@ -34,7 +34,7 @@ static void attention(er_context *ctx, const float *k_cache, const float *v_cach
     const int windowed = window > 0 && ctx->n_past + n_tokens > window;
     if (!ctx->reference && !windowed) {
         cpu_fast_attention(ctx->pool, ctx->attn, ctx->q, k_cache, v_cache, ctx->n_past, n_tokens, c, ctx->scores,
-                           ctx->n_ctx);
+                           ctx->n_ctx, ctx->attn_scratch);
         return;
     }
     for (int64_t t = 0; t < n_tokens; t++)

@@ -119,6 +119,7 @@ struct er_context {
     float *logits; /* (n_vocab) of the last token decoded */
     /* CPU fast path only (reference == 0), NULL otherwise */
     struct cpu_pool *pool; /* n_threads workers, created with the context */
+    float *attn_scratch;   /* (n_threads, cpu_fast_attn_scratch_floats) blocked prompt attention, 64-byte aligned */
     void *act;             /* (n_batch, max(n_embd, n_ff, n_head * head_dim_v)) activations in the
                               weight type's dot format (cpu_fast_act_size bytes), 64-byte aligned */
 };

@@ -134,6 +134,52 @@ static void test_fast_to_f32(void) {
     free(q);
 }
 
+/* the blocked prompt attention vs the reference attention, token by token: GQA, a value
+ * width that is not whole panels, a block and a remainder, a prefix already cached */
+static void test_fast_attention_blocked(void) {
+    static const int64_t cases[][5] = {{4, 2, 64, 40, 50}, {8, 8, 128, 128, 33}, {2, 1, 8, 8, 97}}; /* heads, kv heads, hd, hd_v, tokens */
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        model_config c;
+        memset(&c, 0, sizeof c);
+        c.n_head = cases[ci][0], c.n_head_kv = cases[ci][1], c.head_dim = cases[ci][2], c.head_dim_v = cases[ci][3];
+        const int64_t n_tok = cases[ci][4], pos0 = 7, n_ctx = pos0 + n_tok + 5;
+        const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
+        float *q = malloc((size_t)(n_tok * q_dim) * sizeof(float));
+        float *k = malloc((size_t)(n_ctx * c.n_head_kv * c.head_dim) * sizeof(float));
+        float *v = malloc((size_t)(n_ctx * c.n_head_kv * c.head_dim_v) * sizeof(float));
+        float *ref = malloc((size_t)(n_tok * o_dim) * sizeof(float)), *out = malloc((size_t)(n_tok * o_dim) * sizeof(float));
+        float *scores = malloc((size_t)(3 * n_ctx) * sizeof(float));
+        cpu_pool *pool = NULL;
+        cpu_pool_create(2, &pool);
+        float *scratch = aligned_alloc(64, 2 * cpu_fast_attn_scratch_floats(n_ctx, c.head_dim) * sizeof(float));
+        for (int64_t i = 0; i < n_tok * q_dim; i++)
+            q[i] = 2.0f * frand();
+        for (int64_t i = 0; i < n_ctx * c.n_head_kv * c.head_dim; i++)
+            k[i] = 2.0f * frand();
+        for (int64_t i = 0; i < n_ctx * c.n_head_kv * c.head_dim_v; i++)
+            v[i] = frand();
+        for (int64_t t = 0; t < n_tok; t++)
+            cpu_attention_window(ref + t * o_dim, q + t * q_dim, k, v, pos0 + t, &c, scores, 0);
+        cpu_fast_attention(pool, out, q, k, v, pos0, n_tok, &c, scores, n_ctx, scratch);
+        double err = 0, scale = 0;
+        for (int64_t i = 0; i < n_tok * o_dim; i++) {
+            err = fabs(out[i] - ref[i]) > err ? fabs(out[i] - ref[i]) : err;
+            scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+        }
+        CHECK(err <= 1e-5 * scale, "blocked attention %lld heads / %lld kv, hd %lld/%lld, %lld tokens: err %.2e of %.3f",
+              (long long)c.n_head, (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.head_dim_v,
+              (long long)n_tok, err / scale, scale);
+        cpu_pool_free(pool);
+        free(scratch);
+        free(q);
+        free(k);
+        free(v);
+        free(ref);
+        free(out);
+        free(scores);
+    }
+}
+
 /* fast matmul vs the reference, several types, shapes, thread counts and batch sizes */
 static void test_fast_matmul(void) {
     static const uint32_t types[] = {ER_TYPE_F32, ER_TYPE_F16, ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0, ER_TYPE_Q4_K, ER_TYPE_Q6_K};
@@ -263,6 +309,7 @@ void test_cpu(void) {
     test_pool();
     test_gemm_q8_0();
     test_fast_to_f32();
+    test_fast_attention_blocked();
     test_fast_matmul();
     test_model_paths();
 }

@@ -188,8 +188,111 @@ static void attn_worker(void *arg, int ith, int nth) {
     }
 }
 
+enum { ATTN_BLOCK_TOKENS = 48 }; /* queries per unit of the blocked prompt attention */
+
+size_t cpu_fast_attn_scratch_floats(int64_t n_ctx, int64_t head_dim) {
+    /* scores (block, n_ctx), a value panel (n_ctx, 16), 16 key rows and their panel */
+    const size_t n = (size_t)(ATTN_BLOCK_TOKENS + SGEMM_PANEL_ROWS) * (size_t)n_ctx +
+                     2 * SGEMM_PANEL_ROWS * (size_t)head_dim;
+    return (n + 15) / 16 * 16;
+}
+
+typedef struct battn_task {
+    float *out;
+    const float *q, *k_cache, *v_cache;
+    int64_t pos0, n_tokens, n_ctx;
+    const model_config *c;
+    float *scratch; /* (threads, cpu_fast_attn_scratch_floats) */
+    const cpu_sgemm_ops *mm;
+} battn_task;
+
+/* One unit: query tokens [t0, t1) of head h. The scores of a query past its own position
+ * are computed (up to the block's last position) and then weighted zero. */
+static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, int64_t t1) {
+    const model_config *c = a->c;
+    const int64_t hd = c->head_dim, hdv = c->head_dim_v, kvh = h / (c->n_head / c->n_head_kv);
+    const int64_t kv_stride = c->n_head_kv * hd, v_stride = c->n_head_kv * hdv;
+    const int64_t q_stride = c->n_head * hd, out_stride = c->n_head * hdv;
+    const int64_t n_keys = a->pos0 + t1, ld = n_keys; /* keys of the block's last query */
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *s = sc;                                                   /* (t1 - t0, n_keys) */
+    float *vpanel = s + (size_t)ATTN_BLOCK_TOKENS * (size_t)a->n_ctx; /* (n_keys, 16) */
+    float *krows = vpanel + SGEMM_PANEL_ROWS * (size_t)a->n_ctx;      /* (16, hd) */
+    float *kpanel = krows + SGEMM_PANEL_ROWS * hd;                    /* (hd, 16) */
+    const float *xr[SGEMM_TILE_TOKENS];
+    /* scores = Q K^T, 16 keys at a time */
+    for (int64_t k0 = 0; k0 < n_keys; k0 += SGEMM_PANEL_ROWS) {
+        const int nk = (int)(n_keys - k0 < SGEMM_PANEL_ROWS ? n_keys - k0 : SGEMM_PANEL_ROWS);
+        for (int r = 0; r < SGEMM_PANEL_ROWS; r++) {
+            if (r < nk)
+                memcpy(krows + r * hd, a->k_cache + (k0 + r) * kv_stride + kvh * hd, (size_t)hd * sizeof(float));
+            else
+                memset(krows + r * hd, 0, (size_t)hd * sizeof(float));
+        }
+        a->mm->pack(krows, hd, kpanel);
+        for (int64_t t = t0; t < t1; t += SGEMM_TILE_TOKENS) {
+            const int mt = (int)(t1 - t < SGEMM_TILE_TOKENS ? t1 - t : SGEMM_TILE_TOKENS);
+            for (int i = 0; i < SGEMM_TILE_TOKENS; i++)
+                xr[i] = a->q + (t + (i < mt ? i : 0)) * q_stride + h * hd;
+            a->mm->tile(xr, kpanel, hd, s + (t - t0) * ld + k0, ld, mt, nk);
+        }
+    }
+    /* softmax of each query over its own keys 0..pos, zero past them */
+    for (int64_t t = t0; t < t1; t++) {
+        float *row = s + (t - t0) * ld;
+        const int64_t pos = a->pos0 + t;
+        float max = -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j <= pos; j++) {
+            row[j] *= scale;
+            max = row[j] > max ? row[j] : max;
+        }
+        for (int64_t j = 0; j <= pos; j++) {
+            row[j] = expf(row[j] - max);
+            sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j <= pos; j++)
+            row[j] *= inv;
+        for (int64_t j = pos + 1; j < n_keys; j++)
+            row[j] = 0.0f;
+    }
+    /* out = P V, 16 value dimensions at a time: their rows are already a k-major panel */
+    for (int64_t d0 = 0; d0 < hdv; d0 += SGEMM_PANEL_ROWS) {
+        const int nd = (int)(hdv - d0 < SGEMM_PANEL_ROWS ? hdv - d0 : SGEMM_PANEL_ROWS);
+        for (int64_t j = 0; j < n_keys; j++) {
+            const float *vr = a->v_cache + j * v_stride + kvh * hdv + d0;
+            for (int i = 0; i < SGEMM_PANEL_ROWS; i++)
+                vpanel[j * SGEMM_PANEL_ROWS + i] = i < nd ? vr[i] : 0.0f;
+        }
+        for (int64_t t = t0; t < t1; t += SGEMM_TILE_TOKENS) {
+            const int mt = (int)(t1 - t < SGEMM_TILE_TOKENS ? t1 - t : SGEMM_TILE_TOKENS);
+            for (int i = 0; i < SGEMM_TILE_TOKENS; i++)
+                xr[i] = s + (t - t0 + (i < mt ? i : 0)) * ld;
+            a->mm->tile(xr, vpanel, n_keys, a->out + t * out_stride + h * hdv + d0, out_stride, mt, nd);
+        }
+    }
+}
+
+static void battn_worker(void *arg, int ith, int nth) {
+    const battn_task *a = arg;
+    float *sc = a->scratch + (size_t)ith * cpu_fast_attn_scratch_floats(a->n_ctx, a->c->head_dim);
+    const int64_t n_blocks = (a->n_tokens + ATTN_BLOCK_TOKENS - 1) / ATTN_BLOCK_TOKENS;
+    /* units dealt in turn, last blocks (the costliest) first */
+    for (int64_t u = ith; u < n_blocks * a->c->n_head; u += nth) {
+        const int64_t b = n_blocks - 1 - u / a->c->n_head, h = u % a->c->n_head;
+        const int64_t t0 = b * ATTN_BLOCK_TOKENS;
+        battn_unit(a, sc, h, t0, t0 + ATTN_BLOCK_TOKENS < a->n_tokens ? t0 + ATTN_BLOCK_TOKENS : a->n_tokens);
+    }
+}
+
 void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
-                        int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx) {
+                        int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
+                        float *block_scratch) {
+    if (n_tokens >= CPU_SGEMM_MIN_TOKENS && block_scratch) {
+        battn_task b = {out, q, k_cache, v_cache, pos0, n_tokens, n_ctx, c, block_scratch, cpu_sgemm_get()};
+        cpu_pool_run(pool, battn_worker, &b);
+        return;
+    }
     attn_task a = {out, q, k_cache, v_cache, pos0, n_tokens, n_ctx, c, scores, cpu_vec_ops_get()};
     cpu_pool_run(pool, attn_worker, &a);
 }

@@ -30,9 +30,15 @@ void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t
 
 /* Attention of n_tokens queries at positions pos0.. over cache rows 0..pos0 + t:
  * out (n_tokens, n_head * head_dim_v), q (n_tokens, n_head * head_dim), scores scratch
- * (pool size, n_ctx). (token, head) pairs are spread over the threads. */
+ * (pool size, n_ctx). Fewer than CPU_SGEMM_MIN_TOKENS queries: (token, head) pairs spread
+ * over the threads. More: blocks of tokens of one head as two matrix products (scores
+ * = Q K^T, out = P V) in the f32 prefill's tile, in block_scratch (64-byte aligned,
+ * pool size x cpu_fast_attn_scratch_floats). */
 void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
-                        int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx);
+                        int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
+                        float *block_scratch);
+/* Floats of one thread's block_scratch for a context of n_ctx tokens. */
+size_t cpu_fast_attn_scratch_floats(int64_t n_ctx, int64_t head_dim);
 
 /* gate[i] = silu(gate[i]) * up[i], the same per-element arithmetic as cpu_swiglu */
 void cpu_fast_swiglu(cpu_pool *pool, float *gate, const float *up, int64_t n);
