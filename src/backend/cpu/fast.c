@@ -56,6 +56,19 @@ typedef struct mm_task {
     atomic_llong next;
 } mm_task;
 
+/* y (n_tok rows, y_stride apart) = x (n_tok rows of n, x_stride apart) times panel (n, 16),
+ * nr of its 16 columns kept, through the tile 6 rows at a time. */
+static void tile_rows(const cpu_sgemm_ops *mm, const float *x, int64_t x_stride, int64_t n_tok, const float *panel,
+                      int64_t n, float *y, int64_t y_stride, int nr) {
+    for (int64_t t = 0; t < n_tok; t += SGEMM_TILE_TOKENS) {
+        const int mt = (int)(n_tok - t < SGEMM_TILE_TOKENS ? n_tok - t : SGEMM_TILE_TOKENS);
+        const float *xr[SGEMM_TILE_TOKENS];
+        for (int i = 0; i < SGEMM_TILE_TOKENS; i++)
+            xr[i] = x + (t + (i < mt ? i : 0)) * x_stride;
+        mm->tile(xr, panel, n, y + t * y_stride, y_stride, mt, nr);
+    }
+}
+
 /* Output rows [r0, r1) for every token through the f32 tile: 16 rows at a time are
  * dequantized and packed into a k-major panel (once per call), then every 6 tokens
  * multiply it. */
@@ -75,13 +88,7 @@ static void sgemm_rows(const mm_task *t, int ith, int64_t r0, int64_t r1) {
         t->sgemm->pack(rows, n, panel);
         /* the panel (64-192 KB) stays in L2 across the tokens; blocking k to keep a part
          * of it in L1 measured 14% slower */
-        for (int64_t t0 = 0; t0 < t->n_tokens; t0 += SGEMM_TILE_TOKENS) {
-            const int mt = (int)(t->n_tokens - t0 < SGEMM_TILE_TOKENS ? t->n_tokens - t0 : SGEMM_TILE_TOKENS);
-            const float *xr[SGEMM_TILE_TOKENS];
-            for (int i = 0; i < SGEMM_TILE_TOKENS; i++)
-                xr[i] = t->x + (t0 + (i < mt ? i : 0)) * n;
-            t->sgemm->tile(xr, panel, n, t->y + t0 * t->y_stride + p0, t->y_stride, mt, nr);
-        }
+        tile_rows(t->sgemm, t->x, n, t->n_tokens, panel, n, t->y + p0, t->y_stride, nr);
     }
 }
 
@@ -219,7 +226,6 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
     float *vpanel = s + (size_t)ATTN_BLOCK_TOKENS * (size_t)a->n_ctx; /* (n_keys, 16) */
     float *krows = vpanel + SGEMM_PANEL_ROWS * (size_t)a->n_ctx;      /* (16, hd) */
     float *kpanel = krows + SGEMM_PANEL_ROWS * hd;                    /* (hd, 16) */
-    const float *xr[SGEMM_TILE_TOKENS];
     /* scores = Q K^T, 16 keys at a time */
     for (int64_t k0 = 0; k0 < n_keys; k0 += SGEMM_PANEL_ROWS) {
         const int nk = (int)(n_keys - k0 < SGEMM_PANEL_ROWS ? n_keys - k0 : SGEMM_PANEL_ROWS);
@@ -230,12 +236,7 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
                 memset(krows + r * hd, 0, (size_t)hd * sizeof(float));
         }
         a->mm->pack(krows, hd, kpanel);
-        for (int64_t t = t0; t < t1; t += SGEMM_TILE_TOKENS) {
-            const int mt = (int)(t1 - t < SGEMM_TILE_TOKENS ? t1 - t : SGEMM_TILE_TOKENS);
-            for (int i = 0; i < SGEMM_TILE_TOKENS; i++)
-                xr[i] = a->q + (t + (i < mt ? i : 0)) * q_stride + h * hd;
-            a->mm->tile(xr, kpanel, hd, s + (t - t0) * ld + k0, ld, mt, nk);
-        }
+        tile_rows(a->mm, a->q + t0 * q_stride + h * hd, q_stride, t1 - t0, kpanel, hd, s + k0, ld, nk);
     }
     /* softmax of each query over its own keys 0..pos, zero past them */
     for (int64_t t = t0; t < t1; t++) {
@@ -264,12 +265,7 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
             for (int i = 0; i < SGEMM_PANEL_ROWS; i++)
                 vpanel[j * SGEMM_PANEL_ROWS + i] = i < nd ? vr[i] : 0.0f;
         }
-        for (int64_t t = t0; t < t1; t += SGEMM_TILE_TOKENS) {
-            const int mt = (int)(t1 - t < SGEMM_TILE_TOKENS ? t1 - t : SGEMM_TILE_TOKENS);
-            for (int i = 0; i < SGEMM_TILE_TOKENS; i++)
-                xr[i] = s + (t - t0 + (i < mt ? i : 0)) * ld;
-            a->mm->tile(xr, vpanel, n_keys, a->out + t * out_stride + h * hdv + d0, out_stride, mt, nd);
-        }
+        tile_rows(a->mm, s, ld, t1 - t0, vpanel, n_keys, a->out + t0 * out_stride + h * hdv + d0, out_stride, nd);
     }
 }
 
