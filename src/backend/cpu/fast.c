@@ -164,6 +164,22 @@ typedef struct attn_task {
     const cpu_vec_ops *v;
 } attn_task;
 
+/* row[0..n) = softmax(scale * row), in place */
+static void softmax_scaled(float *row, int64_t n, float scale) {
+    float max = -INFINITY, sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        row[j] *= scale;
+        max = row[j] > max ? row[j] : max;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        row[j] = expf(row[j] - max);
+        sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++)
+        row[j] *= inv;
+}
+
 static void attn_worker(void *arg, int ith, int nth) {
     const attn_task *a = arg;
     const model_config *c = a->c;
@@ -177,19 +193,7 @@ static void attn_worker(void *arg, int ith, int nth) {
         const int64_t t = p / c->n_head, h = p % c->n_head, kvh = h / group, pos = a->pos0 + t;
         const float *qh = a->q + t * c->n_head * c->head_dim + h * c->head_dim;
         a->v->dots(scores, qh, a->k_cache + kvh * c->head_dim, kv_stride, pos + 1, c->head_dim);
-        float max = -INFINITY;
-        for (int64_t j = 0; j <= pos; j++) {
-            scores[j] *= scale;
-            max = scores[j] > max ? scores[j] : max;
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j <= pos; j++) {
-            scores[j] = expf(scores[j] - max);
-            sum += scores[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= pos; j++)
-            scores[j] *= inv;
+        softmax_scaled(scores, pos + 1, scale);
         a->v->wsum(a->out + t * c->n_head * c->head_dim_v + h * c->head_dim_v, scores,
                    a->v_cache + kvh * c->head_dim_v, v_stride, pos + 1, c->head_dim_v);
     }
@@ -242,18 +246,7 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
     for (int64_t t = t0; t < t1; t++) {
         float *row = s + (t - t0) * ld;
         const int64_t pos = a->pos0 + t;
-        float max = -INFINITY, sum = 0.0f;
-        for (int64_t j = 0; j <= pos; j++) {
-            row[j] *= scale;
-            max = row[j] > max ? row[j] : max;
-        }
-        for (int64_t j = 0; j <= pos; j++) {
-            row[j] = expf(row[j] - max);
-            sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= pos; j++)
-            row[j] *= inv;
+        softmax_scaled(row, pos + 1, scale);
         for (int64_t j = pos + 1; j < n_keys; j++)
             row[j] = 0.0f;
     }
