@@ -37,6 +37,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
+from test_oracles import llama_model  # noqa: E402 (the oracle tests' deterministic llama.cpp context)
+
 PPL_TEXT = os.path.join(HERE, "ppl.txt")
 FORCED_TOL = 0.05
 HF_ERR = 1e-4
@@ -68,29 +71,6 @@ def report(ok, line, info=False):
 
 
 # ---------------------------------------------------------------- llama.cpp
-
-_patched = False
-
-
-def llama_model(path, n_ctx, logits_all=False):
-    """Deterministic llama.cpp context as in tests/oracle (CPU, F32 KV cache, no flash
-    attention, no extra buffer types: AMX/repack paths crash or differ on some CPUs)."""
-    global _patched
-    import llama_cpp.llama_cpp as lc
-    from llama_cpp import Llama
-    if not _patched:
-        orig = lc.llama_model_default_params
-
-        def params():
-            p = orig()
-            p.use_extra_bufts = False
-            return p
-        lc.llama_model_default_params = params
-        _patched = True
-    return Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, n_threads=THREADS,
-                 n_threads_batch=THREADS, logits_all=logits_all, type_k=0, type_v=0,
-                 flash_attn=False, seed=0, verbose=False)
-
 
 def llama_greedy(llm, ids, n):
     n_vocab = llm.n_vocab()
@@ -180,7 +160,6 @@ def hf_from_gguf(path):
     """A transformers model holding the GGUF file's weights dequantized to float32."""
     import gguf
     import torch
-    sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
     from make_models import unpermute
     r = gguf.GGUFReader(path)
     arch = r.fields["general.architecture"].contents()

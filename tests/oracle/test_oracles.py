@@ -71,11 +71,11 @@ def report(ok, line):
 _llama_patched = False
 
 
-def llama_model(path, n_ctx):
+def llama_model(path, n_ctx, logits_all=False):
     """A deterministic llama.cpp context: CPU, F32 KV cache, no flash attention, logits of
-    the last token only. Extra buffer types (AMX / CPU repack) are turned off: on AMX CPUs
-    llama-cpp-python 0.3.36 segfaults in the AMX Q8_0 path, and the plain CPU kernels are
-    the better oracle anyway."""
+    the last token only unless logits_all. Extra buffer types (AMX / CPU repack) are turned
+    off: on AMX CPUs llama-cpp-python 0.3.36 segfaults in the AMX Q8_0 path, and the plain
+    CPU kernels are the better oracle anyway. tests/models uses it too."""
     global _llama_patched
     import llama_cpp.llama_cpp as lc
     from llama_cpp import Llama
@@ -89,7 +89,7 @@ def llama_model(path, n_ctx):
         lc.llama_model_default_params = params
         _llama_patched = True
     return Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
-                 n_threads=LLAMA_THREADS, n_threads_batch=LLAMA_THREADS, logits_all=False,
+                 n_threads=LLAMA_THREADS, n_threads_batch=LLAMA_THREADS, logits_all=logits_all,
                  type_k=0, type_v=0, flash_attn=False, seed=0, verbose=False)
 
 
