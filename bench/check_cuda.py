@@ -2,7 +2,7 @@
 """The CUDA backend against the CPU reference backend, on the GPU machine.
 
 For each model: the logits of every position of a 16-token prompt (one batched
-prefill on each backend; the CUDA prefill multiplies with cuBLAS SGEMM) and of a
+prefill on each backend; the CUDA prefill multiplies F16 on the tensor cores) and of a
 3-token prompt (the CUDA decode kernels, one token at a time), compared as
 max |cuda - cpu| / max |cpu|; and the 128 greedy ids from prompt [1], which must be
 identical. Prints one line per check, then "N passed, M failed".
@@ -16,11 +16,16 @@ import tempfile
 
 import numpy as np
 
-# Both backends compute in FP32 from the same weights; only the order of the sums
-# differs (warp-tree reductions, online softmax, cuBLAS tiling), which moves a logit by
-# a few ulps of the largest activations: measured ~1e-6. 1e-4 leaves room for that and
-# stays far below the 1e-2 that any real indexing or RoPE bug gives.
+# Decode: both backends compute in FP32 from the same weights; only the order of the
+# sums differs (warp-tree reductions, online softmax), which moves a logit by a few ulps
+# of the largest activations: measured ~3e-6. 1e-4 leaves room for that and stays far
+# below the 1e-2 that any real indexing or RoPE bug gives.
 BOUND = 1e-4
+# Prefill multiplies on the tensor cores with F16 inputs (weights and activations rounded
+# to 11 significant bits, relative 2^-12 on average, F32 sums), as llama.cpp's cuBLAS
+# path does; over 28 layers that compounds to about 1e-3 of the largest logit (measured
+# on the H200, see BENCHMARKS.md). Its bound is therefore looser; the argmax must agree.
+PREFILL_BOUND = 1e-2
 N_GREEDY = 128
 
 
@@ -62,8 +67,10 @@ def main():
                     b = logits(exe, model, "cuda", ids, tmp)
                     err = float(np.abs(a - b).max() / np.abs(a).max())
                     same_argmax = int((a.argmax(1) == b.argmax(1)).sum())
-                    report(err <= BOUND and np.isfinite(b).all(),
-                           f"logits {name} {n_prompt}-token prompt: err {err:.2e} (bound {BOUND:.0e}), "
+                    # prompts of more than 4 tokens take the batched prefill (cuda.c SMALL_PROMPT)
+                    bound = PREFILL_BOUND if n_prompt > 4 else BOUND
+                    report(err <= bound and np.isfinite(b).all() and same_argmax == n_prompt,
+                           f"logits {name} {n_prompt}-token prompt: err {err:.2e} (bound {bound:.0e}), "
                            f"argmax equal at {same_argmax}/{n_prompt}")
                 except Exception as e:  # noqa: BLE001 - report and go on
                     report(False, f"logits {name} {n_prompt}-token prompt: {e}")

@@ -3,7 +3,9 @@
  * random inputs: every weight type of the device layout (kernels.h), every matvec mode
  * (plain, residual add, RMSNorm folded in, SwiGLU, the head's argmax), at the shapes of
  * Qwen3-0.6B, of the output head, and at small odd shapes that take the fallbacks
- * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned).
+ * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned); and the
+ * fused decode attention (Q/K norm, RoPE, cache write, GQA over 1 to 3,001 positions,
+ * one or several rounds of its cluster) against the same kind of host computation.
  *
  * Built when the CUDA backend is; passes with a note on machines without a GPU (CI),
  * and is run on the GPU machine by bench/gpu.sh (`build/unit_tests cuda`).
@@ -221,6 +223,252 @@ done:
     return worst;
 }
 
+/* One decode attention step at position pos against doubles on the host: worst error
+ * of the output over its largest value, and whether row pos of both caches was written. */
+static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neox, int with_norm, int *cache_ok) {
+    const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, n_qkv = q_dim + 2 * kv_dim, half = hd / 2;
+    const int n_ctx = pos + 1, group = n_head / n_head_kv;
+    const float eps = 1e-6f;
+    const size_t cache_n = (size_t)n_ctx * kv_dim;
+    float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
+    float *qkv = malloc((size_t)n_qkv * sizeof(float)), *qn = malloc((size_t)hd * sizeof(float));
+    float *kn = malloc((size_t)hd * sizeof(float)), *cs = malloc((size_t)n_ctx * half * 2 * sizeof(float));
+    float *out = malloc((size_t)q_dim * sizeof(float)), *row = malloc((size_t)2 * kv_dim * sizeof(float));
+    double *ref = malloc((size_t)q_dim * sizeof(double)), *kr = malloc((size_t)kv_dim * sizeof(double));
+    double *sc = malloc((size_t)n_ctx * sizeof(double)), *qr = malloc((size_t)hd * sizeof(double));
+    float *dkc = NULL, *dvc = NULL, *dqkv = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dout = NULL;
+    cuda_step_state *dstate = NULL;
+    double worst = INFINITY;
+    *cache_ok = 0;
+    if (!kc || !vc || !qkv || !qn || !kn || !cs || !out || !row || !ref || !kr || !sc || !qr)
+        goto done;
+    for (size_t i = 0; i < cache_n; i++) {
+        kc[i] = 2.0f * rndf();
+        vc[i] = rndf();
+    }
+    for (int i = 0; i < n_qkv; i++)
+        qkv[i] = 2.0f * rndf();
+    for (int i = 0; i < hd; i++) {
+        qn[i] = 1.0f + 0.5f * rndf();
+        kn[i] = 1.0f + 0.5f * rndf();
+    }
+    for (int i = 0; i < n_ctx * half; i++) {
+        const double a = 3.14159265 * rndf();
+        cs[2 * i] = (float)cos(a);
+        cs[2 * i + 1] = (float)sin(a);
+    }
+
+    /* the host: norm + rope of a head vector in doubles, the new K and V, softmax */
+#define NORM_ROPE(src, nw, dst)                                                                   \
+    do {                                                                                          \
+        double ss_ = 0.0;                                                                         \
+        for (int i = 0; i < hd; i++)                                                              \
+            ss_ += (double)(src)[i] * (src)[i];                                                   \
+        const double sc_ = with_norm ? 1.0 / sqrt(ss_ / hd + eps) : 1.0;                          \
+        for (int i = 0; i < hd; i++)                                                              \
+            (dst)[i] = (src)[i] * sc_ * (with_norm ? (nw)[i] : 1.0f);                             \
+        for (int i = 0; i < half; i++) {                                                          \
+            const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;                     \
+            const double c_ = cs[((size_t)pos * half + i) * 2], s_ = cs[((size_t)pos * half + i) * 2 + 1]; \
+            const double x0 = (dst)[i0], x1 = (dst)[i1];                                          \
+            (dst)[i0] = x0 * c_ - x1 * s_;                                                        \
+            (dst)[i1] = x0 * s_ + x1 * c_;                                                        \
+        }                                                                                         \
+    } while (0)
+    double omax = 0.0;
+    for (int h = 0; h < n_head; h++) {
+        const int kvh = h / group;
+        NORM_ROPE(qkv + h * hd, qn, qr);
+        NORM_ROPE(qkv + q_dim + kvh * hd, kn, kr);
+        double m = -INFINITY, l = 0.0;
+        for (int j = 0; j <= pos; j++) {
+            double d = 0.0;
+            for (int i = 0; i < hd; i++)
+                d += qr[i] * (j == pos ? kr[i] : (double)kc[(size_t)j * kv_dim + kvh * hd + i]);
+            sc[j] = d / sqrt((double)hd);
+            m = sc[j] > m ? sc[j] : m;
+        }
+        for (int j = 0; j <= pos; j++)
+            l += exp(sc[j] - m);
+        for (int i = 0; i < hd; i++) {
+            double a = 0.0;
+            for (int j = 0; j <= pos; j++)
+                a += exp(sc[j] - m) * (j == pos ? (double)qkv[q_dim + kv_dim + kvh * hd + i]
+                                                : (double)vc[(size_t)j * kv_dim + kvh * hd + i]);
+            ref[h * hd + i] = a / l;
+            omax = fabs(ref[h * hd + i]) > omax ? fabs(ref[h * hd + i]) : omax;
+        }
+    }
+#undef NORM_ROPE
+
+    if (cudaMalloc((void **)&dkc, cache_n * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dvc, cache_n * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dqkv, (size_t)n_qkv * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dqn, (size_t)hd * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dkn, (size_t)hd * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dcs, (size_t)n_ctx * half * 2 * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dout, (size_t)q_dim * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess)
+        goto done;
+    /* row pos of the caches starts as garbage: the kernel must write it */
+    cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dqkv, qkv, (size_t)n_qkv * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dqn, qn, (size_t)hd * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dkn, kn, (size_t)hd * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dcs, cs, (size_t)n_ctx * half * 2 * sizeof(float), cudaMemcpyHostToDevice);
+    {
+        const cuda_step_state st = {0, 0, pos, 0, 0};
+        cudaMemcpy(dstate, &st, sizeof st, cudaMemcpyHostToDevice);
+    }
+    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, neox, eps, with_norm ? dqn : NULL,
+                                with_norm ? dkn : NULL, (const float2 *)dcs, n_ctx};
+    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, 8, dout, 0) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(out, dout, (size_t)q_dim * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(row, dkc + (size_t)pos * kv_dim, (size_t)kv_dim * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(row + kv_dim, dvc + (size_t)pos * kv_dim, (size_t)kv_dim * sizeof(float), cudaMemcpyDeviceToHost);
+    worst = 0.0;
+    for (int i = 0; i < q_dim; i++) {
+        const double e = fabs((double)out[i] - ref[i]) / (omax > 0 ? omax : 1.0);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    /* V is stored as it came; K after its norm and rope, within rounding */
+    *cache_ok = 1;
+    for (int i = 0; i < kv_dim; i++)
+        *cache_ok &= row[kv_dim + i] == qkv[q_dim + kv_dim + i] && isfinite(row[i]) && row[i] != kc[(size_t)pos * kv_dim + i];
+done:
+    cudaFree(dkc);
+    cudaFree(dvc);
+    cudaFree(dqkv);
+    cudaFree(dqn);
+    cudaFree(dkn);
+    cudaFree(dcs);
+    cudaFree(dout);
+    cudaFree(dstate);
+    free(kc);
+    free(vc);
+    free(qkv);
+    free(qn);
+    free(kn);
+    free(cs);
+    free(out);
+    free(row);
+    free(ref);
+    free(kr);
+    free(sc);
+    free(qr);
+    return worst;
+}
+
+/* Prefill attention over a cache of pos0 + T rows (q as qk_rope_store leaves it) against
+ * doubles on the host: worst error over the largest output. */
+static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, int pos0) {
+    const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, row_len = q_dim + 2 * kv_dim, n_ctx = pos0 + T;
+    const int group = n_head / n_head_kv;
+    const size_t cache_n = (size_t)n_ctx * kv_dim;
+    float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
+    float *qkv = malloc((size_t)T * row_len * sizeof(float));
+    uint16_t *out = malloc((size_t)T * q_dim * sizeof(uint16_t));
+    double *ref = malloc((size_t)T * q_dim * sizeof(double)), *sc = malloc((size_t)n_ctx * sizeof(double));
+    float *dkc = NULL, *dvc = NULL, *dqkv = NULL;
+    uint16_t *dout = NULL;
+    double worst = INFINITY;
+    if (!kc || !vc || !qkv || !out || !ref || !sc)
+        goto done;
+    for (size_t i = 0; i < cache_n; i++) {
+        kc[i] = 2.0f * rndf();
+        vc[i] = rndf();
+    }
+    for (int i = 0; i < T * row_len; i++)
+        qkv[i] = 2.0f * rndf();
+    double omax = 0.0;
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < n_head; h++) {
+            const float *q = qkv + (size_t)t * row_len + h * hd;
+            const int kvh = h / group, n_keys = pos0 + t + 1;
+            double m = -INFINITY, l = 0.0;
+            for (int j = 0; j < n_keys; j++) {
+                double d = 0.0;
+                for (int i = 0; i < hd; i++)
+                    d += (double)q[i] * kc[(size_t)j * kv_dim + kvh * hd + i];
+                sc[j] = d / sqrt((double)hd);
+                m = sc[j] > m ? sc[j] : m;
+            }
+            for (int j = 0; j < n_keys; j++)
+                l += exp(sc[j] - m);
+            for (int i = 0; i < hd; i++) {
+                double a = 0.0;
+                for (int j = 0; j < n_keys; j++)
+                    a += exp(sc[j] - m) * vc[(size_t)j * kv_dim + kvh * hd + i];
+                ref[(size_t)t * q_dim + h * hd + i] = a / l;
+                omax = fabs(a / l) > omax ? fabs(a / l) : omax;
+            }
+        }
+    }
+    if (cudaMalloc((void **)&dkc, cache_n * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dvc, cache_n * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dqkv, (size_t)T * row_len * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dout, (size_t)T * q_dim * sizeof(uint16_t)) != cudaSuccess)
+        goto done;
+    cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dqkv, qkv, (size_t)T * row_len * sizeof(float), cudaMemcpyHostToDevice);
+    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, n_ctx};
+    if (cuda_attention_prefill(&p, dqkv, T, pos0, dkc, dvc, dout, 0) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(out, dout, (size_t)T * q_dim * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+    worst = 0.0;
+    for (int i = 0; i < T * q_dim; i++) {
+        const double e = fabs((double)er_f16_to_f32(out[i]) - ref[i]) / (omax > 0 ? omax : 1.0);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+done:
+    cudaFree(dkc);
+    cudaFree(dvc);
+    cudaFree(dqkv);
+    cudaFree(dout);
+    free(kc);
+    free(vc);
+    free(qkv);
+    free(out);
+    free(ref);
+    free(sc);
+    return worst;
+}
+
+/* The prefill's dequantization to F16 against the layout's values rounded on the host:
+ * must be bit-exact. */
+static int dequant_case(const host_matrix *m) {
+    const size_t rb = cuda_row_bytes(m->type, m->n_in), nb = (size_t)m->n_in / 32;
+    const size_t n = (size_t)m->n_out * m->n_in;
+    cuda_weight dw = {m->type, m->n_in, m->n_out, NULL, NULL};
+    uint16_t *dout = NULL, *out = malloc(n * sizeof(uint16_t));
+    int ok = 0;
+    if (!out || cudaMalloc(&dw.w, (size_t)m->n_out * rb + 16) != cudaSuccess ||
+        (m->d && cudaMalloc(&dw.d, (size_t)m->n_out * nb * 2 + 16) != cudaSuccess) ||
+        cudaMalloc((void **)&dout, n * sizeof(uint16_t)) != cudaSuccess)
+        goto done;
+    cudaMemcpy(dw.w, m->w, (size_t)m->n_out * rb, cudaMemcpyHostToDevice);
+    if (m->d)
+        cudaMemcpy(dw.d, m->d, (size_t)m->n_out * nb * 2, cudaMemcpyHostToDevice);
+    /* rows 1.. : a start that is not the matrix's first row */
+    if (cuda_dequant_rows(&dw, 1, m->n_out - 1, dout, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(out, dout, (n - (size_t)m->n_in) * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+    ok = 1;
+    for (size_t i = 0; i < n - (size_t)m->n_in; i++)
+        ok &= out[i] == er_f32_to_f16((float)m->value[(size_t)m->n_in + i]);
+done:
+    cudaFree(dw.w);
+    cudaFree(dw.d);
+    cudaFree(dout);
+    free(out);
+    return ok;
+}
+
 void test_cuda(void) {
     if (!er_cuda_available()) {
         printf("cuda: no CUDA device here, nothing to test\n");
@@ -239,6 +487,8 @@ void test_cuda(void) {
                 CHECK(err <= 1e-5 && argmax_ok, "%s %s (%d x %d): error %.3g of max |y|, argmax %s", type_name(t),
                       mode_name(mode), shapes[s][0], shapes[s][1], err, argmax_ok ? "ok" : "wrong");
             }
+            CHECK(dequant_case(&m), "%s (%d x %d): F16 dequantization differs", type_name(t), shapes[s][0],
+                  shapes[s][1]);
             free_matrix(&m);
         }
         /* F16/BF16/F32 rows that are not whole 16-byte chunks (the element path) */
@@ -250,6 +500,7 @@ void test_cuda(void) {
                 const double err = run_case(&m, mode, &argmax_ok);
                 CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", type_name(t), mode_name(mode), err);
             }
+            CHECK(dequant_case(&m), "%s (50 x 172): F16 dequantization differs", type_name(t));
             free_matrix(&m);
         }
     }
@@ -262,6 +513,33 @@ void test_cuda(void) {
         CHECK(err <= 1e-5 && argmax_ok, "%s head (151936 x 1024): error %.3g, argmax %s", type_name(t), err,
               argmax_ok ? "ok" : "wrong");
         free_matrix(&m);
+    }
+    /* decode attention: Qwen3-0.6B's heads at 1 to 3,001 positions (one round of the
+     * cluster is 128 keys), a Llama-like head without Q/K norm and with the original
+     * RoPE pairing, stories260K's 8-dim heads, a head of 80 dims (not whole warps) */
+    static const int att[][6] = {{16, 8, 128, 1, 1, 0},   {16, 8, 128, 1, 1, 1},   {16, 8, 128, 1, 1, 15},
+                                 {16, 8, 128, 1, 1, 127}, {16, 8, 128, 1, 1, 128}, {16, 8, 128, 1, 1, 129},
+                                 {16, 8, 128, 1, 1, 1000}, {16, 8, 128, 1, 1, 3000}, {8, 2, 64, 0, 0, 0},
+                                 {8, 2, 64, 0, 0, 200},   {8, 4, 8, 0, 0, 0},      {8, 4, 8, 0, 0, 50},
+                                 {4, 4, 80, 1, 1, 33}};
+    for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
+        int cache_ok = 0;
+        const double err = attention_case(att[i][0], att[i][1], att[i][2], att[i][5], att[i][3], att[i][4], &cache_ok);
+        CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of %d, position %d: error %.3g of max |out|, cache %s",
+              att[i][0], att[i][1], att[i][2], att[i][5], err, cache_ok ? "written" : "NOT written");
+    }
+    /* prefill attention: the tensor-core kernel (head_dim 128 and 64; batches not whole
+     * tiles, a cached prefix) and the CUDA-core one (8 dims). Q, K, V and P are rounded
+     * to F16 (2^-11 relative at most): 2e-3 of the largest output is ~4 such roundings. */
+    static const int pre[][5] = {{16, 8, 128, 5, 0},  {16, 8, 128, 64, 0}, {16, 8, 128, 100, 0},
+                                 {16, 8, 128, 70, 37}, {8, 2, 64, 130, 0},  {8, 2, 64, 17, 200},
+                                 {8, 4, 8, 9, 3}};
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+        const double err = prefill_attention_case(pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4]);
+        CHECK(err <= 2e-3, "prefill attention %d/%d heads of %d, %d tokens after %d: error %.3g of max |out|",
+              pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], err);
+        printf("  prefill attention %d/%d heads of %d, %d tokens after %d: error %.2e\n", pre[i][0], pre[i][1],
+               pre[i][2], pre[i][3], pre[i][4], err);
     }
 }
 #endif

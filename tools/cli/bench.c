@@ -461,6 +461,13 @@ int cmd_bench(int argc, char **argv) {
             goto done;
         }
         fputs(report, stderr);
+        if (pp > 0) {
+            if ((st = cuda_profile_prefill(ctx->cuda, pp, 3, report, sizeof report)) != ER_OK) {
+                rc = cli_fail_status(st);
+                goto done;
+            }
+            fputs(report, stderr);
+        }
     }
 #endif
     (void)profile;

@@ -1,19 +1,20 @@
 /*
  * attention.cu - grouped-query attention over the F32 KV cache.
  *
- * Decode (one token) is one fused kernel per layer: each block (head h, split s)
- * loads the cached keys and values of its first round before waiting for the previous
- * kernel (they come from earlier steps), applies the per-head Q RMSNorm and RoPE to its
- * query, does the same to the new K of its KV head (the first block of the group also
- * writes K and V to the cache), then attends over its share of positions 0..pos with an
- * online softmax per warp. The
- * n_split partial results of a head are merged by whichever block finishes last
- * (a ticket counter), so the step needs no second launch. Reads per token:
+ * Decode (one token) is one fused kernel per layer, a thread-block cluster of n_split
+ * blocks per head. Before waiting for the previous kernel, each block loads what does
+ * not depend on it: its first round of cached keys and values (earlier steps wrote
+ * them), the norm weights and the RoPE angles. Then it applies the per-head Q RMSNorm
+ * and RoPE to its query, the same to the new K of its KV head (the first block of the
+ * group also writes K and V to the cache), and attends over its share of positions
+ * 0..pos with an online softmax per warp, the next round's loads in flight during each
+ * round. The blocks' partial results are merged by the cluster's first block through
+ * distributed shared memory: no global ticket, no second launch. Reads per token:
  * (pos + 1) * 2 * head_dim floats per KV head.
  *
- * Prefill runs two kernels: Q/K norm + RoPE + cache store for all tokens, then one
- * warp per (head, query) over the cache; the four warps of a block take four
- * consecutive queries of one head, so their K/V rows are mostly served from L1.
+ * Prefill runs two kernels: Q/K norm + RoPE + cache store for all tokens, then
+ * attention over the cache on the tensor cores (head_dim 64 and 128; see
+ * k_attention_prefill_mma), or for other head sizes one warp per (head, query).
  *
  * DPL (dims per lane) = ceil(head_dim / 32): lane l holds dims l, l + 32, ...
  */
@@ -21,12 +22,35 @@
 
 #define ATT_WARPS 4
 #define KB 4 /* keys in flight per warp in decode */
+#define ATT_CLUSTER_MAX 8 /* blocks per head in decode: the portable cluster size */
 
-/* RMSNorm (optional) and RoPE of one head vector held by a warp: in[] -> out[] (both
- * may be shared memory; out may equal in). */
+/* RoPE angles of position pos that lane `lane` rotates (pairs i = lane + 32 k < n_rot / 2):
+ * loaded ahead of the data they rotate. */
 template <int DPL>
-static __device__ void head_norm_rope(const float *in, float *out, const float *norm_w, const cuda_attn_params p,
-                                      int pos, int lane) {
+static __device__ __forceinline__ void load_rope(const cuda_attn_params p, int pos, int lane, float2 cs[(DPL + 1) / 2]) {
+    const int half = p.n_rot / 2;
+#pragma unroll
+    for (int k = 0; k < (DPL + 1) / 2; k++) {
+        const int i = lane + 32 * k;
+        cs[k] = i < half ? p.rope_cs[(size_t)pos * half + i] : make_float2(1.0f, 0.0f);
+    }
+}
+
+/* The RMSNorm weights lane `lane` applies (dims lane + 32 k), or NULL. */
+template <int DPL>
+static __device__ __forceinline__ void load_norm(const float *norm_w, int hd, int lane, float nw[DPL]) {
+#pragma unroll
+    for (int k = 0; k < DPL; k++) {
+        const int i = lane + 32 * k;
+        nw[k] = norm_w && i < hd ? norm_w[i] : 1.0f;
+    }
+}
+
+/* RMSNorm (when `norm`) and RoPE of one head vector held by a warp: in[] -> out[] (out
+ * in shared memory; it may equal in). nw and cs from load_norm and load_rope. */
+template <int DPL>
+static __device__ void head_norm_rope(const float *in, float *out, bool norm, const float nw[DPL],
+                                      const float2 cs[(DPL + 1) / 2], const cuda_attn_params p, int lane) {
     const int hd = p.head_dim;
     float v[DPL];
     float ss = 0.0f;
@@ -36,15 +60,12 @@ static __device__ void head_norm_rope(const float *in, float *out, const float *
         v[k] = i < hd ? __ldcg(in + i) : 0.0f; /* written by the previous kernel: L2, not a stale L1 */
         ss += v[k] * v[k];
     }
-    if (norm_w) {
+    if (norm) {
         ss = warp_sum(ss);
         const float scale = 1.0f / sqrtf(ss / (float)hd + p.eps);
 #pragma unroll
-        for (int k = 0; k < DPL; k++) {
-            const int i = lane + 32 * k;
-            if (i < hd)
-                v[k] = v[k] * scale * norm_w[i];
-        }
+        for (int k = 0; k < DPL; k++)
+            v[k] = v[k] * scale * nw[k];
     }
     __syncwarp();
 #pragma unroll
@@ -57,13 +78,15 @@ static __device__ void head_norm_rope(const float *in, float *out, const float *
     /* rotate pairs: NeoX (i, i + n_rot/2), original (2i, 2i + 1), by the angles of the
      * table (computed on the host exactly as the CPU reference computes them) */
     const int half = p.n_rot / 2;
-    for (int i = lane; i < half; i += 32) {
-        const float2 csn = p.rope_cs[(size_t)pos * half + i];
-        const float cs = csn.x, sn = csn.y;
-        const int i0 = p.rope_neox ? i : 2 * i, i1 = p.rope_neox ? i + half : 2 * i + 1;
-        const float x0 = out[i0], x1 = out[i1];
-        out[i0] = x0 * cs - x1 * sn;
-        out[i1] = x0 * sn + x1 * cs;
+#pragma unroll
+    for (int k = 0; k < (DPL + 1) / 2; k++) {
+        const int i = lane + 32 * k;
+        if (i < half) {
+            const int i0 = p.rope_neox ? i : 2 * i, i1 = p.rope_neox ? i + half : 2 * i + 1;
+            const float x0 = out[i0], x1 = out[i1];
+            out[i0] = x0 * cs[k].x - x1 * cs[k].y;
+            out[i1] = x0 * cs[k].y + x1 * cs[k].x;
+        }
     }
     __syncwarp();
 }
@@ -92,16 +115,16 @@ static __device__ __forceinline__ void attend_row(const float *q, const float *k
     *m = m_new;
 }
 
-/* Keys and values jb .. jb + KB - 1 (those < j1, except the newest at pos, which the
- * caller takes from shared memory) into registers, all loads in flight at once. */
+/* Keys and values jb .. jb + KB - 1 (those < n_keys, except the newest at pos, which
+ * the caller takes from shared memory) into registers, all loads in flight at once. */
 template <int DPL>
-static __device__ __forceinline__ void load_round(const float *k_cache, const float *v_cache, int jb, int j1, int pos,
-                                                  int kv_dim, int off, int hd, int lane, float kv[KB][DPL],
+static __device__ __forceinline__ void load_round(const float *k_cache, const float *v_cache, int jb, int n_keys,
+                                                  int pos, int kv_dim, int off, int hd, int lane, float kv[KB][DPL],
                                                   float vv[KB][DPL]) {
 #pragma unroll
     for (int b = 0; b < KB; b++) {
         const int j = jb + b;
-        const bool ok = j < j1 && j != pos;
+        const bool ok = j < n_keys && j != pos;
         const float *kr = k_cache + (size_t)(ok ? j : 0) * kv_dim + off;
         const float *vr = v_cache + (size_t)(ok ? j : 0) * kv_dim + off;
 #pragma unroll
@@ -113,13 +136,34 @@ static __device__ __forceinline__ void load_round(const float *k_cache, const fl
     }
 }
 
+/* Thread-block clusters (sm_90): the blocks of one head share their partial results
+ * through distributed shared memory, without a round trip through global memory. */
+static __device__ __forceinline__ void cluster_sync(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The float at `local` (a shared-memory address of this block) in the shared memory of
+ * block `rank` of the cluster. */
+static __device__ __forceinline__ float cluster_load(const float *local, unsigned int rank) {
+    const unsigned int a = (unsigned int)__cvta_generic_to_shared(local);
+    unsigned int r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+
+/* grid (n_head, n_split), one cluster of n_split blocks per head (blockIdx.y is the
+ * block's rank in it). Warp w of block s takes keys (s * ATT_WARPS + w) * KB + r * stride
+ * .. + KB - 1 in round r (stride: the keys of a round of the whole cluster), with the
+ * next round's loads in flight while it computes this one. */
 template <int DPL>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, float *k_cache, float *v_cache,
-                   const cuda_step_state *state, float *partial, unsigned int *counters, float *__restrict__ out) {
+                   const cuda_step_state *state, float *__restrict__ out) {
     __shared__ float q[32 * DPL], k_new[32 * DPL], v_new[32 * DPL];
     __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
-    __shared__ bool last;
+    __shared__ float b_m, b_l, b_acc[32 * DPL]; /* the block's merged state, read by rank 0 */
     const int h = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
@@ -128,22 +172,22 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     /* the position comes from the previous step (its commit), not from this one */
     const int pos = __ldcg(&state->pos);
     const bool writer = h % group == 0 && s == 0;
-    /* short contexts use fewer splits (>= 16 positions each, one round of KB keys per
-     * warp); blocks past them only do the q/k work below and leave */
-    const int n_keys = pos + 1;
-    const int n_used = min(n_split, (n_keys + ATT_WARPS * KB - 1) / (ATT_WARPS * KB));
-    const int chunk = (n_keys + n_used - 1) / n_used;
-    const int j0 = s * chunk, j1 = min(j0 + chunk, n_keys);
-    /* the cached keys and values of the first round were written by earlier steps: load
-     * them before waiting for this step's q, k and v */
-    float kv[KB][DPL], vv[KB][DPL];
-    load_round<DPL>(k_cache, v_cache, j0 + warp * KB, j1, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    const int n_keys = pos + 1, stride = n_split * ATT_WARPS * KB;
+    const int jb0 = (s * ATT_WARPS + warp) * KB;
+    /* everything that does not depend on this step's q, k and v before the wait: the
+     * first round of cached keys and values (earlier steps wrote them), the norm weights
+     * and the RoPE angles */
+    float kv[KB][DPL], vv[KB][DPL], nw[DPL];
+    float2 cs[(DPL + 1) / 2];
+    load_round<DPL>(k_cache, v_cache, jb0, n_keys, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
+    load_rope<DPL>(p, pos, lane, cs);
     pdl_wait();
 
     if (warp == 0) {
-        head_norm_rope<DPL>(qkv + h * hd, q, p.q_norm, p, pos, lane);
+        head_norm_rope<DPL>(qkv + h * hd, q, p.q_norm != nullptr, nw, cs, p, lane);
     } else if (warp == 1) {
-        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, k_new, p.k_norm, p, pos, lane);
+        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, k_new, p.k_norm != nullptr, nw, cs, p, lane);
         if (writer)
             for (int i = lane; i < hd; i += 32)
                 k_cache[(size_t)pos * kv_dim + kvh * hd + i] = k_new[i];
@@ -157,19 +201,17 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     }
     __syncthreads();
 
-    if (s >= n_used && !writer)
-        return;
     const float scale = 1.0f / sqrtf((float)hd);
-    float m = -INFINITY, l = 0.0f, acc[DPL];
+    float m = -INFINITY, l = 0.0f, acc[DPL], qr[DPL];
 #pragma unroll
-    for (int j = 0; j < DPL; j++)
-        acc[j] = 0.0f;
-    /* KB keys per warp at a time, all their K and V loads issued before the first use:
-     * the key loop is bound by memory latency, not bandwidth */
-    for (int jb = j0 + warp * KB; jb < j1; jb += ATT_WARPS * KB) {
-        float sc[KB];
-        if (jb != j0 + warp * KB) /* the first round is loaded */
-            load_round<DPL>(k_cache, v_cache, jb, j1, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    for (int t = 0; t < DPL; t++) {
+        acc[t] = 0.0f;
+        qr[t] = lane + 32 * t < hd ? q[lane + 32 * t] : 0.0f;
+    }
+    for (int jb = jb0; jb < n_keys; jb += stride) {
+        float kn[KB][DPL], vn[KB][DPL]; /* the next round, in flight during this one */
+        if (jb + stride < n_keys)
+            load_round<DPL>(k_cache, v_cache, jb + stride, n_keys, pos, kv_dim, kvh * hd, hd, lane, kn, vn);
         /* the newest row comes from shared memory: other blocks may not see its store yet */
 #pragma unroll
         for (int b = 0; b < KB; b++) {
@@ -182,13 +224,14 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
                 }
             }
         }
+        float sc[KB];
 #pragma unroll
         for (int b = 0; b < KB; b++) {
             float s_ = 0.0f;
 #pragma unroll
             for (int t = 0; t < DPL; t++)
-                s_ += q[lane + 32 * t < hd ? lane + 32 * t : 0] * kv[b][t];
-            sc[b] = jb + b < j1 ? warp_sum(s_) * scale : -INFINITY;
+                s_ += qr[t] * kv[b][t];
+            sc[b] = jb + b < n_keys ? warp_sum(s_) * scale : -INFINITY;
         }
         float m_new = m;
 #pragma unroll
@@ -208,6 +251,13 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
                 acc[t] += pr * vv[b][t];
         }
         m = m_new;
+#pragma unroll
+        for (int b = 0; b < KB; b++)
+#pragma unroll
+            for (int t = 0; t < DPL; t++) {
+                kv[b][t] = kn[b][t];
+                vv[b][t] = vn[b][t];
+            }
     }
     if (lane == 0) {
         w_m[warp] = m;
@@ -218,80 +268,82 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
         w_acc[warp][lane + 32 * j] = acc[j];
     __syncthreads();
 
-    /* merge the warps: thread i owns dim i */
+    /* merge the warps: thread i owns dims i, i + blockDim.x, ... */
     float bm = -INFINITY;
     for (int w = 0; w < ATT_WARPS; w++)
         bm = fmaxf(bm, w_m[w]);
     float bl = 0.0f;
     for (int w = 0; w < ATT_WARPS; w++)
         bl += w_m[w] == -INFINITY ? 0.0f : w_l[w] * expf(w_m[w] - bm);
-    float *part = partial + ((size_t)h * n_split + s) * (hd + 2); /* (m, l, acc[hd]) */
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float a = 0.0f;
         for (int w = 0; w < ATT_WARPS; w++)
             a += w_m[w] == -INFINITY ? 0.0f : w_acc[w][i] * expf(w_m[w] - bm);
-        if (n_used == 1)
+        if (n_split == 1)
             out[h * hd + i] = a / bl;
         else
-            part[2 + i] = a;
+            b_acc[i] = a;
     }
-    if (n_used == 1)
+    if (n_split == 1)
         return;
     if (threadIdx.x == 0) {
-        part[0] = bm;
-        part[1] = bl;
+        b_m = bm;
+        b_l = bl;
     }
-    /* the last block of this head merges all splits */
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned int ticket = atomicAdd(&counters[h], 1u);
-        last = ticket == (unsigned int)n_used - 1;
+    /* rank 0 merges the blocks of the cluster from their shared memory; the others wait
+     * at the second barrier so that their shared memory outlives the reads */
+    cluster_sync();
+    if (s == 0) {
+        float rm[ATT_CLUSTER_MAX], rl[ATT_CLUSTER_MAX];
+        float gm = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < ATT_CLUSTER_MAX; r++) {
+            rm[r] = r < n_split ? cluster_load(&b_m, r) : -INFINITY;
+            rl[r] = r < n_split ? cluster_load(&b_l, r) : 0.0f;
+            gm = fmaxf(gm, rm[r]);
+        }
+        float gl = 0.0f;
+#pragma unroll
+        for (int r = 0; r < ATT_CLUSTER_MAX; r++) {
+            rm[r] = rm[r] == -INFINITY ? 0.0f : expf(rm[r] - gm); /* now the block's weight */
+            gl += rl[r] * rm[r];
+        }
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+            float a = 0.0f;
+#pragma unroll
+            for (int r = 0; r < ATT_CLUSTER_MAX; r++)
+                a += r < n_split && rm[r] != 0.0f ? cluster_load(&b_acc[i], r) * rm[r] : 0.0f;
+            out[h * hd + i] = a / gl;
+        }
     }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    /* merge in parallel: every split's max and weight to shared memory first, then each
-     * thread sums its dims over the splits with independent loads */
-    __shared__ float sw[32];
-    const float *parts = partial + (size_t)h * n_split * (hd + 2);
-    if (threadIdx.x < 32) {
-        const int t = threadIdx.x;
-        const float mt = t < n_used ? __ldcg(parts + (size_t)t * (hd + 2)) : -INFINITY;
-        const float lt = t < n_used ? __ldcg(parts + (size_t)t * (hd + 2) + 1) : 0.0f;
-        const float gm = warp_max(mt);
-        const float wt = mt == -INFINITY ? 0.0f : expf(mt - gm);
-        const float gl = warp_sum(lt * wt);
-        sw[t] = wt / gl;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float a = 0.0f;
-        for (int t = 0; t < n_used; t++)
-            a += sw[t] == 0.0f ? 0.0f : __ldcg(parts + (size_t)t * (hd + 2) + 2 + i) * sw[t];
-        out[h * hd + i] = a;
-    }
-    if (threadIdx.x == 0)
-        counters[h] = 0; /* ready for the next step */
+    cluster_sync();
 }
 
-/* grid (n_tokens, n_head + n_head_kv), one warp: norm + rope of a q head in place, or
- * of a k head (stored to the cache, with its v). */
+/* grid (n_tokens, ceil((n_head + n_head_kv) / 8)), 8 warps: warp y norms and rotates
+ * q head 8 blockIdx.y + y in place, or a k head (stored to the cache, with its v). */
 template <int DPL>
 __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, float *k_cache, float *v_cache) {
-    __shared__ float buf[32 * DPL];
-    const int t = blockIdx.x, hh = blockIdx.y, lane = threadIdx.x;
+    __shared__ float bufs[8][32 * DPL];
+    const int t = blockIdx.x, hh = blockIdx.y * 8 + threadIdx.y, lane = threadIdx.x;
+    if (hh >= p.n_head + p.n_head_kv)
+        return;
+    float *buf = bufs[threadIdx.y];
     const int hd = p.head_dim, kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
     float *row = qkv + (size_t)t * (q_dim + 2 * kv_dim);
     const int pos = pos0 + t;
-    if (hh < p.n_head) {
-        head_norm_rope<DPL>(row + hh * hd, buf, p.q_norm, p, pos, lane);
+    const bool is_q = hh < p.n_head;
+    const float *norm_w = is_q ? p.q_norm : p.k_norm;
+    float nw[DPL];
+    float2 cs[(DPL + 1) / 2];
+    load_norm<DPL>(norm_w, hd, lane, nw);
+    load_rope<DPL>(p, pos, lane, cs);
+    if (is_q) {
+        head_norm_rope<DPL>(row + hh * hd, buf, norm_w != nullptr, nw, cs, p, lane);
         for (int i = lane; i < hd; i += 32)
             row[hh * hd + i] = buf[i];
     } else {
         const int kvh = hh - p.n_head;
-        head_norm_rope<DPL>(row + q_dim + kvh * hd, buf, p.k_norm, p, pos, lane);
+        head_norm_rope<DPL>(row + q_dim + kvh * hd, buf, norm_w != nullptr, nw, cs, p, lane);
         for (int i = lane; i < hd; i += 32) {
             k_cache[(size_t)pos * kv_dim + kvh * hd + i] = buf[i];
             v_cache[(size_t)pos * kv_dim + kvh * hd + i] = row[q_dim + kv_dim + kvh * hd + i];
@@ -303,7 +355,7 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
 template <int DPL>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int n_tokens, int pos0,
-                    const float *__restrict__ k_cache, const float *__restrict__ v_cache, float *__restrict__ out) {
+                    const float *__restrict__ k_cache, const float *__restrict__ v_cache, __half *__restrict__ out) {
     const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int t = blockIdx.y * ATT_WARPS + warp;
     if (t >= n_tokens)
@@ -323,7 +375,175 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
     for (int j = 0; j < DPL; j++) {
         const int i = lane + 32 * j;
         if (i < hd)
-            out[(size_t)t * p.n_head * hd + h * hd + i] = acc[j] / l;
+            out[(size_t)t * p.n_head * hd + h * hd + i] = __float2half_rn(acc[j] / l);
+    }
+}
+
+/* Prefill attention on the tensor cores (head_dim 64 or 128), FlashAttention-2 style:
+ * a block takes FA_BQ queries of one head, each warp 16 of them; key tiles of FA_BK
+ * keys are read from the F32 cache into shared memory as F16 (K by key, V transposed:
+ * by dim), S = Q K^T and O += P V run as mma.sync m16n8k16 (F16 inputs, F32 sums),
+ * with the online softmax on S's fragments in registers. Q is scaled by 1/sqrt(hd)
+ * before rounding to F16; P is rounded to F16 for P V, its row sums stay F32.
+ * Fragment layouts (PTX ISA, mma.m16n8k16): g = lane / 4, c = lane % 4;
+ *   A (16 x 16, row): a0 (g, 2c..2c+1), a1 (g + 8, 2c..), a2 (g, 2c + 8..), a3 (g + 8, 2c + 8..)
+ *   B (16 x 8, col):  b0 (k 2c..2c+1, n g), b1 (k 2c + 8.., n g)
+ *   C (16 x 8):       c0, c1 (g, 2c..2c+1), c2, c3 (g + 8, 2c..2c+1)
+ * so the C fragments of two 8-key tiles of S are the A fragment of P for 16 keys. */
+#define FA_BQ 64
+#define FA_BK 64
+#define FA_THREADS (FA_BQ / 16 * 32)
+
+static __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as an F16 pair, lo in the low half (the lower column of a fragment). */
+static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(FA_THREADS)
+k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv, int n_tokens, int pos0,
+                        const float *__restrict__ k_cache, const float *__restrict__ v_cache,
+                        __half *__restrict__ out) {
+    /* +8 halves per row: the fragment loads of a warp then hit 32 different banks */
+    __shared__ __align__(16) __half ks[FA_BK][HD + 8]; /* (keys, dims) */
+    __shared__ __align__(16) __half vt[HD][FA_BK + 8]; /* (dims, keys) */
+    const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, c = lane & 3;
+    const int kv_dim = p.n_head_kv * HD, q_dim = p.n_head * HD, row_len = q_dim + 2 * kv_dim;
+    const int kvh = h / (p.n_head / p.n_head_kv);
+    const int q0 = blockIdx.y * FA_BQ + warp * 16; /* the warp's first query (token index) */
+    const int qpos0 = pos0 + q0 + g, qpos1 = qpos0 + 8; /* positions of this thread's two rows */
+    const float scale = 1.0f / sqrtf((float)HD);
+
+    /* the warp's Q as A fragments (rows past the batch are clamped and never stored) */
+    uint32_t qf[HD / 16][4];
+    {
+        const float *qa = qkv + (size_t)min(q0 + g, n_tokens - 1) * row_len + h * HD;
+        const float *qb = qkv + (size_t)min(q0 + g + 8, n_tokens - 1) * row_len + h * HD;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const int d = 16 * kk + 2 * c;
+            qf[kk][0] = half2_bits(qa[d] * scale, qa[d + 1] * scale);
+            qf[kk][1] = half2_bits(qb[d] * scale, qb[d + 1] * scale);
+            qf[kk][2] = half2_bits(qa[d + 8] * scale, qa[d + 9] * scale);
+            qf[kk][3] = half2_bits(qb[d + 8] * scale, qb[d + 9] * scale);
+        }
+    }
+    float o[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    /* keys 0 .. the position of the block's last query */
+    const int n_keys = pos0 + min((int)(blockIdx.y + 1) * FA_BQ, n_tokens);
+
+    for (int kb = 0; kb < n_keys; kb += FA_BK) {
+        __syncthreads(); /* the previous tile is consumed */
+        /* K: consecutive threads take consecutive float4s of a key row (coalesced) */
+        for (int i = threadIdx.x; i < FA_BK * HD / 4; i += FA_THREADS) {
+            const int key = i / (HD / 4), d = i % (HD / 4) * 4, j = kb + key;
+            const float4 k4 = j < n_keys ? *reinterpret_cast<const float4 *>(k_cache + (size_t)j * kv_dim + kvh * HD + d)
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            *reinterpret_cast<uint2 *>(&ks[key][d]) = make_uint2(half2_bits(k4.x, k4.y), half2_bits(k4.z, k4.w));
+        }
+        /* V: consecutive threads take consecutive keys, so that the transposed stores
+         * of a warp fall in one row of vt */
+        for (int i = threadIdx.x; i < FA_BK * HD / 4; i += FA_THREADS) {
+            const int key = i % FA_BK, d = i / FA_BK * 4, j = kb + key;
+            const float4 v4 = j < n_keys ? *reinterpret_cast<const float4 *>(v_cache + (size_t)j * kv_dim + kvh * HD + d)
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            vt[d][key] = __float2half_rn(v4.x);
+            vt[d + 1][key] = __float2half_rn(v4.y);
+            vt[d + 2][key] = __float2half_rn(v4.z);
+            vt[d + 3][key] = __float2half_rn(v4.w);
+        }
+        __syncthreads();
+
+        /* S (16 x FA_BK) = Q K^T */
+        float sc[FA_BK / 8][4];
+#pragma unroll
+        for (int n = 0; n < FA_BK / 8; n++) {
+            sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                const __half *kr = &ks[8 * n + g][16 * kk + 2 * c];
+                mma_16816(sc[n], qf[kk], *reinterpret_cast<const uint32_t *>(kr),
+                          *reinterpret_cast<const uint32_t *>(kr + 8));
+            }
+        }
+        /* causal mask (keys past n_keys are past every row too), the rows' new maxima
+         * over the 4 threads that share them */
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int n = 0; n < FA_BK / 8; n++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int key = kb + 8 * n + 2 * c + e;
+                sc[n][e] = key <= qpos0 ? sc[n][e] : -INFINITY;
+                sc[n][2 + e] = key <= qpos1 ? sc[n][2 + e] : -INFINITY;
+                mx0 = fmaxf(mx0, sc[n][e]);
+                mx1 = fmaxf(mx1, sc[n][2 + e]);
+            }
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        /* key 0 is in the first tile and never masked, so the maxima are finite */
+        const float corr0 = expf(m0 - mx0), corr1 = expf(m1 - mx1);
+        m0 = mx0;
+        m1 = mx1;
+        l0 *= corr0;
+        l1 *= corr1;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            o[n][0] *= corr0;
+            o[n][1] *= corr0;
+            o[n][2] *= corr1;
+            o[n][3] *= corr1;
+        }
+#pragma unroll
+        for (int n = 0; n < FA_BK / 8; n++) {
+            sc[n][0] = expf(sc[n][0] - mx0);
+            sc[n][1] = expf(sc[n][1] - mx0);
+            sc[n][2] = expf(sc[n][2] - mx1);
+            sc[n][3] = expf(sc[n][3] - mx1);
+            l0 += sc[n][0] + sc[n][1];
+            l1 += sc[n][2] + sc[n][3];
+        }
+        /* O (16 x HD) += P V, 16 keys at a time */
+#pragma unroll
+        for (int kk = 0; kk < FA_BK / 16; kk++) {
+            const uint32_t pa[4] = {half2_bits(sc[2 * kk][0], sc[2 * kk][1]), half2_bits(sc[2 * kk][2], sc[2 * kk][3]),
+                                    half2_bits(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                                    half2_bits(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++) {
+                const __half *vr = &vt[8 * n + g][16 * kk + 2 * c];
+                mma_16816(o[n], pa, *reinterpret_cast<const uint32_t *>(vr), *reinterpret_cast<const uint32_t *>(vr + 8));
+            }
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const int r0 = q0 + g, r1 = q0 + g + 8;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+        const int d = h * HD + 8 * n + 2 * c;
+        if (r0 < n_tokens)
+            *reinterpret_cast<__half2 *>(out + (size_t)r0 * q_dim + d) = __floats2half2_rn(o[n][0] / l0, o[n][1] / l0);
+        if (r1 < n_tokens)
+            *reinterpret_cast<__half2 *>(out + (size_t)r1 * q_dim + d) = __floats2half2_rn(o[n][2] / l1, o[n][3] / l1);
     }
 }
 
@@ -343,20 +563,23 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
     } while (0)
 
 extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache,
-                                             float *v_cache, const cuda_step_state *state, int n_split,
-                                             float *partial, unsigned int *counters, float *out,
+                                             float *v_cache, const cuda_step_state *state, int n_split, float *out,
                                              cudaStream_t stream) {
-    if (n_split > 32)
-        return cudaErrorInvalidValue; /* the merge keeps one split per lane */
+    if (n_split < 1 || n_split > ATT_CLUSTER_MAX)
+        return cudaErrorInvalidValue;
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = 1;
+    attr[1].val.clusterDim.y = (unsigned int)n_split;
+    attr[1].val.clusterDim.z = 1;
     cfg.gridDim = dim3(p->n_head, n_split);
     cfg.blockDim = dim3(ATT_WARPS * 32);
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = 2;
 /* the largest shared-memory carveout, as the matvecs ask: a multiprocessor configured
  * smaller could not hold their blocks beside this kernel's */
 #define CALL(D)                                                                                              \
@@ -365,8 +588,7 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
             k_attention_decode<D>, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared); \
         if (e != cudaSuccess)                                                                                \
             return e;                                                                                        \
-        return cudaLaunchKernelEx(&cfg, k_attention_decode<D>, *p, qkv, k_cache, v_cache, state, partial,     \
-                                  counters, out);                                                            \
+        return cudaLaunchKernelEx(&cfg, k_attention_decode<D>, *p, qkv, k_cache, v_cache, state, out);       \
     } while (0)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
@@ -374,18 +596,28 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
 
 extern "C" cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0,
                                           float *k_cache, float *v_cache, cudaStream_t stream) {
-    const dim3 grid(n_tokens, p->n_head + p->n_head_kv);
-#define CALL(D) k_qk_rope_store<D><<<grid, 32, 0, stream>>>(*p, qkv, pos0, k_cache, v_cache)
+    const dim3 grid(n_tokens, (p->n_head + p->n_head_kv + 7) / 8);
+#define CALL(D) k_qk_rope_store<D><<<grid, dim3(32, 8), 0, stream>>>(*p, qkv, pos0, k_cache, v_cache)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
     return ER_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
-                                              const float *k_cache, const float *v_cache, float *out,
+                                              const float *k_cache, const float *v_cache, uint16_t *out,
                                               cudaStream_t stream) {
+    __half *o = reinterpret_cast<__half *>(out);
+    if (p->head_dim == 128 || p->head_dim == 64) {
+        const dim3 grid(p->n_head, (n_tokens + FA_BQ - 1) / FA_BQ);
+        if (p->head_dim == 128)
+            k_attention_prefill_mma<128><<<grid, FA_THREADS, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o);
+        else
+            k_attention_prefill_mma<64><<<grid, FA_THREADS, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o);
+        return ER_CUDA_LAUNCH_CHECK();
+    }
+    /* other head sizes: one warp per query on the CUDA cores */
     const dim3 grid(p->n_head, (n_tokens + ATT_WARPS - 1) / ATT_WARPS);
-#define CALL(D) k_attention_prefill<D><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, out)
+#define CALL(D) k_attention_prefill<D><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
     return ER_CUDA_LAUNCH_CHECK();

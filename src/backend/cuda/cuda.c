@@ -11,8 +11,9 @@
  * graph is replayed for every token and the host waits only once per generation.
  *
  * Prefill (more than a few tokens) runs layer by layer over the whole batch: weights
- * are dequantized to F32 one matrix at a time into a scratch buffer and multiplied by
- * cuBLAS SGEMM (full FP32 unless ER_CUDA_TF32=1), attention runs from the cache.
+ * are dequantized to F16 one matrix at a time into a scratch buffer and multiplied by
+ * cuBLAS on the tensor cores (F16 inputs, F32 sums and outputs, as llama.cpp's cuBLAS
+ * path does), attention runs from the cache.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cpu/ops.h"
 #include "backend/cuda/kernels.h"
@@ -78,25 +80,23 @@ struct cuda_model {
 struct cuda_context {
     cuda_model *cm;
     int64_t n_ctx, n_batch;
-    int n_split; /* attention splits per head in decode */
+    int n_split; /* attention blocks per head in decode (one cluster) */
     cudaStream_t stream;
     cublasHandle_t blas;
     float *k_cache;          /* (n_layer, n_ctx, kv_dim) */
     float *v_cache;          /* (n_layer, n_ctx, kv_dim) */
     float *x;                /* (n_batch, n_embd) residual stream */
-    float *xn;               /* (n_batch, n_embd) */
     float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
-    float *attn;             /* (n_batch, q_dim) */
-    float *gu;               /* (n_batch, 2 n_ff) */
-    float *h;                /* (n_batch, n_ff) */
+    float *attn;             /* (q_dim) decode: attention output */
+    float *h;                /* (n_ff) decode: SwiGLU output */
+    float *gu;               /* (n_batch, 2 n_ff) prefill: gate | up */
+    uint16_t *xh;            /* (n_batch, max(n_embd, q_dim, n_ff)) f16 prefill: the input of the next GEMM */
     float *logits;           /* (n_vocab) of the last token */
     float *logits_host;      /* (n_vocab) pinned: a copy from pageable memory takes much longer */
-    float *wscratch;         /* (max_matrix) dequantized weights */
-    float *partial;          /* (n_head, n_split, head_dim + 2) attention partials */
+    uint16_t *wscratch;      /* (max_matrix) f16 prefill: one dequantized weight matrix */
     float *rope_cs;          /* (n_ctx, n_rot / 2, 2) cos, sin of every RoPE angle */
     void *blas_workspace;    /* (BLAS_WORKSPACE_BYTES) ours, not cuBLAS's larger default */
     uint8_t *arena;          /* every buffer above but the caches, in one allocation */
-    unsigned int *counters;  /* (n_head) */
     int32_t *tokens;         /* (n_batch) */
     int32_t *out_ids;        /* (n_ctx + 1) generated ids */
     cuda_step_state *state;  /* (1) */
@@ -387,9 +387,8 @@ er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cu
     cc->cm = cm;
     cc->n_ctx = n_ctx;
     cc->n_batch = n_batch;
-    /* enough blocks to cover the multiprocessors twice over (132 on an H200) */
-    cc->n_split = (int)(264 / c->n_head);
-    cc->n_split = cc->n_split < 1 ? 1 : cc->n_split > 32 ? 32 : cc->n_split;
+    /* the largest portable cluster: 8 blocks of 16 keys per round and head */
+    cc->n_split = 8;
     const size_t f = sizeof(float);
     const size_t kv_bytes = (size_t)c->n_layer * (size_t)n_ctx * (size_t)kv_dim * f;
     if ((st = dalloc((void **)&cc->k_cache, kv_bytes, "the K cache")) != ER_OK ||
@@ -400,16 +399,14 @@ er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cu
         size_t used = 0;
         uint8_t *a = cc->arena;
         cc->x = arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
-        cc->xn = arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
         cc->qkv = arena_take(a, &used, (size_t)(n_batch * (q_dim + 2 * kv_dim)) * f);
-        cc->attn = arena_take(a, &used, (size_t)(n_batch * q_dim) * f);
+        cc->attn = arena_take(a, &used, (size_t)q_dim * f);
+        cc->h = arena_take(a, &used, (size_t)c->n_ff * f);
         cc->gu = arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
-        cc->h = arena_take(a, &used, (size_t)(n_batch * c->n_ff) * f);
+        cc->xh = arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
         cc->logits = arena_take(a, &used, (size_t)c->n_vocab * f);
-        cc->wscratch = arena_take(a, &used, (size_t)cm->max_matrix * f);
-        cc->partial = arena_take(a, &used, (size_t)(c->n_head * cc->n_split * (c->head_dim + 2)) * f);
+        cc->wscratch = arena_take(a, &used, (size_t)cm->max_matrix * 2);
         cc->rope_cs = arena_take(a, &used, (size_t)(n_ctx * (c->n_rot / 2) * 2) * f);
-        cc->counters = arena_take(a, &used, (size_t)c->n_head * sizeof(unsigned int));
         cc->tokens = arena_take(a, &used, (size_t)n_batch * sizeof(int32_t));
         cc->out_ids = arena_take(a, &used, (size_t)(n_ctx + 1) * sizeof(int32_t));
         cc->state = arena_take(a, &used, sizeof(cuda_step_state));
@@ -420,17 +417,11 @@ er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cu
     if ((st = upload_rope_table(cc)) != ER_OK)
         goto fail;
     CUDA_TRY(cudaMallocHost((void **)&cc->logits_host, (size_t)c->n_vocab * f));
-    CUDA_TRY(cudaMemset(cc->counters, 0, (size_t)c->n_head * sizeof(unsigned int)));
     CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
     CUDA_TRY(cudaStreamCreateWithFlags(&cc->stream, cudaStreamNonBlocking));
     BLAS_TRY(cublasCreate(&cc->blas));
     BLAS_TRY(cublasSetStream(cc->blas, cc->stream));
     BLAS_TRY(cublasSetWorkspace(cc->blas, cc->blas_workspace, BLAS_WORKSPACE_BYTES));
-    {
-        const char *tf32 = getenv("ER_CUDA_TF32");
-        if (tf32 && tf32[0] == '1')
-            BLAS_TRY(cublasSetMathMode(cc->blas, CUBLAS_TF32_TENSOR_OP_MATH));
-    }
     *out = cc;
     return ER_OK;
 fail:
@@ -442,6 +433,9 @@ fail:
  * kernel's role. */
 enum { PROF_EMBED, PROF_QKV, PROF_ATTN, PROF_WO, PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_COMMIT, PROF_COUNT };
 static const char *prof_names[PROF_COUNT] = {"embed", "qkv", "attention", "wo", "gate_up", "down", "head", "commit"};
+/* and of a prefill */
+enum { PP_EMBED, PP_ELEMENTWISE, PP_DEQUANT, PP_GEMM, PP_ROPE, PP_ATTN, PP_HEAD, PP_COUNT };
+static const char *pp_names[PP_COUNT] = {"embed", "norm/swiglu", "dequant", "gemm", "qk rope", "attention", "head"};
 enum { PROF_MAX_EVENTS = 8192 };
 typedef struct step_profile {
     cudaEvent_t ev[PROF_MAX_EVENTS];
@@ -472,7 +466,7 @@ static er_status enqueue_step(cuda_context *cc, step_profile *prof) {
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state, cc->stream));
         MARK(PROF_QKV);
         CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, cc->k_cache + il * layer_kv, cc->v_cache + il * layer_kv, cc->state,
-                                       cc->n_split, cc->partial, cc->counters, cc->attn, cc->stream));
+                                       cc->n_split, cc->attn, cc->stream));
         MARK(PROF_ATTN);
         CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, cc->state, cc->stream));
         MARK(PROF_WO);
@@ -510,57 +504,70 @@ fail:
     return st;
 }
 
-/* Y (T, ldy)[:, row0..row0+rows) = X (T, n_in) @ W[row0..row0+rows)^T (+ beta * Y) */
-static er_status gemm_rows(cuda_context *cc, const cuda_weight *w, int64_t row0, int64_t rows, const float *X, int64_t T,
-                           float *Y, int64_t ldy, float beta) {
+/* Y (T, ldy)[:, row0..row0+rows) = X (T, n_in) @ W[row0..row0+rows)^T (+ beta * Y):
+ * W's rows dequantized to f16 (a chunk at a time through the scratch), X f16, products
+ * summed in f32 on the tensor cores, Y f32. */
+static er_status gemm_rows(cuda_context *cc, const cuda_weight *w, int64_t row0, int64_t rows, const uint16_t *X,
+                           int64_t T, float *Y, int64_t ldy, float beta, step_profile *prof) {
     er_status st = ER_OK;
     const float one = 1.0f;
     const int64_t chunk = cc->cm->max_matrix / w->n_in;
     for (int64_t r = 0; r < rows; r += chunk) {
         const int64_t n = rows - r < chunk ? rows - r : chunk;
         CUDA_TRY(cuda_dequant_rows(w, row0 + r, n, cc->wscratch, cc->stream));
+        MARK(PP_DEQUANT);
         /* column-major view: Y^T (n, T) = W_rows (n, n_in) . X^T (n_in, T) */
-        BLAS_TRY(cublasSgemm(cc->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)T, (int)w->n_in, &one, cc->wscratch,
-                             (int)w->n_in, X, (int)w->n_in, &beta, Y + row0 + r, (int)ldy));
+        BLAS_TRY(cublasGemmEx(cc->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)T, (int)w->n_in, &one, cc->wscratch,
+                              CUDA_R_16F, (int)w->n_in, X, CUDA_R_16F, (int)w->n_in, &beta, Y + row0 + r, CUDA_R_32F,
+                              (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        MARK(PP_GEMM);
     }
     return ER_OK;
 fail:
     return st;
 }
 
-static er_status prefill_batch(cuda_context *cc, const int32_t *tokens, int64_t T, int64_t pos0, float *logits_all) {
+static er_status prefill_batch(cuda_context *cc, const int32_t *tokens, int64_t T, int64_t pos0, float *logits_all,
+                               step_profile *prof) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->model->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
     const size_t layer_kv = (size_t)cc->n_ctx * (size_t)kv_dim;
     float *all = NULL;
+    MARK(-1);
     CUDA_TRY(cudaMemcpyAsync(cc->tokens, tokens, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cc->stream));
     CUDA_TRY(cuda_embed_tokens(&cm->token_embd, cc->tokens, (int)T, cc->x, cc->stream));
+    MARK(PP_EMBED);
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx, cc->rope_cs);
         float *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
-        CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xn, cc->stream));
-        if ((st = gemm_rows(cc, &l->qkv, 0, l->qkv.n_out, cc->xn, T, cc->qkv, q_dim + 2 * kv_dim, 0.0f)) != ER_OK)
+        CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
+        MARK(PP_ELEMENTWISE);
+        if ((st = gemm_rows(cc, &l->qkv, 0, l->qkv.n_out, cc->xh, T, cc->qkv, q_dim + 2 * kv_dim, 0.0f, prof)) != ER_OK)
             goto fail;
         CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, (int)T, (int)pos0, kc, vc, cc->stream));
-        CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, (int)T, (int)pos0, kc, vc, cc->attn, cc->stream));
-        if ((st = gemm_rows(cc, &l->wo, 0, l->wo.n_out, cc->attn, T, cc->x, n_embd, 1.0f)) != ER_OK)
+        MARK(PP_ROPE);
+        CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, (int)T, (int)pos0, kc, vc, cc->xh, cc->stream));
+        MARK(PP_ATTN);
+        if ((st = gemm_rows(cc, &l->wo, 0, l->wo.n_out, cc->xh, T, cc->x, n_embd, 1.0f, prof)) != ER_OK)
             goto fail;
-        CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xn, cc->stream));
-        if ((st = gemm_rows(cc, &l->gate_up, 0, l->gate_up.n_out, cc->xn, T, cc->gu, 2 * c->n_ff, 0.0f)) != ER_OK)
+        CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
+        MARK(PP_ELEMENTWISE);
+        if ((st = gemm_rows(cc, &l->gate_up, 0, l->gate_up.n_out, cc->xh, T, cc->gu, 2 * c->n_ff, 0.0f, prof)) != ER_OK)
             goto fail;
-        CUDA_TRY(cuda_swiglu(cc->gu, (int)T, (int)c->n_ff, cc->h, cc->stream));
-        if ((st = gemm_rows(cc, &l->down, 0, l->down.n_out, cc->h, T, cc->x, n_embd, 1.0f)) != ER_OK)
+        CUDA_TRY(cuda_swiglu(cc->gu, (int)T, (int)c->n_ff, cc->xh, cc->stream));
+        MARK(PP_ELEMENTWISE);
+        if ((st = gemm_rows(cc, &l->down, 0, l->down.n_out, cc->xh, T, cc->x, n_embd, 1.0f, prof)) != ER_OK)
             goto fail;
     }
     if (logits_all) {
         const size_t bytes = (size_t)T * (size_t)c->n_vocab * sizeof(float);
         if ((st = dalloc((void **)&all, bytes, "the logits of every prompt token")) != ER_OK)
             goto fail;
-        CUDA_TRY(cuda_rmsnorm(cc->x, cm->output_norm, (int)T, (int)n_embd, c->norm_eps, cc->xn, cc->stream));
-        if ((st = gemm_rows(cc, &cm->output, 0, cm->output.n_out, cc->xn, T, all, c->n_vocab, 0.0f)) != ER_OK)
+        CUDA_TRY(cuda_rmsnorm(cc->x, cm->output_norm, (int)T, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
+        if ((st = gemm_rows(cc, &cm->output, 0, cm->output.n_out, cc->xh, T, all, c->n_vocab, 0.0f, prof)) != ER_OK)
             goto fail;
         CUDA_TRY(cudaMemcpyAsync(logits_all, all, bytes, cudaMemcpyDeviceToHost, cc->stream));
     }
@@ -568,6 +575,7 @@ static er_status prefill_batch(cuda_context *cc, const int32_t *tokens, int64_t 
     CUDA_TRY(cudaMemsetAsync(cc->state, 0, sizeof(unsigned long long), cc->stream));
     CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x + (T - 1) * n_embd, cm->output_norm, c->norm_eps,
                          cc->logits, cc->state, cc->stream));
+    MARK(PP_HEAD);
     CUDA_TRY(cudaStreamSynchronize(cc->stream));
 fail:
     cudaFree(all);
@@ -603,7 +611,8 @@ er_status cuda_decode(cuda_context *cc, const int32_t *tokens, int64_t n, int64_
     } else {
         for (int64_t i = 0; i < n; i += cc->n_batch) {
             const int64_t T = n - i < cc->n_batch ? n - i : cc->n_batch;
-            if ((st = prefill_batch(cc, tokens + i, T, n_past + i, logits_all ? logits_all + i * n_vocab : NULL)) != ER_OK)
+            if ((st = prefill_batch(cc, tokens + i, T, n_past + i, logits_all ? logits_all + i * n_vocab : NULL, NULL)) !=
+                ER_OK)
                 return st;
         }
     }
@@ -638,18 +647,75 @@ static size_t weight_bytes(const cuda_weight *w) {
     return (size_t)w->n_out * cuda_row_bytes(w->type, w->n_in) + (w->d ? (size_t)w->n_out * (size_t)(w->n_in / 32) * 2 : 0);
 }
 
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+}
+
+/* Adds the time between consecutive events of prof to total_us[role of the later one]. */
+static er_status profile_collect(const step_profile *prof, double *total_us, int *count) {
+    er_status st = ER_OK;
+    for (int i = 1; i < prof->n; i++) {
+        float ms = 0.0f;
+        CUDA_TRY(cudaEventElapsedTime(&ms, prof->ev[i - 1], prof->ev[i]));
+        total_us[prof->role[i]] += 1e3 * ms;
+        count[prof->role[i]]++;
+    }
+    return ER_OK;
+fail:
+    return st;
+}
+
+/* One line per role: launches, us and share per repetition, and GB/s where bytes[role]. */
+static void profile_table(char *report, size_t cap, size_t len, const char *const *names, int n_roles,
+                          const double *total_us, const int *count, const size_t *bytes, int reps) {
+    double sum = 0.0;
+    for (int k = 0; k < n_roles; k++)
+        sum += total_us[k] / reps;
+    for (int k = 0; k < n_roles && len < cap; k++) {
+        const double us = total_us[k] / reps;
+        len += (size_t)snprintf(report + len, cap - len, "  %-11s %4d launches %8.1f us %5.1f%%", names[k],
+                                count[k] / reps, us, 100.0 * us / sum);
+        if (bytes && bytes[k] && len < cap)
+            len += (size_t)snprintf(report + len, cap - len, "  %7.1f MB  %6.0f GB/s", (double)bytes[k] / 1e6,
+                                    (double)bytes[k] / (us * 1e3));
+        if (len < cap)
+            len += (size_t)snprintf(report + len, cap - len, "\n");
+    }
+}
+
+static step_profile *profile_new(void) {
+    step_profile *prof = calloc(1, sizeof *prof);
+    for (int i = 0; prof && i < PROF_MAX_EVENTS; i++) {
+        if (cudaEventCreate(&prof->ev[i]) != cudaSuccess) {
+            prof->n = i; /* created so far, for profile_free */
+            return prof;
+        }
+    }
+    return prof;
+}
+
+static void profile_free(step_profile *prof) {
+    for (int i = 0; prof && i < PROF_MAX_EVENTS; i++)
+        if (prof->ev[i])
+            cudaEventDestroy(prof->ev[i]);
+    free(prof);
+}
+
 er_status cuda_profile_step(cuda_context *cc, int64_t pos, int reps, char *report, size_t cap) {
     er_status st = ER_OK;
-    step_profile *prof = calloc(1, sizeof *prof);
+    step_profile *prof = profile_new();
     double total_us[PROF_COUNT] = {0}, graph_us = 0.0;
     size_t bytes[PROF_COUNT] = {0};
     int count[PROF_COUNT] = {0};
     cudaEvent_t g0 = NULL, g1 = NULL;
+    float *host_logits = NULL; /* (n_vocab) */
     const model_config *c = &cc->cm->model->config;
-    if (!prof)
-        return er_fail(ER_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < PROF_MAX_EVENTS; i++)
-        CUDA_TRY(cudaEventCreate(&prof->ev[i]));
+    if (!prof || !prof->ev[PROF_MAX_EVENTS - 1]) {
+        profile_free(prof);
+        return er_fail(ER_ERR_NO_MEMORY, "out of memory for the profile's events");
+    }
     CUDA_TRY(cudaEventCreate(&g0));
     CUDA_TRY(cudaEventCreate(&g1));
     if ((st = ensure_step_graph(cc)) != ER_OK)
@@ -663,12 +729,8 @@ er_status cuda_profile_step(cuda_context *cc, int64_t pos, int reps, char *repor
         if ((st = enqueue_step(cc, prof)) != ER_OK)
             goto fail;
         CUDA_TRY(cudaStreamSynchronize(cc->stream));
-        for (int i = 1; i < prof->n; i++) {
-            float ms = 0.0f;
-            CUDA_TRY(cudaEventElapsedTime(&ms, prof->ev[i - 1], prof->ev[i]));
-            total_us[prof->role[i]] += 1e3 * ms;
-            count[prof->role[i]]++;
-        }
+        if ((st = profile_collect(prof, total_us, count)) != ER_OK)
+            goto fail;
         /* the same step as the graph replays it */
         CUDA_TRY(cudaMemcpyAsync(cc->state, &s, sizeof s, cudaMemcpyHostToDevice, cc->stream));
         CUDA_TRY(cuda_spin(1000000, cc->stream));
@@ -688,32 +750,90 @@ er_status cuda_profile_step(cuda_context *cc, int64_t pos, int reps, char *repor
         bytes[PROF_DOWN] += weight_bytes(&l->down);
     }
     bytes[PROF_HEAD] = weight_bytes(&cc->cm->output);
+    /* what a 1-token prompt costs the host (time to first token): the step launched and
+     * waited for, then the logits copied to the host */
+    double host_step_us = 0.0, host_logits_us = 0.0;
+    if (!(host_logits = malloc((size_t)c->n_vocab * sizeof(float)))) {
+        st = er_fail(ER_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < reps; r++) {
+        const cuda_step_state s = {0, 1, (int32_t)pos, 0, 0};
+        const double t0 = now_us();
+        CUDA_TRY(cudaMemcpyAsync(cc->state, &s, sizeof s, cudaMemcpyHostToDevice, cc->stream));
+        CUDA_TRY(cudaGraphLaunch(cc->step, cc->stream));
+        CUDA_TRY(cudaStreamSynchronize(cc->stream));
+        const double t1 = now_us();
+        if ((st = copy_logits(cc, host_logits)) != ER_OK)
+            goto fail;
+        host_step_us += t1 - t0;
+        host_logits_us += now_us() - t1;
+    }
     {
-        size_t len = 0;
-        double sum = 0.0;
-        for (int k = 0; k < PROF_COUNT; k++)
-            sum += total_us[k] / reps;
-        len += (size_t)snprintf(report + len, cap - len, "step at position %lld: graph %.1f us; kernels one by one:\n",
-                                (long long)pos, graph_us / reps);
-        for (int k = 0; k < PROF_COUNT && len < cap; k++) {
-            const double us = total_us[k] / reps;
-            len += (size_t)snprintf(report + len, cap - len, "  %-10s %4d launches %8.1f us %5.1f%%", prof_names[k],
-                                    count[k] / reps, us, 100.0 * us / sum);
-            if (bytes[k] && len < cap)
-                len += (size_t)snprintf(report + len, cap - len, "  %7.1f MB  %6.0f GB/s", (double)bytes[k] / 1e6,
-                                        (double)bytes[k] / (us * 1e3));
-            if (len < cap)
-                len += (size_t)snprintf(report + len, cap - len, "\n");
-        }
+        const size_t len = (size_t)snprintf(report, cap,
+                                            "step at position %lld: graph %.1f us (host: launched and waited %.1f us, "
+                                            "logits to host %.1f us); kernels one by one:\n",
+                                            (long long)pos, graph_us / reps, host_step_us / reps, host_logits_us / reps);
+        profile_table(report, cap, len, prof_names, PROF_COUNT, total_us, count, bytes, reps);
     }
 fail:
-    for (int i = 0; i < PROF_MAX_EVENTS; i++)
-        if (prof->ev[i])
-            cudaEventDestroy(prof->ev[i]);
+    profile_free(prof);
+    free(host_logits);
     if (g0)
         cudaEventDestroy(g0);
     if (g1)
         cudaEventDestroy(g1);
-    free(prof);
+    return st;
+}
+
+er_status cuda_profile_prefill(cuda_context *cc, int64_t n_tokens, int reps, char *report, size_t cap) {
+    er_status st = ER_OK;
+    step_profile *prof = profile_new();
+    double total_us[PP_COUNT] = {0}, plain_us = 0.0;
+    int count[PP_COUNT] = {0};
+    int32_t *ids = malloc((size_t)(n_tokens > 0 ? n_tokens : 1) * sizeof *ids);
+    cudaEvent_t g0 = NULL, g1 = NULL;
+    const int64_t n_vocab = cc->cm->model->config.n_vocab;
+    if (!prof || !prof->ev[PROF_MAX_EVENTS - 1] || !ids) {
+        st = er_fail(ER_ERR_NO_MEMORY, "out of memory for the profile");
+        goto fail;
+    }
+    if (n_tokens <= SMALL_PROMPT || n_tokens > cc->n_batch) {
+        st = er_fail(ER_ERR_INVALID_ARG, "prefill profile: %lld tokens is outside (%d, %lld]", (long long)n_tokens,
+                     SMALL_PROMPT, (long long)cc->n_batch);
+        goto fail;
+    }
+    for (int64_t i = 0; i < n_tokens; i++)
+        ids[i] = (int32_t)((uint64_t)(i + 1) * 2654435761u % (uint64_t)n_vocab);
+    CUDA_TRY(cudaEventCreate(&g0));
+    CUDA_TRY(cudaEventCreate(&g1));
+    for (int r = 0; r < reps; r++) {
+        prof->n = 0;
+        CUDA_TRY(cuda_spin(3000000, cc->stream));
+        if ((st = prefill_batch(cc, ids, n_tokens, 0, NULL, prof)) != ER_OK ||
+            (st = profile_collect(prof, total_us, count)) != ER_OK)
+            goto fail;
+        /* as `bench` runs it: launched as it goes, no events between the kernels */
+        CUDA_TRY(cudaEventRecord(g0, cc->stream));
+        if ((st = prefill_batch(cc, ids, n_tokens, 0, NULL, NULL)) != ER_OK)
+            goto fail;
+        CUDA_TRY(cudaEventRecord(g1, cc->stream));
+        CUDA_TRY(cudaStreamSynchronize(cc->stream));
+        float ms = 0.0f;
+        CUDA_TRY(cudaEventElapsedTime(&ms, g0, g1));
+        plain_us += 1e3 * ms;
+    }
+    {
+        const size_t len = (size_t)snprintf(report, cap, "prefill of %lld tokens: %.1f us; kernels one by one:\n",
+                                            (long long)n_tokens, plain_us / reps);
+        profile_table(report, cap, len, pp_names, PP_COUNT, total_us, count, NULL, reps);
+    }
+fail:
+    profile_free(prof);
+    free(ids);
+    if (g0)
+        cudaEventDestroy(g0);
+    if (g1)
+        cudaEventDestroy(g1);
     return st;
 }

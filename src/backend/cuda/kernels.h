@@ -93,29 +93,28 @@ typedef struct cuda_attn_params {
 
 /* Decode, fused: from qkv (n_head*hd + 2*n_head_kv*hd) of the token at state->pos:
  * Q/K RMSNorm, RoPE, K/V written to the caches (n_ctx, n_head_kv * hd) at pos, then
- * attention over 0..pos split into n_split chunks per head, merged by the last block.
- * out (n_head * head_dim_v). partial: (n_head, n_split, head_dim_v + 2), counters
- * (n_head) zeroed once. */
+ * attention over 0..pos by a cluster of n_split (1..8) blocks per head.
+ * out (n_head * head_dim_v). */
 cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache, float *v_cache,
-                                  const cuda_step_state *state, int n_split, float *partial,
-                                  unsigned int *counters, float *out, cudaStream_t stream);
+                                  const cuda_step_state *state, int n_split, float *out, cudaStream_t stream);
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : Q/K norm + RoPE in place on q,
  * K/V to the caches. */
 cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, float *k_cache,
                                float *v_cache, cudaStream_t stream);
-/* Prefill attention: out (n_tokens, n_head * head_dim_v), token t at pos0 + t attends
- * to cache rows 0..pos0+t; q read from qkv (already normed and rotated). */
+/* Prefill attention: out (n_tokens, n_head * head_dim_v) f16 (the next GEMM's input),
+ * token t at pos0 + t attends to cache rows 0..pos0+t; q read from qkv (already normed
+ * and rotated). */
 cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
-                                   const float *k_cache, const float *v_cache, float *out, cudaStream_t stream);
+                                   const float *k_cache, const float *v_cache, uint16_t *out, cudaStream_t stream);
 
-/* y (n_rows, n) = rmsnorm(x) * w */
-cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, float *y,
+/* y (n_rows, n) f16 = rmsnorm(x) * w */
+cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,
                          cudaStream_t stream);
-/* y (n_rows, n_ff) = silu(gu[:, :n_ff]) * gu[:, n_ff:] for gu (n_rows, 2 n_ff) */
-cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, float *y, cudaStream_t stream);
-/* dst (rows, n_in) f32 = rows [row0, row0 + rows) of w, dequantized */
-cudaError_t cuda_dequant_rows(const cuda_weight *w, int64_t row0, int64_t rows, float *dst, cudaStream_t stream);
+/* y (n_rows, n_ff) f16 = silu(gu[:, :n_ff]) * gu[:, n_ff:] for gu (n_rows, 2 n_ff) */
+cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, uint16_t *y, cudaStream_t stream);
+/* dst (rows, n_in) f16 = rows [row0, row0 + rows) of w, dequantized (rounded to nearest) */
+cudaError_t cuda_dequant_rows(const cuda_weight *w, int64_t row0, int64_t rows, uint16_t *dst, cudaStream_t stream);
 /* Q8_0 repack on the device: raw GGUF blocks (n_rows * n_in / 32 blocks of 34 bytes)
  * -> biased quants + scales. */
 cudaError_t cuda_repack_q8_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
