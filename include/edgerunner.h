@@ -54,7 +54,7 @@ typedef struct er_context er_context;
 /* ---- model -------------------------------------------------------------------------- */
 
 typedef enum er_backend {
-    ER_BACKEND_CPU = 0, /* the reference: plain C, F32 activations and KV cache */
+    ER_BACKEND_CPU = 0, /* threads and AVX2, or the plain-C reference (er_context_params.reference) */
     ER_BACKEND_CUDA,    /* one NVIDIA GPU (sm_90 build); weights uploaded once at load */
 } er_backend;
 
@@ -84,12 +84,23 @@ int64_t er_token_to_piece(const er_model *model, int32_t id, char *buf, int64_t 
 
 /* ---- context ------------------------------------------------------------------------ */
 
+/* Element type of the KV cache (llama.cpp's --cache-type-k / --cache-type-v). */
+typedef enum er_kv_type {
+    ER_KV_DEFAULT = 0, /* F16 on the CPU fast path, as llama.cpp; F32 on the reference path and CUDA */
+    ER_KV_F32,
+    ER_KV_F16,         /* half the bytes; each element rounded to 11 significant bits (~5e-4
+                          relative). CPU fast path only: the reference path (the exact oracle)
+                          and the CUDA backend keep F32 and refuse it (ER_ERR_UNSUPPORTED) */
+} er_kv_type;
+
 typedef struct er_context_params {
     int64_t n_ctx;   /* KV cache length in tokens; 0 = the model's training context, capped at 4096 */
     int64_t n_batch; /* most tokens processed in one pass; 0 = 512 */
     int n_threads;   /* 0 = all online cores */
-    int reference;   /* CPU backend: 1 = the plain-C reference kernels (F32 activations, one
-                        summation order): the oracle every faster path is checked against */
+    int reference;   /* CPU backend: 1 = the plain-C reference kernels (F32 activations and KV
+                        cache, one summation order): the oracle every faster path is checked against */
+    er_kv_type type_k; /* the cache's K rows; 0 = ER_KV_DEFAULT */
+    er_kv_type type_v; /* the cache's V rows; 0 = ER_KV_DEFAULT */
 } er_context_params;
 
 er_context_params er_context_default_params(void);

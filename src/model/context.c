@@ -16,17 +16,33 @@
 enum { DEFAULT_N_CTX = 4096, DEFAULT_N_BATCH = 512 };
 
 er_context_params er_context_default_params(void) {
-    er_context_params p = {0, 0, 0, 0};
+    er_context_params p = {0, 0, 0, 0, ER_KV_DEFAULT, ER_KV_DEFAULT};
     return p;
 }
 
-/* calloc of a * b * c floats, NULL on overflow or exhaustion */
-static float *alloc_floats(int64_t a, int64_t b, int64_t c) {
+/* calloc of a * b * c elements of `size` bytes, NULL on overflow or exhaustion */
+static void *alloc_elems(int64_t a, int64_t b, int64_t c, size_t size) {
     size_t n;
     if (a <= 0 || b <= 0 || c <= 0 || __builtin_mul_overflow((size_t)a, (size_t)b, &n) ||
-        __builtin_mul_overflow(n, (size_t)c, &n) || __builtin_mul_overflow(n, sizeof(float), &n))
+        __builtin_mul_overflow(n, (size_t)c, &n) || __builtin_mul_overflow(n, size, &n))
         return NULL;
-    return calloc(n / sizeof(float), sizeof(float));
+    return calloc(n / size, size);
+}
+
+static float *alloc_floats(int64_t a, int64_t b, int64_t c) { return alloc_elems(a, b, c, sizeof(float)); }
+
+/* The cache type (enum er_type) that `asked` means for this context: F16 only on the CPU
+ * fast path (ER_KV_DEFAULT too, as llama.cpp); the reference path stays the exact F32
+ * oracle and the CUDA backend has only an F32 cache, so asking them for F16 fails. */
+static er_status kv_type(er_kv_type asked, const char *which, const er_model *model, int reference, uint32_t *out) {
+    if (asked != ER_KV_DEFAULT && asked != ER_KV_F32 && asked != ER_KV_F16)
+        return er_fail(ER_ERR_INVALID_ARG, "er_context_create: %s %d is not an er_kv_type", which, (int)asked);
+    const char *f32_only = model->cuda ? "the CUDA backend" : reference ? "the reference path" : NULL;
+    if (asked == ER_KV_F16 && f32_only)
+        return er_fail(ER_ERR_UNSUPPORTED, "er_context_create: %s keeps its KV cache in F32; %s F16 is not supported",
+                       f32_only, which);
+    *out = asked == ER_KV_F32 || f32_only ? ER_TYPE_F32 : ER_TYPE_F16;
+    return ER_OK;
 }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -51,10 +67,17 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
         p.n_threads = n_cpu < 1 ? 1 : n_cpu > 64 ? 64 : (int)n_cpu;
     }
 
+    uint32_t type_k, type_v;
+    if ((st = kv_type(p.type_k, "type_k", model, p.reference, &type_k)) != ER_OK ||
+        (st = kv_type(p.type_v, "type_v", model, p.reference, &type_v)) != ER_OK)
+        return st;
+
     er_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return er_fail(ER_ERR_NO_MEMORY, "er_context_create: out of memory");
     ctx->model = model;
+    ctx->type_k = type_k;
+    ctx->type_v = type_v;
     ctx->n_ctx = p.n_ctx;
     ctx->n_batch = p.n_batch;
     ctx->n_threads = p.n_threads;
@@ -74,8 +97,10 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     }
     const int64_t kv_dim = c->n_head_kv * c->head_dim;
     const int64_t v_dim = c->n_head_kv * c->head_dim_v;
-    ctx->k_cache = alloc_floats(c->n_layer, p.n_ctx, kv_dim);
-    ctx->v_cache = alloc_floats(c->n_layer, p.n_ctx, v_dim);
+    ctx->k_cache = alloc_elems(c->n_layer, p.n_ctx, kv_dim, er_type_get(type_k)->type_size);
+    ctx->v_cache = alloc_elems(c->n_layer, p.n_ctx, v_dim, er_type_get(type_v)->type_size);
+    ctx->k_cur = alloc_floats(p.n_batch, kv_dim, 1);
+    ctx->v_cur = alloc_floats(p.n_batch, v_dim, 1);
     ctx->x = alloc_floats(p.n_batch, c->n_embd, 1);
     ctx->xn = alloc_floats(p.n_batch, c->n_embd, 1);
     ctx->q = alloc_floats(p.n_batch, c->n_head, c->head_dim);
@@ -84,8 +109,8 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     ctx->up = alloc_floats(p.n_batch, c->n_ff, 1);
     ctx->scores = alloc_floats(p.n_threads, p.n_ctx, 1);
     ctx->row = alloc_floats(p.n_threads, max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v), 1);
-    if (!ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->q || !ctx->attn || !ctx->gate ||
-        !ctx->up || !ctx->scores || !ctx->row) {
+    if (!ctx->k_cache || !ctx->v_cache || !ctx->k_cur || !ctx->v_cur || !ctx->x || !ctx->xn || !ctx->q ||
+        !ctx->attn || !ctx->gate || !ctx->up || !ctx->scores || !ctx->row) {
         st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate a %lld-token KV cache and scratch for %s",
                      (long long)p.n_ctx, model->path);
         goto fail;
@@ -118,6 +143,8 @@ void er_context_free(er_context *ctx) {
 #endif
     free(ctx->k_cache);
     free(ctx->v_cache);
+    free(ctx->k_cur);
+    free(ctx->v_cur);
     free(ctx->x);
     free(ctx->xn);
     free(ctx->q);

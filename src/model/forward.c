@@ -10,9 +10,11 @@
  *               h = rmsnorm(x) ; x += (silu(h Wgate) * (h Wup)) Wdown
  *   logits = rmsnorm(x) Wout
  *
- * The batch is processed layer by layer (every weight row is read once per batch), K and
- * V are written straight into the cache rows of their positions.
+ * The batch is processed layer by layer (every weight row is read once per batch); K and
+ * V are computed in f32 and then stored into the cache rows of their positions, in the
+ * cache's type (F32, or F16 on the fast path).
  */
+#include <assert.h>
 #include <string.h>
 
 #include "backend/cpu/fast.h"
@@ -27,19 +29,17 @@ static void matmul(er_context *ctx, const er_weight *w, const float *x, int64_t 
         cpu_fast_matmul(ctx->pool, w, x, n_tokens, y, y_stride, ctx->act);
 }
 
-static void attention(er_context *ctx, const float *k_cache, const float *v_cache, int64_t n_tokens, int64_t window) {
+static void attention(er_context *ctx, const cpu_kv_view *kv, int64_t n_tokens, int64_t window) {
     const model_config *c = &ctx->model->config;
-    /* Gemma-3 sliding-window layers: the fast path has no window, so once a position
-     * reaches past the window these run on the reference attention */
-    const int windowed = window > 0 && ctx->n_past + n_tokens > window;
-    if (!ctx->reference && !windowed) {
-        cpu_fast_attention(ctx->pool, ctx->attn, ctx->q, k_cache, v_cache, ctx->n_past, n_tokens, c, ctx->scores,
-                           ctx->n_ctx, ctx->attn_scratch);
+    if (!ctx->reference) {
+        cpu_fast_attention(ctx->pool, ctx->attn, ctx->q, kv, ctx->n_past, n_tokens, c, ctx->scores, ctx->n_ctx,
+                           ctx->attn_scratch, window);
         return;
     }
+    assert(kv->k_ops->type == ER_TYPE_F32 && kv->v_ops->type == ER_TYPE_F32); /* er_context_create */
     for (int64_t t = 0; t < n_tokens; t++)
-        cpu_attention_window(ctx->attn + t * c->n_head * c->head_dim_v, ctx->q + t * c->n_head * c->head_dim, k_cache,
-                             v_cache, ctx->n_past + t, c, ctx->scores, window);
+        cpu_attention_window(ctx->attn + t * c->n_head * c->head_dim_v, ctx->q + t * c->n_head * c->head_dim, kv->k,
+                             kv->v, ctx->n_past + t, c, ctx->scores, window);
 }
 
 void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, float *logits_all) {
@@ -50,16 +50,17 @@ void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, flo
     const int64_t kv_dim = c->n_head_kv * c->head_dim;
     const int64_t v_dim = c->n_head_kv * c->head_dim_v;
     float *x = ctx->x, *xn = ctx->xn;
+    float *k_new = ctx->k_cur, *v_new = ctx->v_cur; /* (n_tokens, kv_dim), (n_tokens, v_dim) */
+    const cpu_kv_ops *k_ops = cpu_kv_ops_get(ctx->type_k), *v_ops = cpu_kv_ops_get(ctx->type_v);
+    const size_t k_row = (size_t)kv_dim * k_ops->elem_size, v_row = (size_t)v_dim * v_ops->elem_size; /* bytes */
 
     cpu_get_rows(&m->token_embd, tokens, n_tokens, x);
     if (c->embd_scale != 0.0f) /* Gemma-3 */
         cpu_scale(x, c->embd_scale, n_tokens * n_embd);
     for (int64_t il = 0; il < c->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        float *k_cache = ctx->k_cache + (size_t)il * (size_t)ctx->n_ctx * (size_t)kv_dim; /* (n_ctx, kv_dim) */
-        float *v_cache = ctx->v_cache + (size_t)il * (size_t)ctx->n_ctx * (size_t)v_dim;  /* (n_ctx, v_dim) */
-        float *k_new = k_cache + ctx->n_past * kv_dim; /* (n_tokens, kv_dim) */
-        float *v_new = v_cache + ctx->n_past * v_dim;  /* (n_tokens, v_dim) */
+        uint8_t *k_cache = (uint8_t *)ctx->k_cache + (size_t)il * (size_t)ctx->n_ctx * k_row; /* (n_ctx, kv_dim) */
+        uint8_t *v_cache = (uint8_t *)ctx->v_cache + (size_t)il * (size_t)ctx->n_ctx * v_row; /* (n_ctx, v_dim) */
 
         cpu_rmsnorm(xn, x, l->attn_norm, n_tokens, n_embd, c->norm_eps);
         matmul(ctx, &l->wq, xn, n_tokens, ctx->q, q_dim);
@@ -82,7 +83,10 @@ void model_forward(er_context *ctx, const int32_t *tokens, int64_t n_tokens, flo
             cpu_rope(qt, c->n_head, c->head_dim, c->n_rot, ctx->n_past + t, &c_swa, m->rope_freqs);
             cpu_rope(kt, c->n_head_kv, c->head_dim, c->n_rot, ctx->n_past + t, &c_swa, m->rope_freqs);
         }
-        attention(ctx, k_cache, v_cache, n_tokens, l->swa ? c->n_swa : 0);
+        k_ops->store(k_new, k_cache + (size_t)ctx->n_past * k_row, n_tokens * kv_dim);
+        v_ops->store(v_new, v_cache + (size_t)ctx->n_past * v_row, n_tokens * v_dim);
+        const cpu_kv_view kv = {k_cache, v_cache, k_ops, v_ops};
+        attention(ctx, &kv, n_tokens, l->swa ? c->n_swa : 0);
         matmul(ctx, &l->wo, ctx->attn, n_tokens, xn, n_embd);
         if (l->post_attn_norm) /* Gemma-3 */
             cpu_rmsnorm(xn, xn, l->post_attn_norm, n_tokens, n_embd, c->norm_eps);

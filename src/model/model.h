@@ -104,10 +104,15 @@ struct er_context {
     int n_threads;
     int reference; /* CPU: use the plain-C reference kernels only */
     int has_logits;
-    /* CPU backend only (NULL with CUDA): KV cache, F32 so that it matches the reference exactly */
-    float *k_cache; /* (n_layer, n_ctx, n_head_kv * head_dim) */
-    float *v_cache; /* (n_layer, n_ctx, n_head_kv * head_dim_v) */
+    /* the KV cache's element types (enum er_type): F32, or F16 on the CPU fast path only (the
+     * reference keeps F32 so that it stays exact; so does CUDA, which has its own cache) */
+    uint32_t type_k, type_v;
+    /* CPU backend only (NULL with CUDA) */
+    void *k_cache; /* (n_layer, n_ctx, n_head_kv * head_dim) in type_k */
+    void *v_cache; /* (n_layer, n_ctx, n_head_kv * head_dim_v) in type_v */
     /* scratch for one batch of up to n_batch tokens */
+    float *k_cur;  /* (n_batch, n_head_kv * head_dim) the batch's K, f32 until RoPE is done and it is stored */
+    float *v_cur;  /* (n_batch, n_head_kv * head_dim_v) the batch's V, likewise */
     float *x;      /* (n_batch, n_embd) residual stream */
     float *xn;     /* (n_batch, max(n_embd, n_ff)) normed input to the next matmul */
     float *q;      /* (n_batch, n_head * head_dim) */

@@ -332,12 +332,30 @@ expect_error "run with id = n_vocab" "vocabulary" stdout-blank -- run -m "$STORI
 expect_error "run with a prompt longer than the context" "fit|context" stdout-blank -- run -m "$STORIES" -c 4 --prompt-ids 1,2,3,4,5,6 -n 4 --temp 0 --ids
 expect_error "run with a negative temperature" "temp" -- run -m "$STORIES" --prompt-ids 1 -n 4 --temp -1
 
+# ---- KV cache types (-ctk/-ctv, as llama.cpp) ------------------------------------------
+expect_error "run with a bad -ctk" "run: -ctk wants f32 or f16" -- run -m "$STORIES" --prompt-ids 1 -n 4 -ctk q4_0
+expect_error "run with a bad --cache-type-v" "run: --cache-type-v wants f32 or f16" -- run -m "$STORIES" --prompt-ids 1 -n 4 --cache-type-v F16
+expect_error "run with -ctv but no value" "needs a value" -- run -m "$STORIES" --prompt-ids 1 -n 4 -ctv
+expect_error "chat with a bad -ctv" "chat: -ctv wants f32 or f16" -- chat -m "$STORIES" -ctv bf16
+expect_error "perplexity with a bad -ctk" "perplexity: -ctk wants f32 or f16" -- perplexity -m "$STORIES" -f "$STORIES" -ctk f8
+expect_error "bench with a bad -ctk" "bench: -ctk wants f32 or f16" -- bench -m "$STORIES" -ctk q8_0
+expect_error "run --reference with an F16 cache" "reference.*F32" -- run -m "$STORIES" --reference --prompt-ids 1 -n 4 -ctk f16
+ref_ids=$("$BIN" run -m "$STORIES" --reference --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
+default_ids=$("$BIN" run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
+if expect_ok "run -ctk f32 -ctv f32" -- run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids -ctk f32 -ctv f32; then
+    if [ "$(cat "$TMP/out")" = "$ref_ids" ]; then pass "an f32 cache gives the reference's ids"; else fail "an f32 cache gives the reference's ids" "'$(cat "$TMP/out")' vs '$ref_ids'"; fi
+fi
+if expect_ok "run --cache-type-k f16 --cache-type-v f16" -- run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids --cache-type-k f16 --cache-type-v f16; then
+    if [ "$(cat "$TMP/out")" = "$default_ids" ]; then pass "an f16 cache gives the default's ids"; else fail "an f16 cache gives the default's ids" "'$(cat "$TMP/out")' vs '$default_ids'"; fi
+fi
+
 # The CUDA backend: a machine without a usable GPU (CI) gets one clear line and exit 1
 # (the debug build has no CUDA backend and says so); with a GPU, the same ids as the CPU.
 if "$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids >/dev/null 2>&1; then
     cpu_ids=$("$BIN" run -m "$STORIES" --prompt-ids 1 -n 16 --temp 0 --ids 2>/dev/null)
     gpu_ids=$("$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 16 --temp 0 --ids 2>/dev/null)
     if [ "$cpu_ids" = "$gpu_ids" ]; then pass "run --backend cuda gives the CPU's ids"; else fail "run --backend cuda gives the CPU's ids" "$gpu_ids vs $cpu_ids"; fi
+    expect_error "run --backend cuda with an F16 cache" "CUDA.*F32" -- run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 -ctk f16
 else
     expect_error "run --backend cuda without a GPU" "CUDA" -- run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids
 fi

@@ -340,8 +340,11 @@ def check_model(build, tmp, arch):
         name = f"run      {arch} {target:6s}"
         try:
             n_vocab = models.N_VOCAB
-            ours_logits = oracle.engine_logits(build, path, ids, n_vocab, tmp)
-            ours_ids = oracle.engine_greedy(build, path, ids, N_GREEDY)
+            # llama.cpp's context keeps an F32 KV cache (oracle.llama_model): ours too, so
+            # that on F32 weights both compute the same function
+            f32_cache = ["-ctk", "f32", "-ctv", "f32"]
+            ours_logits = oracle.engine_logits(build, path, ids, n_vocab, tmp, f32_cache)
+            ours_ids = oracle.engine_greedy(build, path, ids, N_GREEDY, f32_cache)
         except Exception as e:  # noqa: BLE001
             report(False, f"{name}: our engine failed: {e}")
             continue

@@ -15,6 +15,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
+#include "core/fp16.h"
 #include "edgerunner.h"
 #include "model/model.h"
 #include "quant/types.h"
@@ -134,50 +135,164 @@ static void test_fast_to_f32(void) {
     free(q);
 }
 
-/* the blocked prompt attention vs the reference attention, token by token: GQA, a value
- * width that is not whole panels, a block and a remainder, a prefix already cached */
-static void test_fast_attention_blocked(void) {
-    static const int64_t cases[][5] = {{4, 2, 64, 40, 50}, {8, 8, 128, 128, 33}, {2, 1, 8, 8, 97}}; /* heads, kv heads, hd, hd_v, tokens */
+/* The F16 cache's conversions == core/fp16.h's reference, bit for bit: every half back to
+ * f32, and f32 to half at the edges (ties to even, subnormals, overflow, NaN) and at random
+ * magnitudes; lengths not a multiple of 8 reach the scalar tails. */
+static void test_kv_f16_convert(void) {
+    const cpu_kv_ops *o = cpu_kv_ops_get(ER_TYPE_F16);
+    CHECK(o && o->elem_size == 2 && cpu_kv_ops_get(ER_TYPE_F32) && !cpu_kv_ops_get(ER_TYPE_Q8_0), "kv ops table");
+    if (!o)
+        return;
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *got = malloc(N * sizeof *got);
+    float *f = malloc(N * sizeof *f);
+    int same = 1;
+    for (int i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
+    o->to_f32(h, f, N);
+    for (int i = 0; i < N; i++) {
+        const float want = er_f16_to_f32(h[i]);
+        same &= isnan(want) ? isnan(f[i]) != 0 : memcmp(&want, &f[i], sizeof want) == 0;
+    }
+    CHECK(same, "F16 cache rows to f32 == er_f16_to_f32 for all 65536 halves");
+    static const float edges[] = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -(1.0f + 0x1p-11f), 0x1p-14f,
+                                  0x1p-15f, 0x1p-24f, 0x1p-25f, 0x3p-25f, 0x1p-26f, 0x1.ffcp-15f, 65504.0f,
+                                  65519.99f, 65520.0f, -65520.0f, 1e10f, INFINITY, -INFINITY, NAN, 2049.0f, 2051.0f};
+    enum { N_EDGES = sizeof edges / sizeof edges[0] };
+    const int64_t n = N - 3;
+    for (int64_t i = 0; i < n; i++)
+        f[i] = i < N_EDGES ? edges[i] : frand() * ldexpf(1.0f, (int)(i % 40) - 26);
+    o->store(f, got, n);
+    same = 1;
+    for (int64_t i = 0; i < n; i++)
+        same &= got[i] == er_f32_to_f16(f[i]);
+    o->store(edges, got, N_EDGES); /* the last of them in the scalar tail too */
+    for (int i = 0; i < N_EDGES; i++)
+        same &= got[i] == er_f32_to_f16(edges[i]);
+    CHECK(same, "F16 cache store == er_f32_to_f16 (round to nearest even), bit for bit");
+    free(h);
+    free(got);
+    free(f);
+}
+
+/* max |a - b| over n, and in *scale max |b|: the measure of every check below */
+static double max_err(const float *a, const float *b, int64_t n, double *scale) {
+    double err = 0;
+    *scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        err = fabs(a[i] - b[i]) > err ? fabs(a[i] - b[i]) : err;
+        *scale = fabs(b[i]) > *scale ? fabs(b[i]) : *scale;
+    }
+    return err;
+}
+
+/* The fast attention (per-query and blocked, with and without a window) with each cache
+ * type, against the reference attention token by token: GQA, a value width that is not
+ * whole panels, head sizes not a multiple of 8, a block and a remainder, a prefix already
+ * cached, 1-3 threads (bit-identical).
+ * Bounds: against the reference on the values the cache holds (the F16 ones converted
+ * back), only the summation order differs: 1e-5 of max|out|. Against the unrounded F32
+ * values, F16 storage moves each element by at most u = 2^-11 relative (round to nearest
+ * with 11 significant bits). V's rounding moves an output by <= u max|v| (the weights sum
+ * to 1); K's moves each score scale * q.k_j by <= d = scale u sum_i |q_i k_ji|, so each
+ * softmax weight by a factor within exp(+-2d), the output by <= (exp(2d) - 1) max|v|.
+ * The check takes d as the worst over all queries, heads and keys: a worst case, which
+ * the measured error stays far below (printed). */
+static void test_fast_attention(void) {
+    /* heads, kv heads, hd, hd_v, tokens, cached prefix, window */
+    static const int64_t cases[][7] = {{4, 2, 64, 40, 50, 7, 0},  {8, 8, 128, 128, 33, 7, 0}, {2, 1, 8, 8, 97, 7, 0},
+                                       {4, 2, 64, 64, 1, 40, 0},  {4, 1, 32, 24, 5, 20, 0},  {2, 2, 12, 12, 3, 9, 0},
+                                       {4, 2, 64, 64, 40, 10, 16}, {4, 2, 64, 64, 1, 30, 8}};
+    static const uint32_t types[][2] = {{ER_TYPE_F32, ER_TYPE_F32}, {ER_TYPE_F16, ER_TYPE_F16},
+                                        {ER_TYPE_F16, ER_TYPE_F32}}; /* K, V */
+    const double u = 0x1p-11;
+    double worst_f16 = 0; /* measured error / bound */
+    cpu_pool *pools[3] = {NULL, NULL, NULL};
+    for (int p = 0; p < 3; p++)
+        cpu_pool_create(p + 1, &pools[p]);
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         model_config c;
         memset(&c, 0, sizeof c);
         c.n_head = cases[ci][0], c.n_head_kv = cases[ci][1], c.head_dim = cases[ci][2], c.head_dim_v = cases[ci][3];
-        const int64_t n_tok = cases[ci][4], pos0 = 7, n_ctx = pos0 + n_tok + 5;
+        const int64_t n_tok = cases[ci][4], pos0 = cases[ci][5], window = cases[ci][6], n_ctx = pos0 + n_tok + 5;
         const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
+        const int64_t nk = n_ctx * c.n_head_kv * c.head_dim, nv = n_ctx * c.n_head_kv * c.head_dim_v;
+        const float scale = 1.0f / sqrtf((float)c.head_dim);
         float *q = malloc((size_t)(n_tok * q_dim) * sizeof(float));
-        float *k = malloc((size_t)(n_ctx * c.n_head_kv * c.head_dim) * sizeof(float));
-        float *v = malloc((size_t)(n_ctx * c.n_head_kv * c.head_dim_v) * sizeof(float));
-        float *ref = malloc((size_t)(n_tok * o_dim) * sizeof(float)), *out = malloc((size_t)(n_tok * o_dim) * sizeof(float));
+        float *k = malloc((size_t)nk * sizeof(float)), *v = malloc((size_t)nv * sizeof(float));
+        float *kr = malloc((size_t)nk * sizeof(float)), *vr = malloc((size_t)nv * sizeof(float)); /* as cached */
+        void *kc = malloc((size_t)nk * sizeof(float)), *vc = malloc((size_t)nv * sizeof(float));
+        const size_t o_bytes = (size_t)(n_tok * o_dim) * sizeof(float);
+        float *ref = malloc(o_bytes), *exact = malloc(o_bytes), *out = malloc(o_bytes), *out1 = malloc(o_bytes);
         float *scores = malloc((size_t)(3 * n_ctx) * sizeof(float));
-        cpu_pool *pool = NULL;
-        cpu_pool_create(2, &pool);
-        float *scratch = aligned_alloc(64, 2 * cpu_fast_attn_scratch_floats(n_ctx, c.head_dim) * sizeof(float));
+        float *scratch = aligned_alloc(64, 3 * cpu_fast_attn_scratch_floats(n_ctx, c.head_dim) * sizeof(float));
         for (int64_t i = 0; i < n_tok * q_dim; i++)
             q[i] = 2.0f * frand();
-        for (int64_t i = 0; i < n_ctx * c.n_head_kv * c.head_dim; i++)
+        for (int64_t i = 0; i < nk; i++)
             k[i] = 2.0f * frand();
-        for (int64_t i = 0; i < n_ctx * c.n_head_kv * c.head_dim_v; i++)
+        for (int64_t i = 0; i < nv; i++)
             v[i] = frand();
         for (int64_t t = 0; t < n_tok; t++)
-            cpu_attention_window(ref + t * o_dim, q + t * q_dim, k, v, pos0 + t, &c, scores, 0);
-        cpu_fast_attention(pool, out, q, k, v, pos0, n_tok, &c, scores, n_ctx, scratch);
-        double err = 0, scale = 0;
-        for (int64_t i = 0; i < n_tok * o_dim; i++) {
-            err = fabs(out[i] - ref[i]) > err ? fabs(out[i] - ref[i]) : err;
-            scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+            cpu_attention_window(exact + t * o_dim, q + t * q_dim, k, v, pos0 + t, &c, scores, window);
+        /* the worst score shift d of an F16 K (see above) */
+        double d = 0;
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t h = 0; h < c.n_head; h++)
+                for (int64_t j = 0; j <= pos0 + t; j++) {
+                    const float *kj = k + j * c.n_head_kv * c.head_dim + h / (c.n_head / c.n_head_kv) * c.head_dim;
+                    double sum = 0;
+                    for (int64_t i = 0; i < c.head_dim; i++)
+                        sum += fabs(q[t * q_dim + h * c.head_dim + i] * kj[i]);
+                    d = scale * u * sum > d ? scale * u * sum : d;
+                }
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const cpu_kv_ops *ko = cpu_kv_ops_get(types[ti][0]), *vo = cpu_kv_ops_get(types[ti][1]);
+            ko->store(k, kc, nk);
+            ko->to_f32(kc, kr, nk);
+            vo->store(v, vc, nv);
+            vo->to_f32(vc, vr, nv);
+            const cpu_kv_view kv = {kc, vc, ko, vo};
+            for (int64_t t = 0; t < n_tok; t++)
+                cpu_attention_window(ref + t * o_dim, q + t * q_dim, kr, vr, pos0 + t, &c, scores, window);
+            int same_threads = 1;
+            for (int p = 0; p < 3; p++) {
+                cpu_fast_attention(pools[p], p ? out : out1, q, &kv, pos0, n_tok, &c, scores, n_ctx, scratch, window);
+                same_threads &= !p || !memcmp(out, out1, (size_t)(n_tok * o_dim) * sizeof(float));
+            }
+            double sc, err = max_err(out1, ref, n_tok * o_dim, &sc);
+            const char *kt = er_type_get(types[ti][0])->name, *vt = er_type_get(types[ti][1])->name;
+            CHECK(err <= 1e-5 * sc, "attention K %s V %s, %lld heads / %lld kv, hd %lld/%lld, %lld tokens after %lld, "
+                  "window %lld: err %.2e of %.3f vs the reference on the cached values", kt, vt, (long long)c.n_head,
+                  (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.head_dim_v, (long long)n_tok,
+                  (long long)pos0, (long long)window, err / sc, sc);
+            CHECK(same_threads, "attention K %s V %s, case %zu: 1, 2 and 3 threads bit-identical", kt, vt, ci);
+            double vmax = 0;
+            for (int64_t i = 0; i < nv; i++)
+                vmax = fabs(v[i]) > vmax ? fabs(v[i]) : vmax;
+            const double bound = ((types[ti][1] == ER_TYPE_F16 ? u : 0) +
+                                  (types[ti][0] == ER_TYPE_F16 ? expm1(2 * d) : 0)) * vmax + 1e-5 * sc;
+            err = max_err(out1, exact, n_tok * o_dim, &sc);
+            CHECK(err <= bound, "attention K %s V %s, case %zu vs F32: err %.2e > bound %.2e", kt, vt, ci, err, bound);
+            if (types[ti][0] == ER_TYPE_F16)
+                worst_f16 = err / bound > worst_f16 ? err / bound : worst_f16;
         }
-        CHECK(err <= 1e-5 * scale, "blocked attention %lld heads / %lld kv, hd %lld/%lld, %lld tokens: err %.2e of %.3f",
-              (long long)c.n_head, (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.head_dim_v,
-              (long long)n_tok, err / scale, scale);
-        cpu_pool_free(pool);
-        free(scratch);
         free(q);
         free(k);
         free(v);
+        free(kr);
+        free(vr);
+        free(kc);
+        free(vc);
         free(ref);
+        free(exact);
         free(out);
+        free(out1);
         free(scores);
+        free(scratch);
     }
+    printf("       F16 cache attention vs F32: at most %.2f of the rounding bound\n", worst_f16);
+    for (int p = 0; p < 3; p++)
+        cpu_pool_free(pools[p]);
 }
 
 /* fast matmul vs the reference, several types, shapes, thread counts and batch sizes */
@@ -259,23 +374,45 @@ static void test_fast_matmul(void) {
         cpu_pool_free(pools[p]);
 }
 
-/* stories260K (F32): prefill == decode bit for bit on both paths; fast vs reference ~1e-6 */
+/* stories260K (F32): prefill == decode bit for bit on both paths and with each cache type,
+ * F16 cache independent of threads; fast vs reference logits, 10 tokens (per-query
+ * attention) and 40 (blocked), within 1e-5 of max|logit| with an F32 cache (summation
+ * order only) and 2e-3 with F16. That bound: K and V rounded to 11 bits (u = 2^-11 = 4.9e-4
+ * relative per element) move each layer's attention by about u times the score magnitudes
+ * (test_fast_attention), and five layers carry it to the logits. Measured on these 40
+ * tokens: 1.2e-3 (K's rounding nearly all of it: 1.2e-3 with K alone F16, 1.8e-4 with V
+ * alone); llama.cpp with its F16 cache gives 1.4e-3 on the same ids against the same
+ * reference. A wrong row, head or conversion moves the logits by far more (>= 1e-2). */
 static void test_model_paths(void) {
-    static const int32_t prompt[] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
-    enum { N = sizeof prompt / sizeof prompt[0] };
+    enum { N = 10, N_LONG = 40 };
+    static const int32_t prompt[N] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
+    static const struct {
+        int reference;
+        er_kv_type kv;
+        double bound; /* of the logits vs the reference's */
+    } paths[] = {{1, ER_KV_F32, 0}, {0, ER_KV_F32, 1e-5}, {0, ER_KV_F16, 2e-3}};
+    enum { N_PATHS = sizeof paths / sizeof paths[0] };
+    int32_t prompt_long[N_LONG];
+    for (int i = 0; i < N_LONG; i++)
+        prompt_long[i] = i < N ? prompt[i] : prompt[i % N] + i; /* in the vocabulary (< 512) */
     er_model *m = NULL;
     if (er_model_load(TEST_DATA "stories260K.gguf", NULL, &m) != ER_OK) {
         CHECK(0, "load stories260K: %s", er_last_error());
         return;
     }
     const int64_t nv = er_model_n_vocab(m);
-    float *all[2], *one = malloc((size_t)nv * sizeof(float));
-    for (int ref = 0; ref < 2; ref++) {
-        all[ref] = malloc((size_t)(N * nv) * sizeof(float));
+    float *all[N_PATHS], *all_long[N_PATHS], *one = malloc((size_t)(N_LONG * nv) * sizeof(float));
+    for (int pi = 0; pi < N_PATHS; pi++) {
+        all[pi] = calloc((size_t)(N * nv), sizeof(float));
+        all_long[pi] = calloc((size_t)(N_LONG * nv), sizeof(float));
+        const char *name = paths[pi].reference      ? "reference"
+                           : paths[pi].kv == ER_KV_F32 ? "fast, F32 cache"
+                                                       : "fast, F16 cache";
         er_context_params cp = er_context_default_params();
-        cp.n_ctx = 32;
+        cp.n_ctx = 64;
         cp.n_threads = 2;
-        cp.reference = ref;
+        cp.reference = paths[pi].reference;
+        cp.type_k = cp.type_v = paths[pi].kv;
         er_context *ctx = NULL, *step = NULL;
         CHECK(er_context_create(m, &cp, &ctx) == ER_OK && er_context_create(m, &cp, &step) == ER_OK, "contexts");
         if (!ctx || !step) {
@@ -283,24 +420,38 @@ static void test_model_paths(void) {
             er_context_free(step);
             continue;
         }
-        CHECK(er_context_decode(ctx, prompt, N, all[ref]) == ER_OK, "prefill");
+        CHECK(er_context_decode(ctx, prompt, N, all[pi]) == ER_OK, "prefill");
         int same = 1;
         for (int i = 0; i < N; i++) {
             CHECK(er_context_decode(step, &prompt[i], 1, one) == ER_OK, "decode");
-            same &= !memcmp(one, all[ref] + i * nv, (size_t)nv * sizeof(float));
+            same &= !memcmp(one, all[pi] + i * nv, (size_t)nv * sizeof(float));
         }
-        CHECK(same, "%s path: prefill == token-by-token decode, bit for bit", ref ? "reference" : "fast");
+        CHECK(same, "%s: prefill == token-by-token decode, bit for bit", name);
+        er_context_rewind(ctx, 0);
+        CHECK(er_context_decode(ctx, prompt_long, N_LONG, all_long[pi]) == ER_OK, "long prefill");
         er_context_free(ctx);
         er_context_free(step);
+        if (paths[pi].kv == ER_KV_F16) { /* and on one thread */
+            cp.n_threads = 1;
+            CHECK(er_context_create(m, &cp, &ctx) == ER_OK &&
+                      er_context_decode(ctx, prompt_long, N_LONG, one) == ER_OK &&
+                      !memcmp(one, all_long[pi], (size_t)(N_LONG * nv) * sizeof(float)),
+                  "%s: 1 thread == 2 threads, bit for bit", name);
+            er_context_free(ctx);
+        }
+        if (pi == 0)
+            continue;
+        double scale, err = max_err(all[pi], all[0], N * nv, &scale);
+        CHECK(err <= paths[pi].bound * scale, "%s vs reference logits: %.2e of max|logit| %.3f", name, err / scale,
+              scale);
+        err = max_err(all_long[pi], all_long[0], N_LONG * nv, &scale);
+        CHECK(err <= paths[pi].bound * scale, "%s vs reference logits, %d tokens: %.2e of max|logit| %.3f", name,
+              N_LONG, err / scale, scale);
     }
-    double err = 0, scale = 0;
-    for (int64_t i = 0; i < N * nv; i++) {
-        err = fabs(all[0][i] - all[1][i]) > err ? fabs(all[0][i] - all[1][i]) : err;
-        scale = fabs(all[1][i]) > scale ? fabs(all[1][i]) : scale;
+    for (int pi = 0; pi < N_PATHS; pi++) {
+        free(all[pi]);
+        free(all_long[pi]);
     }
-    CHECK(err <= 1e-5 * scale, "fast vs reference logits: %.2e of max|logit| %.3f", err / scale, scale);
-    free(all[0]);
-    free(all[1]);
     free(one);
     er_model_free(m);
 }
@@ -309,7 +460,8 @@ void test_cpu(void) {
     test_pool();
     test_gemm_q8_0();
     test_fast_to_f32();
-    test_fast_attention_blocked();
+    test_kv_f16_convert();
+    test_fast_attention();
     test_fast_matmul();
     test_model_paths();
 }

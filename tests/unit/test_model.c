@@ -105,6 +105,31 @@ static void test_generation(er_model *m) {
     er_context_free(ctx);
 }
 
+/* The cache types each path resolves to, and the bytes they take. */
+static void test_kv_types(er_model *m) {
+    static const struct {
+        int reference;
+        er_kv_type k, v;
+        uint32_t want_k, want_v;
+    } cases[] = {{0, ER_KV_DEFAULT, ER_KV_DEFAULT, ER_TYPE_F16, ER_TYPE_F16},
+                 {0, ER_KV_F32, ER_KV_F16, ER_TYPE_F32, ER_TYPE_F16},
+                 {1, ER_KV_DEFAULT, ER_KV_DEFAULT, ER_TYPE_F32, ER_TYPE_F32},
+                 {1, ER_KV_F32, ER_KV_F32, ER_TYPE_F32, ER_TYPE_F32}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        er_context_params cp = er_context_default_params();
+        cp.n_ctx = 16;
+        cp.reference = cases[i].reference;
+        cp.type_k = cases[i].k;
+        cp.type_v = cases[i].v;
+        er_context *ctx = NULL;
+        CHECK(er_context_create(m, &cp, &ctx) == ER_OK && ctx->type_k == cases[i].want_k &&
+                  ctx->type_v == cases[i].want_v,
+              "case %zu: cache types %u/%u, expected %u/%u", i, ctx ? ctx->type_k : 99, ctx ? ctx->type_v : 99,
+              cases[i].want_k, cases[i].want_v);
+        er_context_free(ctx);
+    }
+}
+
 static void test_misuse(er_model *m) {
     er_model *none = (er_model *)1;
     er_context *ctx = new_context(m, 4, 0);
@@ -122,9 +147,19 @@ static void test_misuse(er_model *m) {
     CHECK(er_context_decode(ctx, prompt, 5, NULL) == ER_ERR_CONTEXT_FULL && er_context_n_past(ctx) == 0,
           "a prompt longer than the context fails and changes nothing");
     CHECK(er_context_rewind(ctx, 1) == ER_ERR_INVALID_ARG, "rewind past n_past");
-    er_context_params neg = {-1, 0, 0, 0};
+    er_context_params bad = er_context_default_params();
     er_context *c2 = NULL;
-    CHECK(er_context_create(m, &neg, &c2) == ER_ERR_INVALID_ARG && c2 == NULL, "negative n_ctx");
+    bad.n_ctx = -1;
+    CHECK(er_context_create(m, &bad, &c2) == ER_ERR_INVALID_ARG && c2 == NULL, "negative n_ctx");
+    bad = er_context_default_params();
+    bad.type_v = (er_kv_type)7;
+    CHECK(er_context_create(m, &bad, &c2) == ER_ERR_INVALID_ARG && c2 == NULL && strstr(er_last_error(), "type_v 7"),
+          "a cache type that is not an er_kv_type: %s", er_last_error());
+    bad = er_context_default_params();
+    bad.reference = 1;
+    bad.type_k = ER_KV_F16;
+    CHECK(er_context_create(m, &bad, &c2) == ER_ERR_UNSUPPORTED && c2 == NULL && strstr(er_last_error(), "reference"),
+          "the reference path refuses an F16 cache: %s", er_last_error());
     er_context_free(ctx);
     er_context_free(NULL);
     er_model_free(NULL);
@@ -139,6 +174,7 @@ void test_model(void) {
     test_load(m);
     test_prefill_equals_decode(m);
     test_generation(m);
+    test_kv_types(m);
     test_misuse(m);
     er_model_free(m);
 }

@@ -215,6 +215,7 @@ int cmd_bench(int argc, char **argv) {
     int json = 0, profile = 0;
     double warmup_s = 2.0;
     er_model_params mp = er_model_default_params();
+    er_kv_type type_k = ER_KV_DEFAULT, type_v = ER_KV_DEFAULT;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) {
@@ -257,6 +258,12 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!cli_parse_i64(v, 0, 1024, &n_threads))
                 return cli_fail("bench: -t wants an integer in [0, 1024]");
+        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
+            if (!cli_parse_kv_type(v, &type_k))
+                return cli_fail("bench: -ctk wants f32 or f16");
+        } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
+            if (!cli_parse_kv_type(v, &type_v))
+                return cli_fail("bench: -ctv wants f32 or f16");
         } else {
             fprintf(stderr, "edgerunner: bench: unknown option '%s'\n", a);
             return 1;
@@ -298,6 +305,8 @@ int cmd_bench(int argc, char **argv) {
     er_context_params cp = er_context_default_params();
     cp.n_ctx = (n_prompt + n > pp ? n_prompt + n : pp) + 1;
     cp.n_threads = (int)n_threads;
+    cp.type_k = type_k;
+    cp.type_v = type_v;
     if ((st = er_model_load(model_path, &mp, &model)) != ER_OK || (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;
@@ -414,7 +423,9 @@ int cmd_bench(int argc, char **argv) {
     }
 #endif
     const model_config *c = &model->config;
-    const double kv_mib = 2.0 * (double)c->n_layer * (double)cp.n_ctx * (double)(c->n_head_kv * c->head_dim) * 4.0 /
+    const double kv_mib = (double)c->n_layer * (double)cp.n_ctx * (double)c->n_head_kv *
+                          (double)(c->head_dim * er_type_get(ctx->type_k)->type_size +
+                                   c->head_dim_v * er_type_get(ctx->type_v)->type_size) /
                           (1024.0 * 1024.0);
     const char *backend = mp.backend == ER_BACKEND_CUDA ? "cuda" : "cpu";
     if (json) {
@@ -448,6 +459,9 @@ int cmd_bench(int argc, char **argv) {
                (double)rss_after_load / 1048576.0, (double)rss_peak_bytes() / 1048576.0);
         if (gpu_weights_mib > 0)
             printf("; GPU %.1f MiB in use (weights %.1f + KV cache %.1f)", gpu_peak_mib, gpu_weights_mib, kv_mib);
+        else
+            printf("; KV cache %.1f MiB (K %s, V %s, %" PRId64 " tokens)", kv_mib, er_type_get(ctx->type_k)->name,
+                   er_type_get(ctx->type_v)->name, cp.n_ctx);
         printf("\nids       fnv1a %016" PRIx64 ":", ids_hash);
         for (int64_t i = 0; i < n; i++)
             printf(" %d", ids[i]);

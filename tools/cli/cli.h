@@ -29,13 +29,18 @@ int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* "cpu" or "cuda"; 0 on anything else. */
 int cli_parse_backend(const char *s, er_backend *out);
 
+/* "f32" or "f16" (llama.cpp's names for -ctk / -ctv); 0 on anything else. */
+int cli_parse_kv_type(const char *s, er_kv_type *out);
+
 /* The model and context flags of run, chat and perplexity:
  *   -m/--model PATH  -c/--ctx-size N  -b/--batch-size N  -t/--threads N
+ *   -ctk/--cache-type-k f32|f16  -ctv/--cache-type-v f32|f16 (default: the library's)
  *   --backend cpu|cuda  --reference (or EDGERUNNER_REFERENCE=1: the plain-C kernels) */
 typedef struct cli_model_opts {
     const char *path;
     int64_t n_ctx, n_ctx_min, n_batch, n_threads;
     int reference;
+    er_kv_type type_k, type_v;
     er_model_params model;
 } cli_model_opts;
 

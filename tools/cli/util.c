@@ -75,9 +75,12 @@ int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cl
         *took_value = 0;
         return 1;
     }
+    const int cache_k = !strcmp(flag, "-ctk") || !strcmp(flag, "--cache-type-k");
+    const int cache_v = !strcmp(flag, "-ctv") || !strcmp(flag, "--cache-type-v");
     const int known = !strcmp(flag, "-m") || !strcmp(flag, "--model") || !strcmp(flag, "-c") ||
                       !strcmp(flag, "--ctx-size") || !strcmp(flag, "-b") || !strcmp(flag, "--batch-size") ||
-                      !strcmp(flag, "-t") || !strcmp(flag, "--threads") || !strcmp(flag, "--backend");
+                      !strcmp(flag, "-t") || !strcmp(flag, "--threads") || !strcmp(flag, "--backend") || cache_k ||
+                      cache_v;
     if (!known)
         return 0;
     if (!value) {
@@ -102,6 +105,11 @@ int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cl
             fprintf(stderr, "edgerunner: %s: -t wants an integer in [0, 1024]\n", cmd);
             return -1;
         }
+    } else if (cache_k || cache_v) {
+        if (!cli_parse_kv_type(value, cache_k ? &o->type_k : &o->type_v)) {
+            fprintf(stderr, "edgerunner: %s: %s wants f32 or f16\n", cmd, flag);
+            return -1;
+        }
     } else if (!cli_parse_backend(value, &o->model.backend)) {
         fprintf(stderr, "edgerunner: %s: --backend wants cpu or cuda\n", cmd);
         return -1;
@@ -115,7 +123,19 @@ er_context_params cli_model_opts_context(const cli_model_opts *o) {
     cp.n_batch = o->n_batch;
     cp.n_threads = (int)o->n_threads;
     cp.reference = o->reference;
+    cp.type_k = o->type_k;
+    cp.type_v = o->type_v;
     return cp;
+}
+
+int cli_parse_kv_type(const char *s, er_kv_type *out) {
+    if (!strcmp(s, "f32"))
+        *out = ER_KV_F32;
+    else if (!strcmp(s, "f16"))
+        *out = ER_KV_F16;
+    else
+        return 0;
+    return 1;
 }
 
 int cli_parse_backend(const char *s, er_backend *out) {

@@ -157,11 +157,11 @@ void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t
 
 typedef struct attn_task {
     float *out;
-    const float *q, *k_cache, *v_cache;
-    int64_t pos0, n_tokens, n_ctx;
+    const float *q;
+    cpu_kv_view kv;
+    int64_t pos0, n_tokens, n_ctx, window;
     const model_config *c;
     float *scores;
-    const cpu_vec_ops *v;
 } attn_task;
 
 /* row[0..n) = softmax(scale * row), in place */
@@ -180,9 +180,15 @@ static void softmax_scaled(float *row, int64_t n, float scale) {
         row[j] *= inv;
 }
 
+/* element `i` of cache rows in o's type */
+static const void *kv_at(const void *base, const cpu_kv_ops *o, int64_t i) {
+    return (const uint8_t *)base + (size_t)i * o->elem_size;
+}
+
 static void attn_worker(void *arg, int ith, int nth) {
     const attn_task *a = arg;
     const model_config *c = a->c;
+    const cpu_kv_ops *ko = a->kv.k_ops, *vo = a->kv.v_ops;
     const int64_t kv_stride = c->n_head_kv * c->head_dim;
     const int64_t v_stride = c->n_head_kv * c->head_dim_v;
     const int64_t group = c->n_head / c->n_head_kv;
@@ -191,11 +197,13 @@ static void attn_worker(void *arg, int ith, int nth) {
     /* pairs interleaved over threads: later tokens cost more, interleaving balances them */
     for (int64_t p = ith; p < a->n_tokens * c->n_head; p += nth) {
         const int64_t t = p / c->n_head, h = p % c->n_head, kvh = h / group, pos = a->pos0 + t;
+        const int64_t j0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0; /* first row seen */
         const float *qh = a->q + t * c->n_head * c->head_dim + h * c->head_dim;
-        a->v->dots(scores, qh, a->k_cache + kvh * c->head_dim, kv_stride, pos + 1, c->head_dim);
-        softmax_scaled(scores, pos + 1, scale);
-        a->v->wsum(a->out + t * c->n_head * c->head_dim_v + h * c->head_dim_v, scores,
-                   a->v_cache + kvh * c->head_dim_v, v_stride, pos + 1, c->head_dim_v);
+        ko->dots(scores, qh, kv_at(a->kv.k, ko, j0 * kv_stride + kvh * c->head_dim), kv_stride, pos + 1 - j0,
+                 c->head_dim);
+        softmax_scaled(scores, pos + 1 - j0, scale);
+        vo->wsum(a->out + t * c->n_head * c->head_dim_v + h * c->head_dim_v, scores,
+                 kv_at(a->kv.v, vo, j0 * v_stride + kvh * c->head_dim_v), v_stride, pos + 1 - j0, c->head_dim_v);
     }
 }
 
@@ -210,7 +218,8 @@ size_t cpu_fast_attn_scratch_floats(int64_t n_ctx, int64_t head_dim) {
 
 typedef struct battn_task {
     float *out;
-    const float *q, *k_cache, *v_cache;
+    const float *q;
+    cpu_kv_view kv;
     int64_t pos0, n_tokens, n_ctx;
     const model_config *c;
     float *scratch; /* (threads, cpu_fast_attn_scratch_floats) */
@@ -218,9 +227,11 @@ typedef struct battn_task {
 } battn_task;
 
 /* One unit: query tokens [t0, t1) of head h. The scores of a query past its own position
- * are computed (up to the block's last position) and then weighted zero. */
+ * are computed (up to the block's last position) and then weighted zero. K and V reach
+ * the tile as f32 panels, converted from the cache's type while they are packed. */
 static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, int64_t t1) {
     const model_config *c = a->c;
+    const cpu_kv_ops *ko = a->kv.k_ops, *vo = a->kv.v_ops;
     const int64_t hd = c->head_dim, hdv = c->head_dim_v, kvh = h / (c->n_head / c->n_head_kv);
     const int64_t kv_stride = c->n_head_kv * hd, v_stride = c->n_head_kv * hdv;
     const int64_t q_stride = c->n_head * hd, out_stride = c->n_head * hdv;
@@ -235,7 +246,7 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
         const int nk = (int)(n_keys - k0 < SGEMM_PANEL_ROWS ? n_keys - k0 : SGEMM_PANEL_ROWS);
         for (int r = 0; r < SGEMM_PANEL_ROWS; r++) {
             if (r < nk)
-                memcpy(krows + r * hd, a->k_cache + (k0 + r) * kv_stride + kvh * hd, (size_t)hd * sizeof(float));
+                ko->to_f32(kv_at(a->kv.k, ko, (k0 + r) * kv_stride + kvh * hd), krows + r * hd, hd);
             else
                 memset(krows + r * hd, 0, (size_t)hd * sizeof(float));
         }
@@ -253,11 +264,7 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
     /* out = P V, 16 value dimensions at a time: their rows are already a k-major panel */
     for (int64_t d0 = 0; d0 < hdv; d0 += SGEMM_PANEL_ROWS) {
         const int nd = (int)(hdv - d0 < SGEMM_PANEL_ROWS ? hdv - d0 : SGEMM_PANEL_ROWS);
-        for (int64_t j = 0; j < n_keys; j++) {
-            const float *vr = a->v_cache + j * v_stride + kvh * hdv + d0;
-            for (int i = 0; i < SGEMM_PANEL_ROWS; i++)
-                vpanel[j * SGEMM_PANEL_ROWS + i] = i < nd ? vr[i] : 0.0f;
-        }
+        vo->panel(vpanel, kv_at(a->kv.v, vo, kvh * hdv + d0), v_stride, n_keys, nd);
         tile_rows(a->mm, s, ld, t1 - t0, vpanel, n_keys, a->out + t0 * out_stride + h * hdv + d0, out_stride, nd);
     }
 }
@@ -274,15 +281,17 @@ static void battn_worker(void *arg, int ith, int nth) {
     }
 }
 
-void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
-                        int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
-                        float *block_scratch) {
-    if (n_tokens >= CPU_SGEMM_MIN_TOKENS && block_scratch) {
-        battn_task b = {out, q, k_cache, v_cache, pos0, n_tokens, n_ctx, c, block_scratch, cpu_sgemm_get()};
+void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const cpu_kv_view *kv, int64_t pos0,
+                        int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx, float *block_scratch,
+                        int64_t window) {
+    /* the blocked path has no window: it runs only while every query sees all rows */
+    const int windowed = window > 0 && pos0 + n_tokens > window;
+    if (n_tokens >= CPU_SGEMM_MIN_TOKENS && block_scratch && !windowed) {
+        battn_task b = {out, q, *kv, pos0, n_tokens, n_ctx, c, block_scratch, cpu_sgemm_get()};
         cpu_pool_run(pool, battn_worker, &b);
         return;
     }
-    attn_task a = {out, q, k_cache, v_cache, pos0, n_tokens, n_ctx, c, scores, cpu_vec_ops_get()};
+    attn_task a = {out, q, *kv, pos0, n_tokens, n_ctx, window, c, scores};
     cpu_pool_run(pool, attn_worker, &a);
 }
 

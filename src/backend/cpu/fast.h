@@ -7,6 +7,8 @@
  * to 8 bits per block (Q8_0/Q8_1/Q8_K, as llama.cpp), ~1e-2 relative on the logits. Every
  * token's result is computed by the same code whatever the batch size and thread count,
  * so prefill and token-by-token decode give bit-identical logits on this path too.
+ * The KV cache is F16 by default here (er_context_params.type_k/type_v, as llama.cpp):
+ * K and V rounded to 11 significant bits, ~5e-4 relative per element (cpu_kv_ops).
  */
 #ifndef ER_BACKEND_CPU_FAST_H
 #define ER_BACKEND_CPU_FAST_H
@@ -28,15 +30,47 @@ size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in, int n_threads);
 void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
                      int64_t y_stride, void *act);
 
-/* Attention of n_tokens queries at positions pos0.. over cache rows 0..pos0 + t:
+/* The KV cache's element types (F32, F16) and what attention does with their rows; one
+ * table per type, as kernels.h has per weight type. F16 rows are converted to f32 as they
+ * are read (F16C on AVX2: 8 per vcvtph2ps), so every sum is still an f32 sum; storing
+ * rounds to nearest even, 2^-11 relative (F16C's vcvtps2ph, or er_f32_to_f16 in C).
+ * Strides count elements, not bytes. */
+typedef struct cpu_kv_ops {
+    uint32_t type;    /* enum er_type: ER_TYPE_F32 or ER_TYPE_F16 */
+    size_t elem_size; /* bytes per element */
+    /* dst[0..n) = src in this type */
+    void (*store)(const float *src, void *dst, int64_t n);
+    /* dst[0..n) = src as f32 */
+    void (*to_f32)(const void *src, float *dst, int64_t n);
+    /* s[j] = q . k[j * k_stride ..][0..d) for j < n_rows (one query against n keys) */
+    void (*dots)(float *s, const float *q, const void *k, int64_t k_stride, int64_t n_rows, int64_t d);
+    /* out[0..d) = sum_j p[j] * v[j * v_stride ..][0..d) (the softmax-weighted values) */
+    void (*wsum)(float *out, const float *p, const void *v, int64_t v_stride, int64_t n_rows, int64_t d);
+    /* panel (n_rows, 16) = columns [0, nc) of rows v[j * v_stride ..], zero past nc: the
+     * k-major panel of the f32 tile (cpu_sgemm_ops) built straight from cache rows */
+    void (*panel)(float *panel, const void *v, int64_t v_stride, int64_t n_rows, int nc);
+} cpu_kv_ops;
+
+/* The fastest table for cache type `type` on this CPU, or NULL when it is not a cache type. */
+const cpu_kv_ops *cpu_kv_ops_get(uint32_t type);
+
+/* One layer's cache as attention reads it. */
+typedef struct cpu_kv_view {
+    const void *k; /* (n_ctx, n_head_kv * head_dim) in k_ops->type */
+    const void *v; /* (n_ctx, n_head_kv * head_dim_v) in v_ops->type */
+    const cpu_kv_ops *k_ops, *v_ops;
+} cpu_kv_view;
+
+/* Attention of n_tokens queries at positions pos0.. over cache rows 0..pos0 + t (window >
+ * 0: only the last `window` of them, Gemma-3's sliding-window layers):
  * out (n_tokens, n_head * head_dim_v), q (n_tokens, n_head * head_dim), scores scratch
- * (pool size, n_ctx). Fewer than CPU_SGEMM_MIN_TOKENS queries: (token, head) pairs spread
- * over the threads. More: blocks of tokens of one head as two matrix products (scores
- * = Q K^T, out = P V) in the f32 prefill's tile, in block_scratch (64-byte aligned,
- * pool size x cpu_fast_attn_scratch_floats). */
-void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
-                        int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
-                        float *block_scratch);
+ * (pool size, n_ctx). Fewer than CPU_SGEMM_MIN_TOKENS queries, or a window that cuts
+ * off rows: (token, head) pairs spread over the threads. Otherwise: blocks of tokens of
+ * one head as two matrix products (scores = Q K^T, out = P V) in the f32 prefill's tile,
+ * in block_scratch (64-byte aligned, pool size x cpu_fast_attn_scratch_floats). */
+void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const cpu_kv_view *kv, int64_t pos0,
+                        int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx, float *block_scratch,
+                        int64_t window);
 /* Floats of one thread's block_scratch for a context of n_ctx tokens. */
 size_t cpu_fast_attn_scratch_floats(int64_t n_ctx, int64_t head_dim);
 
@@ -67,16 +101,8 @@ typedef struct cpu_sgemm_ops {
     void (*tile)(const float *const *xr, const float *panel, int64_t n, float *y, int64_t y_stride, int mt, int nr);
 } cpu_sgemm_ops;
 const cpu_sgemm_ops *cpu_sgemm_get(void);
-/* The fastest dequantization of a type on this CPU (bit-identical to traits->to_f32). */
+/* The fastest dequantization of a type on this CPU (bit-identical to traits->to_f32, but
+ * for F16's signaling NaNs, which F16C returns quieted). */
 er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits);
-
-/* f32 helpers of attention: AVX2 when the CPU has it, else plain C.
- * dots: s[j] = q . k[j * k_stride ..][0..d) for j < n_rows (one query against n keys)
- * wsum: out[0..d) = sum_j p[j] * v[j * v_stride ..][0..d) (the softmax-weighted values) */
-typedef struct cpu_vec_ops {
-    void (*dots)(float *s, const float *q, const float *k, int64_t k_stride, int64_t n_rows, int64_t d);
-    void (*wsum)(float *out, const float *p, const float *v, int64_t v_stride, int64_t n_rows, int64_t d);
-} cpu_vec_ops;
-const cpu_vec_ops *cpu_vec_ops_get(void);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * fast_avx2.c - the tiled matrix-matrix kernel of the prefill (and decode) path, and the
- * f32 vector helpers of attention; AVX2 + FMA + F16C through target attributes.
+ * KV cache tables of attention (cpu_kv_ops: F32 and F16 rows); AVX2 + FMA + F16C through
+ * target attributes.
  *
  * Q8_0 weights x Q8_0 activations, a tile of RM rows x RN tokens: per 32-element block
  * each weight block and each activation block is loaded once and used RN resp. RM times
@@ -10,33 +11,95 @@
  * dot_q8_0_q8_0_avx2 (kernels_avx2.c), so tile shape, batch size and thread count never
  * change a result. 4 x 2 keeps 8 accumulators + operands in the 16 ymm registers (2 x 4
  * measured 0.8x its speed on pp64; 4 x 3 would spill).
+ *
+ * Attention over the KV cache: one body per kernel, written over a row loader that takes
+ * the element type as a constant (f16 = 0 or 1); each table entry is that body inlined
+ * for one type, so F16 rows convert in registers (vcvtph2ps) with no scratch and no
+ * second copy of the kernel. Decode at long contexts reads the cache from memory: F16
+ * halves those bytes.
  */
 #include "backend/cpu/fast.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
 
-static void dots_c(float *s, const float *q, const float *k, int64_t k_stride, int64_t n_rows, int64_t d) {
+/* element i of a cache row as f32: the types' reference conversion (core/fp16.h) */
+static inline float load1(const void *row, int64_t i, const int f16) {
+    return f16 ? er_f16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
+static inline void dots_c_body(float *s, const float *q, const void *k, int64_t k_stride, int64_t n_rows,
+                               int64_t d, const int f16) {
     for (int64_t j = 0; j < n_rows; j++) {
         float acc = 0.0f;
         for (int64_t i = 0; i < d; i++)
-            acc += q[i] * k[j * k_stride + i];
+            acc += q[i] * load1(k, j * k_stride + i, f16);
         s[j] = acc;
     }
 }
 
-static void wsum_c(float *out, const float *p, const float *v, int64_t v_stride, int64_t n_rows, int64_t d) {
+static inline void wsum_c_body(float *out, const float *p, const void *v, int64_t v_stride, int64_t n_rows,
+                               int64_t d, const int f16) {
     for (int64_t i = 0; i < d; i++)
         out[i] = 0.0f;
     for (int64_t j = 0; j < n_rows; j++)
         for (int64_t i = 0; i < d; i++)
-            out[i] += p[j] * v[j * v_stride + i];
+            out[i] += p[j] * load1(v, j * v_stride + i, f16);
 }
 
-static const cpu_vec_ops vec_c = {dots_c, wsum_c};
+static inline void panel_c_body(float *panel, const void *v, int64_t v_stride, int64_t n_rows, int nc,
+                                const int f16) {
+    for (int64_t j = 0; j < n_rows; j++)
+        for (int i = 0; i < 16; i++)
+            panel[16 * j + i] = i < nc ? load1(v, j * v_stride + i, f16) : 0.0f;
+}
+
+static void to_f32_f32_c(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+static void store_f32_c(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+/* also the tail of F16 weight rows (cpu_fast_to_f32), which need not be 2-byte aligned */
+static void to_f32_f16_c(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)src + 2 * i, 2);
+        dst[i] = er_f16_to_f32(h);
+    }
+}
+
+static void store_f16_c(const float *src, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        ((uint16_t *)dst)[i] = er_f32_to_f16(src[i]);
+}
+
+/* one table entry per (kernel, type): the body above with the type fixed */
+#define KV_ENTRIES(IMPL, ATTR)                                                                                      \
+    ATTR static void dots_f32_##IMPL(float *s, const float *q, const void *k, int64_t ks, int64_t n, int64_t d) {   \
+        dots_##IMPL##_body(s, q, k, ks, n, d, 0);                                                                   \
+    }                                                                                                               \
+    ATTR static void dots_f16_##IMPL(float *s, const float *q, const void *k, int64_t ks, int64_t n, int64_t d) {   \
+        dots_##IMPL##_body(s, q, k, ks, n, d, 1);                                                                   \
+    }                                                                                                               \
+    ATTR static void wsum_f32_##IMPL(float *o, const float *p, const void *v, int64_t vs, int64_t n, int64_t d) {   \
+        wsum_##IMPL##_body(o, p, v, vs, n, d, 0);                                                                   \
+    }                                                                                                               \
+    ATTR static void wsum_f16_##IMPL(float *o, const float *p, const void *v, int64_t vs, int64_t n, int64_t d) {   \
+        wsum_##IMPL##_body(o, p, v, vs, n, d, 1);                                                                   \
+    }                                                                                                               \
+    ATTR static void panel_f32_##IMPL(float *panel, const void *v, int64_t vs, int64_t n, int nc) {                 \
+        panel_##IMPL##_body(panel, v, vs, n, nc, 0);                                                                \
+    }                                                                                                               \
+    ATTR static void panel_f16_##IMPL(float *panel, const void *v, int64_t vs, int64_t n, int nc) {                 \
+        panel_##IMPL##_body(panel, v, vs, n, nc, 1);                                                                \
+    }
+
+KV_ENTRIES(c, )
+
+static const cpu_kv_ops kv_f32_c = {ER_TYPE_F32, 4, store_f32_c, to_f32_f32_c, dots_f32_c, wsum_f32_c, panel_f32_c};
+static const cpu_kv_ops kv_f16_c = {ER_TYPE_F16, 2, store_f16_c, to_f32_f16_c, dots_f16_c, wsum_f16_c, panel_f16_c};
 
 static void pack_panel_c(const float *rows, int64_t n, float *panel) {
     for (int64_t k = 0; k < n; k++)
@@ -283,22 +346,29 @@ AVX2 static void gemm_q8_0_q8_0_avx2(const uint8_t *w, size_t w_stride, int64_t 
 }
 #undef TILE
 
+/* 8 elements of cache rows from element i, as f32 */
+AVX2 static INLINE __m256 load8(const void *row, int64_t i, const int f16) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)))
+               : _mm256_loadu_ps((const float *)row + i);
+}
+
 /* four keys per pass: the query's 8 floats are loaded once per 4 FMAs */
-AVX2 static void dots_avx2(float *s, const float *q, const float *k, int64_t k_stride, int64_t n_rows, int64_t d) {
+AVX2 static INLINE void dots_avx2_body(float *s, const float *q, const void *k, int64_t k_stride, int64_t n_rows,
+                                       int64_t d, const int f16) {
     if (d % 8) {
-        dots_c(s, q, k, k_stride, n_rows, d);
+        dots_c_body(s, q, k, k_stride, n_rows, d, f16);
         return;
     }
     int64_t j = 0;
     for (; j + 4 <= n_rows; j += 4) {
-        const float *k0 = k + j * k_stride, *k1 = k0 + k_stride, *k2 = k1 + k_stride, *k3 = k2 + k_stride;
+        const int64_t k0 = j * k_stride, k1 = k0 + k_stride, k2 = k1 + k_stride, k3 = k2 + k_stride;
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
         for (int64_t i = 0; i < d; i += 8) {
             const __m256 qv = _mm256_loadu_ps(q + i);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+            a0 = _mm256_fmadd_ps(qv, load8(k, k0 + i, f16), a0);
+            a1 = _mm256_fmadd_ps(qv, load8(k, k1 + i, f16), a1);
+            a2 = _mm256_fmadd_ps(qv, load8(k, k2 + i, f16), a2);
+            a3 = _mm256_fmadd_ps(qv, load8(k, k3 + i, f16), a3);
         }
         s[j] = hsum8(a0);
         s[j + 1] = hsum8(a1);
@@ -306,18 +376,18 @@ AVX2 static void dots_avx2(float *s, const float *q, const float *k, int64_t k_s
         s[j + 3] = hsum8(a3);
     }
     for (; j < n_rows; j++) {
-        const float *kj = k + j * k_stride;
         __m256 a0 = _mm256_setzero_ps();
         for (int64_t i = 0; i < d; i += 8)
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kj + i), a0);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k, j * k_stride + i, f16), a0);
         s[j] = hsum8(a0);
     }
 }
 
 /* the output held in registers, 64 floats (8 accumulators) at a time: one load per FMA */
-AVX2 static void wsum_avx2(float *out, const float *p, const float *v, int64_t v_stride, int64_t n_rows, int64_t d) {
+AVX2 static INLINE void wsum_avx2_body(float *out, const float *p, const void *v, int64_t v_stride, int64_t n_rows,
+                                       int64_t d, const int f16) {
     if (d % 8) {
-        wsum_c(out, p, v, v_stride, n_rows, d);
+        wsum_c_body(out, p, v, v_stride, n_rows, d, f16);
         return;
     }
     int64_t i0 = 0;
@@ -327,9 +397,8 @@ AVX2 static void wsum_avx2(float *out, const float *p, const float *v, int64_t v
             acc[c] = _mm256_setzero_ps();
         for (int64_t j = 0; j < n_rows; j++) {
             const __m256 pj = _mm256_set1_ps(p[j]);
-            const float *vj = v + j * v_stride + i0;
             for (int c = 0; c < 8; c++)
-                acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+                acc[c] = _mm256_fmadd_ps(pj, load8(v, j * v_stride + i0 + 8 * c, f16), acc[c]);
         }
         for (int c = 0; c < 8; c++)
             _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
@@ -337,12 +406,46 @@ AVX2 static void wsum_avx2(float *out, const float *p, const float *v, int64_t v
     for (; i0 < d; i0 += 8) {
         __m256 acc = _mm256_setzero_ps();
         for (int64_t j = 0; j < n_rows; j++)
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * v_stride + i0), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8(v, j * v_stride + i0, f16), acc);
         _mm256_storeu_ps(out + i0, acc);
     }
 }
 
-static const cpu_vec_ops vec_avx2 = {dots_avx2, wsum_avx2};
+AVX2 static INLINE void panel_avx2_body(float *panel, const void *v, int64_t v_stride, int64_t n_rows, int nc,
+                                        const int f16) {
+    if (nc != 16) {
+        panel_c_body(panel, v, v_stride, n_rows, nc, f16);
+        return;
+    }
+    for (int64_t j = 0; j < n_rows; j++) {
+        _mm256_storeu_ps(panel + 16 * j, load8(v, j * v_stride, f16));
+        _mm256_storeu_ps(panel + 16 * j + 8, load8(v, j * v_stride + 8, f16));
+    }
+}
+
+KV_ENTRIES(avx2, AVX2)
+
+AVX2 static void to_f32_f16_avx2(const void *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, load8(src, i, 1));
+    to_f32_f16_c((const uint8_t *)src + 2 * i, dst + i, n - i);
+}
+
+/* vcvtps2ph with immediate 0: round to nearest even whatever MXCSR says, overflow to
+ * infinity, subnormal halves kept: bit for bit er_f32_to_f16 (test_cpu checks edge cases) */
+AVX2 static void store_f16_avx2(const float *src, void *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)((uint16_t *)dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    store_f16_c(src + i, (uint16_t *)dst + i, n - i);
+}
+
+static const cpu_kv_ops kv_f32_avx2 = {ER_TYPE_F32, 4, store_f32_c, to_f32_f32_c, dots_f32_avx2, wsum_f32_avx2,
+                                       panel_f32_avx2};
+static const cpu_kv_ops kv_f16_avx2 = {ER_TYPE_F16, 2, store_f16_avx2, to_f32_f16_avx2, dots_f16_avx2,
+                                       wsum_f16_avx2, panel_f16_avx2};
 
 static int have_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -352,7 +455,11 @@ cpu_gemm_fn cpu_gemm_get(uint32_t type) {
     return type == ER_TYPE_Q8_0 && have_avx2() ? gemm_q8_0_q8_0_avx2 : NULL;
 }
 
-const cpu_vec_ops *cpu_vec_ops_get(void) { return have_avx2() ? &vec_avx2 : &vec_c; }
+const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
+    if (type == ER_TYPE_F32)
+        return have_avx2() ? &kv_f32_avx2 : &kv_f32_c;
+    return type == ER_TYPE_F16 ? (have_avx2() ? &kv_f16_avx2 : &kv_f16_c) : NULL;
+}
 
 static const cpu_sgemm_ops sgemm_avx2 = {pack_panel_avx2, sgemm_6x16_avx2};
 static const cpu_sgemm_ops sgemm_c = {pack_panel_c, sgemm_6x16_c};
@@ -366,6 +473,8 @@ er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) {
         return to_f32_q4_K_avx2;
     if (have_avx2() && type == ER_TYPE_Q6_K)
         return to_f32_q6_K_avx2;
+    if (have_avx2() && type == ER_TYPE_F16)
+        return to_f32_f16_avx2;
     return traits->to_f32;
 }
 
@@ -376,7 +485,9 @@ cpu_gemm_fn cpu_gemm_get(uint32_t type) {
     return NULL;
 }
 
-const cpu_vec_ops *cpu_vec_ops_get(void) { return &vec_c; }
+const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
+    return type == ER_TYPE_F32 ? &kv_f32_c : type == ER_TYPE_F16 ? &kv_f16_c : NULL;
+}
 
 static const cpu_sgemm_ops sgemm_c = {pack_panel_c, sgemm_6x16_c};
 
