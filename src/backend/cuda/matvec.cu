@@ -35,7 +35,9 @@
 #define MV_THREADS 512
 #define MV_WARPS 16
 #define MV_SLICE_BYTES (64 * 1024) /* weight bytes per block; beyond, more blocks */
-#define HEAD_ROWS 2                /* rows per warp and pass in k_head */
+/* rows per warp and pass in k_head: enough 16-byte loads in flight per lane to stream at
+ * HBM speed (a Q4_0 row of 1024 is one chunk per lane: 2 rows reached half of it) */
+#define HEAD_ROWS(WT) ((WT) == CUDA_W_Q4_0 ? 4 : 2)
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
 static __device__ __forceinline__ unsigned int ordered_bits(float f) {
@@ -111,37 +113,43 @@ static __device__ __forceinline__ float chunk_scale(const __half *d_row, int c) 
     return WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
 }
 
-/* Dots of two rows (in global or shared memory) with the staged input, by one warp,
- * sharing the input loads and interleaving the two sums; every lane gets both. Rows of
- * whole 16-byte chunks go chunk by chunk, others (F16/BF16/F32 rows of odd lengths)
- * element by element. */
-template <int WT>
-static __device__ __forceinline__ float2 rows_dot(const uint8_t *row0, const __half *d0, const uint8_t *row1,
-                                                  const __half *d1, int n_in, bool chunked, const float *xs, int lane) {
-    float a0 = 0.0f, a1 = 0.0f;
+/* Dots of R rows (in global or shared memory) with the staged input, by one warp,
+ * sharing the input loads and interleaving the R sums; every lane gets all of them in
+ * a[]. Rows of whole 16-byte chunks go chunk by chunk, others (F16/BF16/F32 rows of odd
+ * lengths) element by element. */
+template <int WT, int R>
+static __device__ __forceinline__ void rows_dot(const uint8_t *const *row, const __half *const *d, int n_in,
+                                                bool chunked, const float *xs, int lane, float a[R]) {
+#pragma unroll
+    for (int k = 0; k < R; k++)
+        a[k] = 0.0f;
     if (chunked) {
         const int n_chunks = n_in / CHUNK_ELEMS(WT);
-        const uint4 *w0 = reinterpret_cast<const uint4 *>(row0), *w1 = reinterpret_cast<const uint4 *>(row1);
 #pragma unroll 2
         for (int c = lane; c < n_chunks; c += 32) {
+            uint4 v[R]; /* all R loads in flight before the first use */
+#pragma unroll
+            for (int k = 0; k < R; k++)
+                v[k] = reinterpret_cast<const uint4 *>(row[k])[c];
             float4 xv[CHUNK_ELEMS(WT) / 4];
             load_x<WT>(reinterpret_cast<const float4 *>(xs), c, xv);
-            a0 += chunk_dot<WT>(w0[c], chunk_scale<WT>(d0, c), xv);
-            a1 += chunk_dot<WT>(w1[c], chunk_scale<WT>(d1, c), xv);
+#pragma unroll
+            for (int k = 0; k < R; k++)
+                a[k] += chunk_dot<WT>(v[k], chunk_scale<WT>(d[k], c), xv);
         }
     } else {
         for (int i = lane; i < n_in; i += 32) {
             const float xi = xs[xs_index<WT>(i)];
-            a0 += elem<WT>(row0, d0, i) * xi;
-            a1 += elem<WT>(row1, d1, i) * xi;
+#pragma unroll
+            for (int k = 0; k < R; k++)
+                a[k] += elem<WT>(row[k], d[k], i) * xi;
         }
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a0 += __shfl_xor_sync(0xffffffffu, a0, o);
-        a1 += __shfl_xor_sync(0xffffffffu, a1, o);
-    }
-    return make_float2(a0, a1);
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
 }
 
 /* Bytes of shared memory that stage_async needs for n bytes at any alignment. */
@@ -261,26 +269,28 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     for (int r = warp * step; r < nr; r += MV_WARPS * step) {
         const int k1 = MODE == MV_NORM_SWIGLU ? 1 : 0;
         const int r1 = MODE == MV_NORM_SWIGLU ? r : min(r + 1, nr - 1);
-        const float2 a = rows_dot<WT>(ws[0] + r * rb, ds[0] + r * (sb / 2), ws[k1] + r1 * rb, ds[k1] + r1 * (sb / 2),
-                                      n_in, chunked, xs, lane);
+        const uint8_t *rows[2] = {ws[0] + r * rb, ws[k1] + r1 * rb};
+        const __half *scales[2] = {ds[0] + r * (sb / 2), ds[k1] + r1 * (sb / 2)};
+        float a[2];
+        rows_dot<WT, 2>(rows, scales, n_in, chunked, xs, lane, a);
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
-                y[r0 + r] = a.x / (1.0f + expf(-a.x)) * a.y;
+                y[r0 + r] = a[0] / (1.0f + expf(-a[0])) * a[1];
             } else if (MODE == MV_ADD) {
-                y[r0 + r] = y_old[r] + a.x;
+                y[r0 + r] = y_old[r] + a[0];
                 if (r + 1 < nr)
-                    y[r0 + r + 1] = y_old[r + 1] + a.y;
+                    y[r0 + r + 1] = y_old[r + 1] + a[1];
             } else {
-                y[r0 + r] = a.x;
+                y[r0 + r] = a[0];
                 if (r + 1 < nr)
-                    y[r0 + r + 1] = a.y;
+                    y[r0 + r + 1] = a[1];
             }
         }
     }
 }
 
 /* The output head: y = W rmsnorm(x) over all rows, argmax into state->argmax_key. A
- * resident grid; warp g of G takes rows g, g + G, ... HEAD_ROWS at a time, so that
+ * resident grid; warp g of G takes rows g, g + G, ... HEAD_ROWS(WT) at a time, so that
  * each lane has several 16-byte loads in flight. */
 template <int WT>
 __global__ void __launch_bounds__(MV_THREADS)
@@ -302,13 +312,20 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     __syncthreads();
 
     unsigned long long mine = 0;
-    for (int r = gw; r < n_out; r += HEAD_ROWS * n_warps) {
-        const int r1 = r + n_warps < n_out ? r + n_warps : r;
-        const float2 a2 = rows_dot<WT>(w + (size_t)r * rb, d + (size_t)r * (sb / 2), w + (size_t)r1 * rb,
-                                       d + (size_t)r1 * (sb / 2), n_in, chunked, xs, lane);
-        const float a[HEAD_ROWS] = {a2.x, a2.y};
+    constexpr int R = HEAD_ROWS(WT);
+    for (int r = gw; r < n_out; r += R * n_warps) {
+        const uint8_t *rows[R];
+        const __half *scales[R];
 #pragma unroll
-        for (int k = 0; k < HEAD_ROWS; k++) {
+        for (int k = 0; k < R; k++) { /* rows past the end repeat row r, and are dropped */
+            const int rk = r + k * n_warps < n_out ? r + k * n_warps : r;
+            rows[k] = w + (size_t)rk * rb;
+            scales[k] = d + (size_t)rk * (sb / 2);
+        }
+        float a[R];
+        rows_dot<WT, R>(rows, scales, n_in, chunked, xs, lane, a);
+#pragma unroll
+        for (int k = 0; k < R; k++) {
             const int row = r + k * n_warps;
             if (lane == 0 && row < n_out) {
                 y[row] = a[k];
@@ -372,7 +389,7 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_head<WT>, MV_THREADS, smem);
     if (e != cudaSuccess)
         return e;
-    const int wanted = (n_out + MV_WARPS * HEAD_ROWS - 1) / (MV_WARPS * HEAD_ROWS);
+    const int wanted = (n_out + MV_WARPS * HEAD_ROWS(WT) - 1) / (MV_WARPS * HEAD_ROWS(WT));
     int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
     n_blocks = n_blocks < wanted ? n_blocks : wanted;
     cudaLaunchAttribute attr;
