@@ -11,7 +11,8 @@
  *   cold  a rotation over copies of the matrix totalling >= 1 GiB: every byte comes from
  *         DRAM, as in decoding a real model whose weights exceed the cache.
  * plus the scalar reference's hot rate (the AVX2 speed-up), and a plain read of the cold
- * working set with AVX2 loads as the machine's single-thread DRAM bound. The machine is
+ * working set with AVX2 loads as the machine's single-thread DRAM bound, and the core's
+ * AVX2 FMA peak (the prefill's compute bound). The machine is
  * shared and noisy: compare the ratios within one run, not numbers across runs. Each
  * figure is the best of several timed repetitions.
  */
@@ -73,6 +74,29 @@ __attribute__((target("avx2"))) static double read_all(const uint8_t *p, size_t 
     sink = (float)(out[0] + out[1] + out[2] + out[3]);
     return t;
 }
+/* Seconds for `iters` rounds of 12 independent 8-wide FMAs (192 flops a round): enough
+ * chains to cover the FMA latency on two ports, so this is the core's f32 peak, the
+ * bound of the f32 prefill tile (fast_avx2.c sgemm_6x16_avx2). */
+__attribute__((target("avx2,fma"))) static double fma_rounds(long iters) {
+    __m256 acc[12];
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm256_set1_ps((float)k);
+    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    const double t0 = now();
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 12 /* the accumulators stay in registers only when unrolled */
+        for (int k = 0; k < 12; k++)
+            acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+    }
+    const double t = now() - t0;
+    float out[8];
+    for (int k = 1; k < 12; k++)
+        acc[0] = _mm256_add_ps(acc[0], acc[k]);
+    _mm256_storeu_ps(out, acc[0]);
+    sink = out[0];
+    return t;
+}
+#define HAVE_FMA_PEAK 1
 #else
 static double read_all(const uint8_t *p, size_t n) {
     const double t0 = now();
@@ -153,6 +177,15 @@ int main(int argc, char **argv) {
         free(w);
     }
     printf("plain AVX2 read of a 1 GiB buffer: %.2f GB/s (the single-thread DRAM bound)\n", stream);
+#ifdef HAVE_FMA_PEAK
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        double best = INFINITY;
+        for (int rep = 0; rep < 5; rep++)
+            best = fmin(best, fma_rounds(50000000));
+        printf("AVX2 FMA peak of one core: %.1f GFLOP/s (the bound of the f32 prefill tile)\n",
+               192.0 * 50000000 / best / 1e9);
+    }
+#endif
     free(x);
     free(y);
     free(panel);
