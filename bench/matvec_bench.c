@@ -19,6 +19,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,30 @@ static double read_all(const uint8_t *p, size_t n) {
 }
 #endif
 
+/* Two threads each reading half of a buffer: the two-thread DRAM bound that decoding on
+ * two threads is compared with. */
+typedef struct read_half {
+    const uint8_t *p;
+    size_t n;
+} read_half;
+
+static void *read_half_main(void *arg) {
+    const read_half *r = arg;
+    read_all(r->p, r->n);
+    return NULL;
+}
+
+static double read_two_threads(const uint8_t *p, size_t n) {
+    pthread_t th;
+    read_half halves[2] = {{p, n / 2}, {p + n / 2, n - n / 2}};
+    const double t0 = now();
+    if (pthread_create(&th, NULL, read_half_main, &halves[1]) != 0)
+        return INFINITY;
+    read_half_main(&halves[0]);
+    pthread_join(th, NULL);
+    return now() - t0;
+}
+
 int main(int argc, char **argv) {
     int64_t n_rows = 4096, n_cols = 4096;
     if (argc == 3) {
@@ -139,7 +164,7 @@ int main(int argc, char **argv) {
     printf("matvec %lld x %lld, one thread, GB/s of weight bytes (best of %d); AVX2 kernels: %s\n",
            (long long)n_rows, (long long)n_cols, REPS, cpu_kernels_avx2(ER_TYPE_Q4_0) ? "yes" : "no (scalar only)");
     printf("%-5s %7s %9s %9s %9s %9s %8s\n", "type", "bits/w", "MiB", "hot", "cold", "scalar", "speedup");
-    double stream = 0;
+    double stream = 0, stream2 = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const er_type_traits *t = er_type_get(types[ti]);
         const cpu_kernels *best = cpu_kernels_get(types[ti]), *ref = cpu_kernels_ref(types[ti]);
@@ -167,16 +192,20 @@ int main(int argc, char **argv) {
             if (rep < 2)
                 scalar = fmin(scalar, matvec(ref, w, row_size, n_rows, n_cols, x, xq, y));
         }
-        if (ti == 0)
+        if (ti == 0) {
             for (int rep = 0; rep < REPS; rep++)
                 stream = fmax(stream, (double)(mat_size * copies) / read_all(w, mat_size * copies) / 1e9);
+            for (int rep = 0; rep < REPS; rep++)
+                stream2 = fmax(stream2, (double)(mat_size * copies) / read_two_threads(w, mat_size * copies) / 1e9);
+        }
         const double gb = (double)mat_size / 1e9;
         printf("%-5s %7.3f %9.2f %9.2f %9.2f %9.2f %7.1fx\n", t->name, 8.0 * (double)row_size / (double)n_cols,
                (double)mat_size / 1048576.0, gb / hot, gb / cold, gb / scalar, scalar / hot);
         fflush(stdout);
         free(w);
     }
-    printf("plain AVX2 read of a 1 GiB buffer: %.2f GB/s (the single-thread DRAM bound)\n", stream);
+    printf("plain AVX2 read of a 1 GiB buffer: %.2f GB/s (the single-thread DRAM bound), %.2f GB/s on two threads\n",
+           stream, stream2);
 #ifdef HAVE_FMA_PEAK
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         double best = INFINITY;
