@@ -86,7 +86,7 @@ run() {
     fi
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
     python3 bench/make_random_qwen3.py /tmp/cmp --types "${TYPES:-Q8_0,Q4_0}" --vocab "$CARRY/qwen3-vocab.gguf" > "$OUT/models.txt"
-    printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s |\n|---|---|---|---|\n' | tee "$OUT/compare.md"
+    printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s | TTFT ms | GPU MiB (weights + KV) |\n|---|---|---|---|---|---|\n' | tee "$OUT/compare.md"
     while read -r f; do
         b=$(basename "$f" .gguf)
         "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
@@ -102,15 +102,16 @@ try:
 except Exception:
     pass
 f = lambda v: f"{v:.0f}" if v else "?"
-print(f"| {name} | llama.cpp CUDA (-fa 1) | {f(tg)} | {f(pp)} |")
+print(f"| {name} | llama.cpp CUDA (-fa 1) | {f(tg)} | {f(pp)} | | |")
 try:
     o = json.load(open(oj))
     d, p = o["decode_tok_s"]["median"], o["prefill_tok_s"]
     rd = f" ({d / tg:.2f}x)" if tg else ""
     rp = f" ({p / pp:.2f}x)" if pp else ""
-    print(f'| {name} | EdgeRunner-C (cuda) | {d:.0f}{rd} | {p:.0f}{rp} |')
+    mem = f'{o["gpu_used_mib"]:.0f} ({o["gpu_weights_mib"]:.0f} + {o["kv_cache_mib"]:.0f})'
+    print(f'| {name} | EdgeRunner-C (cuda) | {d:.0f}{rd} | {p:.0f}{rp} | {o["ttft_ms"]:.3f} | {mem} |')
 except Exception:
-    print(f"| {name} | EdgeRunner-C (cuda) | FAIL (see ours-{name}.err) | |")
+    print(f"| {name} | EdgeRunner-C (cuda) | FAIL (see ours-{name}.err) | | | |")
 PY
     done < "$OUT/models.txt"
 }
