@@ -1,7 +1,8 @@
 # EdgeRunner-C. Targets:
 #   make              build/edgerunner and build/libedgerunner.a
 #   make test         unit tests (plain and under ASan+UBSan), CLI tests, oracle tests
-#   make bench        CPU matvec throughput per weight type (bench/matvec_bench.c)
+#   make bench        CPU matvec throughput per weight type, read bandwidth (1 and 2 threads)
+#                     and the AVX2 FMA peak (bench/matvec_bench.c)
 #   make debug        the same binaries with AddressSanitizer + UBSan, in build/debug
 #   make fuzz         libFuzzer on the GGUF parser for FUZZ_SECONDS (default 600)
 #   make format       clang-format the sources
