@@ -57,6 +57,23 @@ static inline uint16_t er_f32_to_f16(float f) {
     return (uint16_t)(sign | (abs >> 13));
 }
 
+/* n halves at src to floats, and n floats to halves at dst; either may sit at any
+ * alignment (file data, KV cache rows): memcpy, not uint16_t loads. */
+static inline void er_f16_row_to_f32(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)src + 2 * i, 2);
+        dst[i] = er_f16_to_f32(h);
+    }
+}
+
+static inline void er_f32_row_to_f16(const float *src, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = er_f32_to_f16(src[i]);
+        memcpy((uint8_t *)dst + 2 * i, &h, 2);
+    }
+}
+
 static inline float er_bf16_to_f32(uint16_t h) { return er_bits_to_f32((uint32_t)h << 16); }
 
 static inline uint16_t er_f32_to_bf16(float f) {

@@ -16,15 +16,6 @@ static void f32_to_f32_ref(const void *src, float *dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-static void f16_to_f32_ref(const void *src, float *dst, int64_t n) {
-    const uint8_t *p = src; /* file data need not be 2-byte aligned for us: memcpy */
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        dst[i] = er_f16_to_f32(h);
-    }
-}
-
 static void bf16_to_f32_ref(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++) {
@@ -68,14 +59,6 @@ static void f32_from_f32_ref(const float *src, void *dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-static void f16_from_f32_ref(const float *src, void *dst, int64_t n) {
-    uint8_t *p = dst;
-    for (int64_t i = 0; i < n; i++) {
-        const uint16_t h = er_f32_to_f16(src[i]);
-        memcpy(p + 2 * i, &h, 2);
-    }
-}
-
 static void bf16_from_f32_ref(const float *src, void *dst, int64_t n) {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++) {
@@ -103,7 +86,7 @@ float quant_dot_by_blocks(void (*to_f32)(const void *, float *, int64_t), size_t
 /* Sizes of the types without kernels follow ggml.c's type_traits. */
 static const er_type_traits type_table[ER_TYPE_COUNT] = {
     [ER_TYPE_F32] = {"F32", 1, 4, f32_to_f32_ref, dot_f32_f32_ref, f32_from_f32_ref},
-    [ER_TYPE_F16] = {"F16", 1, 2, f16_to_f32_ref, dot_f16_f32_ref, f16_from_f32_ref},
+    [ER_TYPE_F16] = {"F16", 1, 2, er_f16_row_to_f32, dot_f16_f32_ref, er_f32_row_to_f16},
     [ER_TYPE_Q4_0] = QROW(Q4_0, q4_0, QK4_0),
     [ER_TYPE_Q4_1] = QROW(Q4_1, q4_1, QK4_1),
     [ER_TYPE_Q5_0] = QROW(Q5_0, q5_0, QK5_0),

@@ -61,20 +61,6 @@ static inline void panel_c_body(float *panel, const void *v, int64_t v_stride, i
 static void to_f32_f32_c(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
 static void store_f32_c(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
 
-/* also the tail of F16 weight rows (cpu_fast_to_f32), which need not be 2-byte aligned */
-static void to_f32_f16_c(const void *src, float *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, (const uint8_t *)src + 2 * i, 2);
-        dst[i] = er_f16_to_f32(h);
-    }
-}
-
-static void store_f16_c(const float *src, void *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        ((uint16_t *)dst)[i] = er_f32_to_f16(src[i]);
-}
-
 /* one table entry per (kernel, type): the body above with the type fixed */
 #define KV_ENTRIES(IMPL, ATTR)                                                                                      \
     ATTR static void dots_f32_##IMPL(float *s, const float *q, const void *k, int64_t ks, int64_t n, int64_t d) {   \
@@ -99,7 +85,8 @@ static void store_f16_c(const float *src, void *dst, int64_t n) {
 KV_ENTRIES(c, )
 
 static const cpu_kv_ops kv_f32_c = {ER_TYPE_F32, 4, store_f32_c, to_f32_f32_c, dots_f32_c, wsum_f32_c, panel_f32_c};
-static const cpu_kv_ops kv_f16_c = {ER_TYPE_F16, 2, store_f16_c, to_f32_f16_c, dots_f16_c, wsum_f16_c, panel_f16_c};
+static const cpu_kv_ops kv_f16_c = {ER_TYPE_F16, 2, er_f32_row_to_f16, er_f16_row_to_f32, dots_f16_c, wsum_f16_c,
+                                    panel_f16_c};
 
 static void pack_panel_c(const float *rows, int64_t n, float *panel) {
     for (int64_t k = 0; k < n; k++)
@@ -429,7 +416,8 @@ AVX2 static void to_f32_f16_avx2(const void *src, float *dst, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, load8(src, i, 1));
-    to_f32_f16_c((const uint8_t *)src + 2 * i, dst + i, n - i);
+    /* the tail, also of F16 weight rows, which need not be 2-byte aligned */
+    er_f16_row_to_f32((const uint8_t *)src + 2 * i, dst + i, n - i);
 }
 
 /* vcvtps2ph with immediate 0: round to nearest even whatever MXCSR says, overflow to
@@ -439,7 +427,7 @@ AVX2 static void store_f16_avx2(const float *src, void *dst, int64_t n) {
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)((uint16_t *)dst + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    store_f16_c(src + i, (uint16_t *)dst + i, n - i);
+    er_f32_row_to_f16(src + i, (uint16_t *)dst + i, n - i);
 }
 
 static const cpu_kv_ops kv_f32_avx2 = {ER_TYPE_F32, 4, store_f32_c, to_f32_f32_c, dots_f32_avx2, wsum_f32_avx2,
