@@ -323,7 +323,7 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neo
     }
     const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, neox, eps, with_norm ? dqn : NULL,
                                 with_norm ? dkn : NULL, (const float2 *)dcs, n_ctx};
-    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, 8, dout, 0) != cudaSuccess ||
+    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, 0) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(out, dout, (size_t)q_dim * sizeof(float), cudaMemcpyDeviceToHost);

@@ -476,7 +476,7 @@ int cmd_bench(int argc, char **argv) {
         }
         fputs(report, stderr);
         if (pp > 0) {
-            if ((st = cuda_profile_prefill(ctx->cuda, pp, 3, report, sizeof report)) != ER_OK) {
+            if ((st = cuda_profile_prefill(ctx->cuda, pp_ids, pp, 3, report, sizeof report)) != ER_OK) {
                 rc = cli_fail_status(st);
                 goto done;
             }

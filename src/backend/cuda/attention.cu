@@ -22,7 +22,7 @@
 
 #define ATT_WARPS 4
 #define KB 4 /* keys in flight per warp in decode */
-#define ATT_CLUSTER_MAX 8 /* blocks per head in decode: the portable cluster size */
+#define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
 
 /* RoPE angles of position pos that lane `lane` rotates (pairs i = lane + 32 k < n_rot / 2):
  * loaded ahead of the data they rotate. */
@@ -294,24 +294,24 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
      * at the second barrier so that their shared memory outlives the reads */
     cluster_sync();
     if (s == 0) {
-        float rm[ATT_CLUSTER_MAX], rl[ATT_CLUSTER_MAX];
+        float rm[ATT_CLUSTER], rl[ATT_CLUSTER];
         float gm = -INFINITY;
 #pragma unroll
-        for (int r = 0; r < ATT_CLUSTER_MAX; r++) {
+        for (int r = 0; r < ATT_CLUSTER; r++) {
             rm[r] = r < n_split ? cluster_load(&b_m, r) : -INFINITY;
             rl[r] = r < n_split ? cluster_load(&b_l, r) : 0.0f;
             gm = fmaxf(gm, rm[r]);
         }
         float gl = 0.0f;
 #pragma unroll
-        for (int r = 0; r < ATT_CLUSTER_MAX; r++) {
+        for (int r = 0; r < ATT_CLUSTER; r++) {
             rm[r] = rm[r] == -INFINITY ? 0.0f : expf(rm[r] - gm); /* now the block's weight */
             gl += rl[r] * rm[r];
         }
         for (int i = threadIdx.x; i < hd; i += blockDim.x) {
             float a = 0.0f;
 #pragma unroll
-            for (int r = 0; r < ATT_CLUSTER_MAX; r++)
+            for (int r = 0; r < ATT_CLUSTER; r++)
                 a += r < n_split && rm[r] != 0.0f ? cluster_load(&b_acc[i], r) * rm[r] : 0.0f;
             out[h * hd + i] = a / gl;
         }
@@ -563,19 +563,17 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
     } while (0)
 
 extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache,
-                                             float *v_cache, const cuda_step_state *state, int n_split, float *out,
+                                             float *v_cache, const cuda_step_state *state, float *out,
                                              cudaStream_t stream) {
-    if (n_split < 1 || n_split > ATT_CLUSTER_MAX)
-        return cudaErrorInvalidValue;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     attr[1].id = cudaLaunchAttributeClusterDimension;
     attr[1].val.clusterDim.x = 1;
-    attr[1].val.clusterDim.y = (unsigned int)n_split;
+    attr[1].val.clusterDim.y = ATT_CLUSTER;
     attr[1].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(p->n_head, n_split);
+    cfg.gridDim = dim3(p->n_head, ATT_CLUSTER);
     cfg.blockDim = dim3(ATT_WARPS * 32);
     cfg.stream = stream;
     cfg.attrs = attr;

@@ -1,6 +1,7 @@
 /*
  * common.cuh - device helpers shared by the kernel files: warp and block reductions,
- * quant bytes to floats, one element of a weight row, programmatic dependent launch.
+ * quant bytes to floats, F16/BF16 pairs to floats, one element of a weight row,
+ * programmatic dependent launch.
  */
 #ifndef ER_BACKEND_CUDA_COMMON_CUH
 #define ER_BACKEND_CUDA_COMMON_CUH
@@ -53,6 +54,13 @@ static __device__ __forceinline__ float q8_byte(uint32_t u, int k) {
 /* Nibble byte k of a masked word u (values 0..15) as a float in [-8, 7], exactly. */
 static __device__ __forceinline__ float q4_byte(uint32_t u, int k) {
     return __int_as_float((int)__byte_perm(u, 0x4B000000u, 0x7540u | (uint32_t)k)) - 8388616.0f;
+}
+
+/* The two F16 or BF16 elements of a 32-bit word (the lower one first) as floats. */
+static __device__ __forceinline__ float2 pair_f32(uint32_t u, int wt) {
+    if (wt == CUDA_W_BF16)
+        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+    return __half22float2(*reinterpret_cast<const __half2 *>(&u));
 }
 
 /* Programmatic dependent launch (sm_90): a kernel launched with the PDL attribute may

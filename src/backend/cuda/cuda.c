@@ -80,7 +80,6 @@ struct cuda_model {
 struct cuda_context {
     cuda_model *cm;
     int64_t n_ctx, n_batch;
-    int n_split; /* attention blocks per head in decode (one cluster) */
     cudaStream_t stream;
     cublasHandle_t blas;
     float *k_cache;          /* (n_layer, n_ctx, kv_dim) */
@@ -387,8 +386,6 @@ er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cu
     cc->cm = cm;
     cc->n_ctx = n_ctx;
     cc->n_batch = n_batch;
-    /* the largest portable cluster: 8 blocks of 16 keys per round and head */
-    cc->n_split = 8;
     const size_t f = sizeof(float);
     const size_t kv_bytes = (size_t)c->n_layer * (size_t)n_ctx * (size_t)kv_dim * f;
     if ((st = dalloc((void **)&cc->k_cache, kv_bytes, "the K cache")) != ER_OK ||
@@ -466,7 +463,7 @@ static er_status enqueue_step(cuda_context *cc, step_profile *prof) {
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state, cc->stream));
         MARK(PROF_QKV);
         CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, cc->k_cache + il * layer_kv, cc->v_cache + il * layer_kv, cc->state,
-                                       cc->n_split, cc->attn, cc->stream));
+                                       cc->attn, cc->stream));
         MARK(PROF_ATTN);
         CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, cc->state, cc->stream));
         MARK(PROF_WO);
@@ -685,14 +682,12 @@ static void profile_table(char *report, size_t cap, size_t len, const char *cons
     }
 }
 
+/* The events of a profile; the callers check the last one: NULL when any failed. */
 static step_profile *profile_new(void) {
     step_profile *prof = calloc(1, sizeof *prof);
-    for (int i = 0; prof && i < PROF_MAX_EVENTS; i++) {
-        if (cudaEventCreate(&prof->ev[i]) != cudaSuccess) {
-            prof->n = i; /* created so far, for profile_free */
-            return prof;
-        }
-    }
+    for (int i = 0; prof && i < PROF_MAX_EVENTS; i++)
+        if (cudaEventCreate(&prof->ev[i]) != cudaSuccess)
+            break;
     return prof;
 }
 
@@ -786,15 +781,14 @@ fail:
     return st;
 }
 
-er_status cuda_profile_prefill(cuda_context *cc, int64_t n_tokens, int reps, char *report, size_t cap) {
+er_status cuda_profile_prefill(cuda_context *cc, const int32_t *tokens, int64_t n_tokens, int reps, char *report,
+                               size_t cap) {
     er_status st = ER_OK;
     step_profile *prof = profile_new();
     double total_us[PP_COUNT] = {0}, plain_us = 0.0;
     int count[PP_COUNT] = {0};
-    int32_t *ids = malloc((size_t)(n_tokens > 0 ? n_tokens : 1) * sizeof *ids);
     cudaEvent_t g0 = NULL, g1 = NULL;
-    const int64_t n_vocab = cc->cm->model->config.n_vocab;
-    if (!prof || !prof->ev[PROF_MAX_EVENTS - 1] || !ids) {
+    if (!prof || !prof->ev[PROF_MAX_EVENTS - 1]) {
         st = er_fail(ER_ERR_NO_MEMORY, "out of memory for the profile");
         goto fail;
     }
@@ -803,19 +797,17 @@ er_status cuda_profile_prefill(cuda_context *cc, int64_t n_tokens, int reps, cha
                      SMALL_PROMPT, (long long)cc->n_batch);
         goto fail;
     }
-    for (int64_t i = 0; i < n_tokens; i++)
-        ids[i] = (int32_t)((uint64_t)(i + 1) * 2654435761u % (uint64_t)n_vocab);
     CUDA_TRY(cudaEventCreate(&g0));
     CUDA_TRY(cudaEventCreate(&g1));
     for (int r = 0; r < reps; r++) {
         prof->n = 0;
         CUDA_TRY(cuda_spin(3000000, cc->stream));
-        if ((st = prefill_batch(cc, ids, n_tokens, 0, NULL, prof)) != ER_OK ||
+        if ((st = prefill_batch(cc, tokens, n_tokens, 0, NULL, prof)) != ER_OK ||
             (st = profile_collect(prof, total_us, count)) != ER_OK)
             goto fail;
         /* as `bench` runs it: launched as it goes, no events between the kernels */
         CUDA_TRY(cudaEventRecord(g0, cc->stream));
-        if ((st = prefill_batch(cc, ids, n_tokens, 0, NULL, NULL)) != ER_OK)
+        if ((st = prefill_batch(cc, tokens, n_tokens, 0, NULL, NULL)) != ER_OK)
             goto fail;
         CUDA_TRY(cudaEventRecord(g1, cc->stream));
         CUDA_TRY(cudaStreamSynchronize(cc->stream));
@@ -830,7 +822,6 @@ er_status cuda_profile_prefill(cuda_context *cc, int64_t n_tokens, int reps, cha
     }
 fail:
     profile_free(prof);
-    free(ids);
     if (g0)
         cudaEventDestroy(g0);
     if (g1)

@@ -45,9 +45,11 @@ er_status cuda_read_logits(cuda_context *cc, float *logits);
  * repetitions; writes a text table with achieved GB/s per weight kernel. */
 er_status cuda_profile_step(cuda_context *cc, int64_t pos, int reps, char *report, size_t cap);
 
-/* Times a prefill of n_tokens (<= the context's batch) at position 0, kernel by kernel
- * and as it runs, over `reps` repetitions; writes a text table. Overwrites the cache. */
-er_status cuda_profile_prefill(cuda_context *cc, int64_t n_tokens, int reps, char *report, size_t cap);
+/* Times a prefill of tokens (n_tokens <= the context's batch) at position 0, kernel by
+ * kernel and as it runs, over `reps` repetitions; writes a text table. Overwrites the
+ * cache. */
+er_status cuda_profile_prefill(cuda_context *cc, const int32_t *tokens, int64_t n_tokens, int reps, char *report,
+                               size_t cap);
 
 /* Bytes of device memory in use right now (cudaMemGetInfo), and the peak this process
  * has seen through the backend's own accounting. */

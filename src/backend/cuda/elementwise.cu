@@ -104,14 +104,9 @@ static __device__ __forceinline__ void elems8(const uint8_t *w_row, const __half
         const uint32_t words[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            if (WT == CUDA_W_BF16) {
-                v[2 * k] = __uint_as_float(words[k] << 16);
-                v[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
-            } else {
-                const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&words[k]));
-                v[2 * k] = f.x;
-                v[2 * k + 1] = f.y;
-            }
+            const float2 f = pair_f32(words[k], WT);
+            v[2 * k] = f.x;
+            v[2 * k + 1] = f.y;
         }
     }
 }

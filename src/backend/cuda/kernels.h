@@ -93,10 +93,9 @@ typedef struct cuda_attn_params {
 
 /* Decode, fused: from qkv (n_head*hd + 2*n_head_kv*hd) of the token at state->pos:
  * Q/K RMSNorm, RoPE, K/V written to the caches (n_ctx, n_head_kv * hd) at pos, then
- * attention over 0..pos by a cluster of n_split (1..8) blocks per head.
- * out (n_head * head_dim_v). */
+ * attention over 0..pos by a cluster of 8 blocks per head. out (n_head * head_dim_v). */
 cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache, float *v_cache,
-                                  const cuda_step_state *state, int n_split, float *out, cudaStream_t stream);
+                                  const cuda_step_state *state, float *out, cudaStream_t stream);
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : Q/K norm + RoPE in place on q,
  * K/V to the caches. */

@@ -76,12 +76,6 @@ static __device__ __forceinline__ float dot8_q4(uint32_t u, float4 lo, float4 hi
            dot4(hi, q4_byte(h, 0), q4_byte(h, 1), q4_byte(h, 2), q4_byte(h, 3));
 }
 
-static __device__ __forceinline__ float2 pair_f32(uint32_t u, int wt) {
-    if (wt == CUDA_W_BF16)
-        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-    return __half22float2(*reinterpret_cast<const __half2 *>(&u));
-}
-
 /* The float4s of the staged input that chunk c multiplies. */
 template <int WT>
 static __device__ __forceinline__ void load_x(const float4 *xs4, int c, float4 *xv) {
