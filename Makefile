@@ -26,7 +26,7 @@ CUDA_ARCH ?= sm_90
 NVCCFLAGS := -arch=$(CUDA_ARCH) -O3 -std=c++17 -Iinclude -Isrc -Xptxas -v -Xcompiler -Wall,-Wextra -MMD -MP
 CFLAGS += -DER_HAVE_CUDA -I$(CUDA_HOME)/include
 CU_SRC := $(sort $(wildcard src/backend/cuda/*.cu))
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 else
 LIB_SRC := $(filter-out src/backend/cuda/%,$(LIB_SRC))
 CU_SRC :=

@@ -5,7 +5,8 @@
  * Qwen3-0.6B, of the output head, and at small odd shapes that take the fallbacks
  * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned); and the
  * fused decode attention (Q/K norm, RoPE, cache write, GQA over 1 to 3,001 positions,
- * one or several rounds of its cluster) against the same kind of host computation.
+ * one or several rounds of its cluster) and the prefill's attention and tensor-core
+ * GEMM against the same kind of host computation.
  *
  * Built when the CUDA backend is; passes with a note on machines without a GPU (CI),
  * and is run on the GPU machine by bench/gpu.sh (`build/unit_tests cuda`).
@@ -439,34 +440,65 @@ done:
     return worst;
 }
 
-/* The prefill's dequantization to F16 against the layout's values rounded on the host:
- * must be bit-exact. */
-static int dequant_case(const host_matrix *m) {
-    const size_t rb = cuda_row_bytes(m->type, m->n_in), nb = (size_t)m->n_in / 32;
-    const size_t n = (size_t)m->n_out * m->n_in;
-    cuda_weight dw = {m->type, m->n_in, m->n_out, NULL, NULL};
-    uint16_t *dout = NULL, *out = malloc(n * sizeof(uint16_t));
-    int ok = 0;
-    if (!out || cudaMalloc(&dw.w, (size_t)m->n_out * rb + 16) != cudaSuccess ||
-        (m->d && cudaMalloc(&dw.d, (size_t)m->n_out * nb * 2 + 16) != cudaSuccess) ||
-        cudaMalloc((void **)&dout, n * sizeof(uint16_t)) != cudaSuccess)
+/* The prefill GEMM, y (T, ldy) (+)= x (T, K) f16 . W^T, against doubles on the host
+ * with W's values rounded to F16 as the kernel rounds them: worst |error| over
+ * sum_k |x w| (the scale of F32 rounding in the sums). ldy = n_out + 1 when `odd_ldy`:
+ * the element-by-element stores. */
+static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy) {
+    const int K = m->n_in, N = m->n_out, ldy = N + (odd_ldy ? 1 : 0);
+    const size_t rb = cuda_row_bytes(m->type, K), nb = (size_t)K / 32, ny = (size_t)T * ldy;
+    uint16_t *x = malloc((size_t)T * K * sizeof(uint16_t));
+    float *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
+    double *w16 = malloc((size_t)N * K * sizeof(double));
+    cuda_weight dw = {m->type, K, N, NULL, NULL};
+    uint16_t *dx = NULL;
+    float *dy = NULL;
+    double worst = INFINITY;
+    if (!x || !y0 || !y || !w16)
         goto done;
-    cudaMemcpy(dw.w, m->w, (size_t)m->n_out * rb, cudaMemcpyHostToDevice);
+    for (size_t i = 0; i < (size_t)T * K; i++)
+        x[i] = quant_f16_sat(2.0f * rndf());
+    for (size_t i = 0; i < ny; i++)
+        y0[i] = rndf();
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w16[i] = er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
+    if (cudaMalloc(&dw.w, (size_t)N * rb + 16) != cudaSuccess ||
+        (m->d && cudaMalloc(&dw.d, (size_t)N * nb * 2 + 16) != cudaSuccess) ||
+        cudaMalloc((void **)&dx, (size_t)T * K * sizeof(uint16_t)) != cudaSuccess ||
+        cudaMalloc((void **)&dy, ny * sizeof(float)) != cudaSuccess)
+        goto done;
+    cudaMemcpy(dw.w, m->w, (size_t)N * rb, cudaMemcpyHostToDevice);
     if (m->d)
-        cudaMemcpy(dw.d, m->d, (size_t)m->n_out * nb * 2, cudaMemcpyHostToDevice);
-    /* rows 1.. : a start that is not the matrix's first row */
-    if (cuda_dequant_rows(&dw, 1, m->n_out - 1, dout, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        cudaMemcpy(dw.d, m->d, (size_t)N * nb * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dx, x, (size_t)T * K * sizeof(uint16_t), cudaMemcpyHostToDevice);
+    cudaMemcpy(dy, y0, ny * sizeof(float), cudaMemcpyHostToDevice);
+    if (cuda_gemm(&dw, dx, T, dy, ldy, accumulate, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
         goto done;
-    cudaMemcpy(out, dout, (n - (size_t)m->n_in) * sizeof(uint16_t), cudaMemcpyDeviceToHost);
-    ok = 1;
-    for (size_t i = 0; i < n - (size_t)m->n_in; i++)
-        ok &= out[i] == er_f32_to_f16((float)m->value[(size_t)m->n_in + i]);
+    cudaMemcpy(y, dy, ny * sizeof(float), cudaMemcpyDeviceToHost);
+    worst = 0.0;
+    for (int t = 0; t < T; t++) {
+        for (int n = 0; n < ldy; n++) {
+            const size_t at = (size_t)t * ldy + n;
+            double ref = accumulate || n >= N ? y0[at] : 0.0, mag = 1e-30;
+            for (int k = 0; n < N && k < K; k++) {
+                const double p = er_f16_to_f32(x[(size_t)t * K + k]) * w16[(size_t)n * K + k];
+                ref += p;
+                mag += fabs(p);
+            }
+            const double e = n < N ? fabs((double)y[at] - ref) / mag : (y[at] == y0[at] ? 0.0 : INFINITY);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+    }
 done:
     cudaFree(dw.w);
     cudaFree(dw.d);
-    cudaFree(dout);
-    free(out);
-    return ok;
+    cudaFree(dx);
+    cudaFree(dy);
+    free(x);
+    free(y0);
+    free(y);
+    free(w16);
+    return worst;
 }
 
 void test_cuda(void) {
@@ -487,8 +519,6 @@ void test_cuda(void) {
                 CHECK(err <= 1e-5 && argmax_ok, "%s %s (%d x %d): error %.3g of max |y|, argmax %s", type_name(t),
                       mode_name(mode), shapes[s][0], shapes[s][1], err, argmax_ok ? "ok" : "wrong");
             }
-            CHECK(dequant_case(&m), "%s (%d x %d): F16 dequantization differs", type_name(t), shapes[s][0],
-                  shapes[s][1]);
             free_matrix(&m);
         }
         /* F16/BF16/F32 rows that are not whole 16-byte chunks (the element path) */
@@ -500,7 +530,29 @@ void test_cuda(void) {
                 const double err = run_case(&m, mode, &argmax_ok);
                 CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", type_name(t), mode_name(mode), err);
             }
-            CHECK(dequant_case(&m), "%s (50 x 172): F16 dequantization differs", type_name(t));
+            free_matrix(&m);
+        }
+    }
+    /* prefill GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles of tokens
+     * and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and 44
+     * elements, the element-by-element stages); the residual add and odd row strides */
+    static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
+                                {70, 100, 96},     {37, 50, 172},     {9, 20, 44}};
+    for (int t = CUDA_W_F32; t <= CUDA_W_Q4_0; t++) {
+        for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
+            if (gm[s][2] % 32 != 0 && t >= CUDA_W_Q8_0)
+                continue;
+            host_matrix m;
+            CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0, "out of memory");
+            for (int variant = 0; variant < 2; variant++) {
+                /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
+                const double err = gemm_case(&m, gm[s][0], variant, variant);
+                CHECK(err <= 1e-5, "%s GEMM %d tokens x %d x %d%s: error %.3g of sum |x w|", type_name(t), gm[s][0],
+                      gm[s][1], gm[s][2], variant ? " (accumulate, odd ldy)" : "", err);
+                if (s == 0 && variant == 0)
+                    printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", type_name(t), gm[s][0], gm[s][1],
+                           gm[s][2], err);
+            }
             free_matrix(&m);
         }
     }

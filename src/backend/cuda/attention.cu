@@ -385,27 +385,11 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
  * by dim), S = Q K^T and O += P V run as mma.sync m16n8k16 (F16 inputs, F32 sums),
  * with the online softmax on S's fragments in registers. Q is scaled by 1/sqrt(hd)
  * before rounding to F16; P is rounded to F16 for P V, its row sums stay F32.
- * Fragment layouts (PTX ISA, mma.m16n8k16): g = lane / 4, c = lane % 4;
- *   A (16 x 16, row): a0 (g, 2c..2c+1), a1 (g + 8, 2c..), a2 (g, 2c + 8..), a3 (g + 8, 2c + 8..)
- *   B (16 x 8, col):  b0 (k 2c..2c+1, n g), b1 (k 2c + 8.., n g)
- *   C (16 x 8):       c0, c1 (g, 2c..2c+1), c2, c3 (g + 8, 2c..2c+1)
- * so the C fragments of two 8-key tiles of S are the A fragment of P for 16 keys. */
+ * With the fragment layouts of mma_16816 (common.cuh), the C fragments of two 8-key
+ * tiles of S are the A fragment of P for 16 keys. */
 #define FA_BQ 64
 #define FA_BK 64
 #define FA_THREADS (FA_BQ / 16 * 32)
-
-static __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Two floats as an F16 pair, lo in the low half (the lower column of a fragment). */
-static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
 
 template <int HD>
 __global__ void __launch_bounds__(FA_THREADS)

@@ -72,6 +72,24 @@ static __device__ __forceinline__ float2 pair_f32(uint32_t u, int wt) {
 static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 static __device__ __forceinline__ void pdl_launch_next(void) { asm volatile("griddepcontrol.launch_dependents;"); }
 
+/* Tensor cores, mma.sync m16n8k16 (F16 inputs, F32 sums). Fragment layouts (PTX ISA),
+ * g = lane / 4, c = lane % 4:
+ *   A (16 x 16, row): a0 (g, 2c..2c+1), a1 (g + 8, 2c..), a2 (g, 2c + 8..), a3 (g + 8, 2c + 8..)
+ *   B (16 x 8, col):  b0 (k 2c..2c+1, n g), b1 (k 2c + 8.., n g)
+ *   C (16 x 8):       c0, c1 (g, 2c..2c+1), c2, c3 (g + 8, 2c..2c+1) */
+static __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as an F16 pair, lo in the low half (the lower column of a fragment). */
+static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
 /* One element of a row, for rows whose length is not a whole number of chunks. */
 template <int WT>
 static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half *d_row, int i) {

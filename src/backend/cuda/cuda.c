@@ -10,16 +10,15 @@
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  *
- * Prefill (more than a few tokens) runs layer by layer over the whole batch: weights
- * are dequantized to F16 one matrix at a time into a scratch buffer and multiplied by
- * cuBLAS on the tensor cores (F16 inputs, F32 sums and outputs, as llama.cpp's cuBLAS
- * path does), attention runs from the cache.
+ * Prefill (more than a few tokens) runs layer by layer over the whole batch: each
+ * matrix product is one tensor-core GEMM (gemm.cu) that reads the weights in their
+ * device layout and rounds them to F16 on the way in (F16 inputs, F32 sums and
+ * outputs, as llama.cpp's cuBLAS path does); attention runs from the cache.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "backend/cuda/cuda.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,22 +32,13 @@
 
 /* Prompts of at most this many tokens go through the decode graph one token at a
  * time: cheaper than dequantizing every matrix for a GEMM. */
-enum { SMALL_PROMPT = 4, UPLOAD_CHUNK_BYTES = 16 << 20, BLAS_WORKSPACE_BYTES = 4 << 20 };
+enum { SMALL_PROMPT = 4, UPLOAD_CHUNK_BYTES = 16 << 20 };
 
 #define CUDA_TRY(call)                                                                                      \
     do {                                                                                                    \
         cudaError_t e_ = (call);                                                                            \
         if (e_ != cudaSuccess) {                                                                            \
             st = er_fail(ER_ERR_DEVICE, "CUDA: %s: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-            goto fail;                                                                                      \
-        }                                                                                                   \
-    } while (0)
-
-#define BLAS_TRY(call)                                                                                      \
-    do {                                                                                                    \
-        cublasStatus_t b_ = (call);                                                                         \
-        if (b_ != CUBLAS_STATUS_SUCCESS) {                                                                  \
-            st = er_fail(ER_ERR_DEVICE, "cuBLAS: %s: status %d (%s:%d)", #call, (int)b_, __FILE__, __LINE__); \
             goto fail;                                                                                      \
         }                                                                                                   \
     } while (0)
@@ -74,14 +64,12 @@ struct cuda_model {
     uint8_t *arena;         /* every weight above, in one allocation (see arena_take) */
     size_t arena_used;
     size_t weight_bytes;
-    int64_t max_matrix; /* most elements of a layer matrix: the dequantization scratch */
 };
 
 struct cuda_context {
     cuda_model *cm;
     int64_t n_ctx, n_batch;
     cudaStream_t stream;
-    cublasHandle_t blas;
     float *k_cache;          /* (n_layer, n_ctx, kv_dim) */
     float *v_cache;          /* (n_layer, n_ctx, kv_dim) */
     float *x;                /* (n_batch, n_embd) residual stream */
@@ -92,9 +80,7 @@ struct cuda_context {
     uint16_t *xh;            /* (n_batch, max(n_embd, q_dim, n_ff)) f16 prefill: the input of the next GEMM */
     float *logits;           /* (n_vocab) of the last token */
     float *logits_host;      /* (n_vocab) pinned: a copy from pageable memory takes much longer */
-    uint16_t *wscratch;      /* (max_matrix) f16 prefill: one dequantized weight matrix */
     float *rope_cs;          /* (n_ctx, n_rot / 2, 2) cos, sin of every RoPE angle */
-    void *blas_workspace;    /* (BLAS_WORKSPACE_BYTES) ours, not cuBLAS's larger default */
     uint8_t *arena;          /* every buffer above but the caches, in one allocation */
     int32_t *tokens;         /* (n_batch) */
     int32_t *out_ids;        /* (n_ctx + 1) generated ids */
@@ -283,8 +269,6 @@ static er_status upload_all(cuda_model *cm, void *staging) {
             (st = upload_vector(cm, lw->q_norm, c->head_dim, &l->q_norm)) != ER_OK ||
             (st = upload_vector(cm, lw->k_norm, c->head_dim, &l->k_norm)) != ER_OK)
             return st;
-        cm->max_matrix = max64(cm->max_matrix, max64(l->qkv.n_out * l->qkv.n_in, l->gate_up.n_out * l->gate_up.n_in));
-        cm->max_matrix = max64(cm->max_matrix, max64(l->wo.n_out * l->wo.n_in, l->down.n_out * l->down.n_in));
     }
     return ER_OK;
 }
@@ -364,8 +348,6 @@ void cuda_context_free(cuda_context *cc) {
         return;
     if (cc->step)
         cudaGraphExecDestroy(cc->step);
-    if (cc->blas)
-        cublasDestroy(cc->blas);
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     cudaFreeHost(cc->logits_host);
@@ -402,12 +384,10 @@ er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cu
         cc->gu = arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
         cc->xh = arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
         cc->logits = arena_take(a, &used, (size_t)c->n_vocab * f);
-        cc->wscratch = arena_take(a, &used, (size_t)cm->max_matrix * 2);
         cc->rope_cs = arena_take(a, &used, (size_t)(n_ctx * (c->n_rot / 2) * 2) * f);
         cc->tokens = arena_take(a, &used, (size_t)n_batch * sizeof(int32_t));
         cc->out_ids = arena_take(a, &used, (size_t)(n_ctx + 1) * sizeof(int32_t));
         cc->state = arena_take(a, &used, sizeof(cuda_step_state));
-        cc->blas_workspace = arena_take(a, &used, BLAS_WORKSPACE_BYTES);
         if (pass == 0 && (st = dalloc((void **)&cc->arena, used, "activations and scratch")) != ER_OK)
             goto fail;
     }
@@ -416,9 +396,6 @@ er_status cuda_context_create(cuda_model *cm, int64_t n_ctx, int64_t n_batch, cu
     CUDA_TRY(cudaMallocHost((void **)&cc->logits_host, (size_t)c->n_vocab * f));
     CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
     CUDA_TRY(cudaStreamCreateWithFlags(&cc->stream, cudaStreamNonBlocking));
-    BLAS_TRY(cublasCreate(&cc->blas));
-    BLAS_TRY(cublasSetStream(cc->blas, cc->stream));
-    BLAS_TRY(cublasSetWorkspace(cc->blas, cc->blas_workspace, BLAS_WORKSPACE_BYTES));
     *out = cc;
     return ER_OK;
 fail:
@@ -431,8 +408,8 @@ fail:
 enum { PROF_EMBED, PROF_QKV, PROF_ATTN, PROF_WO, PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_COMMIT, PROF_COUNT };
 static const char *prof_names[PROF_COUNT] = {"embed", "qkv", "attention", "wo", "gate_up", "down", "head", "commit"};
 /* and of a prefill */
-enum { PP_EMBED, PP_ELEMENTWISE, PP_DEQUANT, PP_GEMM, PP_ROPE, PP_ATTN, PP_HEAD, PP_COUNT };
-static const char *pp_names[PP_COUNT] = {"embed", "norm/swiglu", "dequant", "gemm", "qk rope", "attention", "head"};
+enum { PP_EMBED, PP_ELEMENTWISE, PP_GEMM, PP_ROPE, PP_ATTN, PP_HEAD, PP_COUNT };
+static const char *pp_names[PP_COUNT] = {"embed", "norm/swiglu", "gemm", "qk rope", "attention", "head"};
 enum { PROF_MAX_EVENTS = 8192 };
 typedef struct step_profile {
     cudaEvent_t ev[PROF_MAX_EVENTS];
@@ -501,24 +478,12 @@ fail:
     return st;
 }
 
-/* Y (T, ldy)[:, row0..row0+rows) = X (T, n_in) @ W[row0..row0+rows)^T (+ beta * Y):
- * W's rows dequantized to f16 (a chunk at a time through the scratch), X f16, products
- * summed in f32 on the tensor cores, Y f32. */
-static er_status gemm_rows(cuda_context *cc, const cuda_weight *w, int64_t row0, int64_t rows, const uint16_t *X,
-                           int64_t T, float *Y, int64_t ldy, float beta, step_profile *prof) {
+/* Y (T, ldy) = X (T, n_in) f16 @ W^T, or Y += it (accumulate: the residual) */
+static er_status gemm(cuda_context *cc, const cuda_weight *w, const uint16_t *X, int64_t T, float *Y, int64_t ldy,
+                      int accumulate, step_profile *prof) {
     er_status st = ER_OK;
-    const float one = 1.0f;
-    const int64_t chunk = cc->cm->max_matrix / w->n_in;
-    for (int64_t r = 0; r < rows; r += chunk) {
-        const int64_t n = rows - r < chunk ? rows - r : chunk;
-        CUDA_TRY(cuda_dequant_rows(w, row0 + r, n, cc->wscratch, cc->stream));
-        MARK(PP_DEQUANT);
-        /* column-major view: Y^T (n, T) = W_rows (n, n_in) . X^T (n_in, T) */
-        BLAS_TRY(cublasGemmEx(cc->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)T, (int)w->n_in, &one, cc->wscratch,
-                              CUDA_R_16F, (int)w->n_in, X, CUDA_R_16F, (int)w->n_in, &beta, Y + row0 + r, CUDA_R_32F,
-                              (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        MARK(PP_GEMM);
-    }
+    CUDA_TRY(cuda_gemm(w, X, (int)T, Y, ldy, accumulate, cc->stream));
+    MARK(PP_GEMM);
     return ER_OK;
 fail:
     return st;
@@ -542,21 +507,21 @@ static er_status prefill_batch(cuda_context *cc, const int32_t *tokens, int64_t 
         float *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         MARK(PP_ELEMENTWISE);
-        if ((st = gemm_rows(cc, &l->qkv, 0, l->qkv.n_out, cc->xh, T, cc->qkv, q_dim + 2 * kv_dim, 0.0f, prof)) != ER_OK)
+        if ((st = gemm(cc, &l->qkv, cc->xh, T, cc->qkv, q_dim + 2 * kv_dim, 0, prof)) != ER_OK)
             goto fail;
         CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, (int)T, (int)pos0, kc, vc, cc->stream));
         MARK(PP_ROPE);
         CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, (int)T, (int)pos0, kc, vc, cc->xh, cc->stream));
         MARK(PP_ATTN);
-        if ((st = gemm_rows(cc, &l->wo, 0, l->wo.n_out, cc->xh, T, cc->x, n_embd, 1.0f, prof)) != ER_OK)
+        if ((st = gemm(cc, &l->wo, cc->xh, T, cc->x, n_embd, 1, prof)) != ER_OK)
             goto fail;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, (int)T, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         MARK(PP_ELEMENTWISE);
-        if ((st = gemm_rows(cc, &l->gate_up, 0, l->gate_up.n_out, cc->xh, T, cc->gu, 2 * c->n_ff, 0.0f, prof)) != ER_OK)
+        if ((st = gemm(cc, &l->gate_up, cc->xh, T, cc->gu, 2 * c->n_ff, 0, prof)) != ER_OK)
             goto fail;
         CUDA_TRY(cuda_swiglu(cc->gu, (int)T, (int)c->n_ff, cc->xh, cc->stream));
         MARK(PP_ELEMENTWISE);
-        if ((st = gemm_rows(cc, &l->down, 0, l->down.n_out, cc->xh, T, cc->x, n_embd, 1.0f, prof)) != ER_OK)
+        if ((st = gemm(cc, &l->down, cc->xh, T, cc->x, n_embd, 1, prof)) != ER_OK)
             goto fail;
     }
     if (logits_all) {
@@ -564,7 +529,7 @@ static er_status prefill_batch(cuda_context *cc, const int32_t *tokens, int64_t 
         if ((st = dalloc((void **)&all, bytes, "the logits of every prompt token")) != ER_OK)
             goto fail;
         CUDA_TRY(cuda_rmsnorm(cc->x, cm->output_norm, (int)T, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
-        if ((st = gemm_rows(cc, &cm->output, 0, cm->output.n_out, cc->xh, T, all, c->n_vocab, 0.0f, prof)) != ER_OK)
+        if ((st = gemm(cc, &cm->output, cc->xh, T, all, c->n_vocab, 0, prof)) != ER_OK)
             goto fail;
         CUDA_TRY(cudaMemcpyAsync(logits_all, all, bytes, cudaMemcpyDeviceToHost, cc->stream));
     }

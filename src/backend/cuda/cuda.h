@@ -2,9 +2,9 @@
  * cuda.h - the CUDA backend as the model layer sees it (plain C).
  *
  * A cuda_model holds the weights on the device (uploaded once, Q8_0 repacked); a
- * cuda_context holds the KV cache, the scratch, a stream, a cuBLAS handle and the
- * captured graph of one decode step. The greedy loop runs on the device: each step's
- * argmax becomes the next step's input without a round trip; only ids come back.
+ * cuda_context holds the KV cache, the scratch, a stream and the captured graph of
+ * one decode step. The greedy loop runs on the device: each step's argmax becomes the
+ * next step's input without a round trip; only ids come back.
  */
 #ifndef ER_BACKEND_CUDA_CUDA_H
 #define ER_BACKEND_CUDA_CUDA_H

@@ -1,47 +1,40 @@
 /*
  * elementwise.cu - the small kernels around the matvecs and GEMMs: embedding lookup,
  * committing the argmax of a step, RMSNorm and SwiGLU for prefill (F16 outputs: the
- * inputs of the prefill GEMMs), dequantization of weight rows to F16 (the other input)
- * and the Q8_0 / Q4_0 repacks at upload.
+ * inputs of the prefill GEMMs) and the Q8_0 / Q4_0 repacks at upload.
  * All are bound by memory bandwidth and tiny next to the weight reads.
  */
 #include "backend/cuda/common.cuh"
 
-/* Row `row` of w into dst: floats, or halves (rounded to nearest) when F16_OUT. */
-template <int WT, int F16_OUT>
-static __device__ void dequant_row(const cuda_weight w, int64_t row, void *dst) {
+/* Row `row` of w into dst as floats. */
+template <int WT>
+static __device__ void dequant_row(const cuda_weight w, int64_t row, float *dst) {
     const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * cuda_row_bytes(WT, w.n_in);
     const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)row * (w.n_in / 32) : nullptr;
-    for (int i = threadIdx.x; i < w.n_in; i += blockDim.x) {
-        const float v = elem<WT>(w_row, d_row, i);
-        if (F16_OUT)
-            static_cast<__half *>(dst)[i] = __float2half_rn(v);
-        else
-            static_cast<float *>(dst)[i] = v;
-    }
+    for (int i = threadIdx.x; i < w.n_in; i += blockDim.x)
+        dst[i] = elem<WT>(w_row, d_row, i);
 }
 
-template <int F16_OUT>
-static __device__ void dequant_row_any(const cuda_weight w, int64_t row, void *dst) {
+static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float *dst) {
     switch (w.type) {
-    case CUDA_W_F32: dequant_row<CUDA_W_F32, F16_OUT>(w, row, dst); break;
-    case CUDA_W_F16: dequant_row<CUDA_W_F16, F16_OUT>(w, row, dst); break;
-    case CUDA_W_BF16: dequant_row<CUDA_W_BF16, F16_OUT>(w, row, dst); break;
-    case CUDA_W_Q8_0: dequant_row<CUDA_W_Q8_0, F16_OUT>(w, row, dst); break;
-    case CUDA_W_Q4_0: dequant_row<CUDA_W_Q4_0, F16_OUT>(w, row, dst); break;
+    case CUDA_W_F32: dequant_row<CUDA_W_F32>(w, row, dst); break;
+    case CUDA_W_F16: dequant_row<CUDA_W_F16>(w, row, dst); break;
+    case CUDA_W_BF16: dequant_row<CUDA_W_BF16>(w, row, dst); break;
+    case CUDA_W_Q8_0: dequant_row<CUDA_W_Q8_0>(w, row, dst); break;
+    case CUDA_W_Q4_0: dequant_row<CUDA_W_Q4_0>(w, row, dst); break;
     }
 }
 
 __global__ void k_embed_state(const cuda_weight w, cuda_step_state *state, float *x) {
     pdl_launch_next();
     pdl_wait();
-    dequant_row_any<0>(w, state->token, x);
+    dequant_row_any(w, state->token, x);
     if (threadIdx.x == 0)
         state->argmax_key = 0;
 }
 
 __global__ void k_embed_tokens(const cuda_weight w, const int32_t *tokens, float *x) {
-    dequant_row_any<0>(w, tokens[blockIdx.x], x + (size_t)blockIdx.x * w.n_in);
+    dequant_row_any(w, tokens[blockIdx.x], x + (size_t)blockIdx.x * w.n_in);
 }
 
 __global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
@@ -73,62 +66,6 @@ __global__ void k_swiglu(const float *gu, int n_ff, __half *y) {
     for (int i = threadIdx.x; i < n_ff; i += blockDim.x) {
         const float gi = g[i];
         y[(size_t)blockIdx.x * n_ff + i] = __float2half_rn(gi / (1.0f + expf(-gi)) * g[n_ff + i]);
-    }
-}
-
-/* Elements e .. e + 7 of a row (e a multiple of 8, rows of whole groups of 8) as
- * floats, from one 8- or 16-byte load: exactly what elem() gives. */
-template <int WT>
-static __device__ __forceinline__ void elems8(const uint8_t *w_row, const __half *d_row, int e, float v[8]) {
-    if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
-        /* Q4_0: byte j of a block holds elements j (low nibble) and j + 16 (high) */
-        const uint2 u = *reinterpret_cast<const uint2 *>(w_row + (WT == CUDA_W_Q8_0 ? e : (e >> 5) * 16 + (e & 15)));
-        const float d = __half2float(d_row[e >> 5]);
-        const int shift = (e & 16) ? 4 : 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            if (WT == CUDA_W_Q8_0) {
-                v[k] = d * q8_byte(u.x, k);
-                v[4 + k] = d * q8_byte(u.y, k);
-            } else {
-                v[k] = d * q4_byte((u.x >> shift) & 0x0f0f0f0fu, k);
-                v[4 + k] = d * q4_byte((u.y >> shift) & 0x0f0f0f0fu, k);
-            }
-        }
-    } else if (WT == CUDA_W_F32) {
-        const float4 a = *reinterpret_cast<const float4 *>(w_row + 4 * (size_t)e);
-        const float4 b = *reinterpret_cast<const float4 *>(w_row + 4 * (size_t)e + 16);
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-    } else {
-        const uint4 u = *reinterpret_cast<const uint4 *>(w_row + 2 * (size_t)e);
-        const uint32_t words[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float2 f = pair_f32(words[k], WT);
-            v[2 * k] = f.x;
-            v[2 * k + 1] = f.y;
-        }
-    }
-}
-
-/* grid (rows): row row0 + blockIdx.x of w to dst as F16, 8 elements (one 16-byte
- * store) per thread and pass; rows not a whole number of 8 go element by element. */
-template <int WT>
-__global__ void k_dequant_rows(const cuda_weight w, int64_t row0, __half *dst) {
-    const int64_t row = row0 + blockIdx.x;
-    __half *out = dst + (size_t)blockIdx.x * w.n_in;
-    if (w.n_in % 8 != 0) {
-        dequant_row<WT, 1>(w, row, out);
-        return;
-    }
-    const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * cuda_row_bytes(WT, w.n_in);
-    const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)row * (w.n_in / 32) : nullptr;
-    for (int e = 8 * threadIdx.x; e < w.n_in; e += 8 * blockDim.x) {
-        float v[8];
-        elems8<WT>(w_row, d_row, e, v);
-        const __half2 h[4] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3]),
-                              __floats2half2_rn(v[4], v[5]), __floats2half2_rn(v[6], v[7])};
-        *reinterpret_cast<uint4 *>(out + e) = *reinterpret_cast<const uint4 *>(h);
     }
 }
 
@@ -214,20 +151,6 @@ extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, 
 
 extern "C" cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, uint16_t *y, cudaStream_t stream) {
     k_swiglu<<<n_rows, 256, 0, stream>>>(gu, n_ff, reinterpret_cast<__half *>(y));
-    return ER_CUDA_LAUNCH_CHECK();
-}
-
-extern "C" cudaError_t cuda_dequant_rows(const cuda_weight *w, int64_t row0, int64_t rows, uint16_t *dst,
-                                         cudaStream_t stream) {
-    __half *out = reinterpret_cast<__half *>(dst);
-    switch (w->type) {
-    case CUDA_W_F32: k_dequant_rows<CUDA_W_F32><<<(unsigned int)rows, 128, 0, stream>>>(*w, row0, out); break;
-    case CUDA_W_F16: k_dequant_rows<CUDA_W_F16><<<(unsigned int)rows, 128, 0, stream>>>(*w, row0, out); break;
-    case CUDA_W_BF16: k_dequant_rows<CUDA_W_BF16><<<(unsigned int)rows, 128, 0, stream>>>(*w, row0, out); break;
-    case CUDA_W_Q8_0: k_dequant_rows<CUDA_W_Q8_0><<<(unsigned int)rows, 128, 0, stream>>>(*w, row0, out); break;
-    case CUDA_W_Q4_0: k_dequant_rows<CUDA_W_Q4_0><<<(unsigned int)rows, 128, 0, stream>>>(*w, row0, out); break;
-    default: return cudaErrorInvalidValue;
-    }
     return ER_CUDA_LAUNCH_CHECK();
 }
 

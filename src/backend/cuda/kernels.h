@@ -112,8 +112,10 @@ cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, floa
                          cudaStream_t stream);
 /* y (n_rows, n_ff) f16 = silu(gu[:, :n_ff]) * gu[:, n_ff:] for gu (n_rows, 2 n_ff) */
 cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, uint16_t *y, cudaStream_t stream);
-/* dst (rows, n_in) f16 = rows [row0, row0 + rows) of w, dequantized (rounded to nearest) */
-cudaError_t cuda_dequant_rows(const cuda_weight *w, int64_t row0, int64_t rows, uint16_t *dst, cudaStream_t stream);
+/* Prefill GEMM on the tensor cores: y (n_tokens, ldy)[:, :n_out] = x (n_tokens, n_in) f16
+ * . w^T, or += it when accumulate; w's elements are rounded to F16, sums are F32. */
+cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy, int accumulate,
+                      cudaStream_t stream);
 /* Q8_0 repack on the device: raw GGUF blocks (n_rows * n_in / 32 blocks of 34 bytes)
  * -> biased quants + scales. */
 cudaError_t cuda_repack_q8_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,

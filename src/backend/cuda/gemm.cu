@@ -1,0 +1,282 @@
+/*
+ * gemm.cu - the prefill's matrix products on the tensor cores, reading the weights in
+ * their device layout (kernels.h) directly:  Y (T, ldy) f32 (+)= X (T, K) f16 . W (N, K)^T.
+ *
+ * A block computes BT tokens x BN weight rows, each of its 4 warps a quarter
+ * (BT / 2 x BN / 2) as mma.sync m16n8k16 (F16 inputs, F32 sums). K goes in steps of 32 (one
+ * quant block) through two shared-memory stages: X arrives by cp.async, W is loaded
+ * into registers one step ahead, converted to F16 and stored while the tensor cores
+ * work on the other stage. The conversion rounds each weight to F16 once, as a
+ * dequantization to F16 followed by an F16 GEMM would (llama.cpp's cuBLAS path);
+ * for Q8_0 / Q4_0 it is exact integer arithmetic in F16 and one rounded multiply.
+ */
+#include "backend/cuda/common.cuh"
+
+#define GM_BK 32  /* K per stage: one quant block */
+#define GM_PAD 8  /* halves: rows 80 bytes apart, so a warp's ldmatrix rows hit distinct banks */
+#define GM_THREADS 128
+
+template <int BT, int BN>
+struct gemm_stage {
+    __half x[BT][GM_BK + GM_PAD]; /* (tokens, k) */
+    __half w[BN][GM_BK + GM_PAD]; /* (weight rows, k) */
+};
+
+static __device__ __forceinline__ unsigned smem_addr(const void *p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, asynchronously; src_bytes 0 fills zeros */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;"); }
+static __device__ __forceinline__ void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+/* Four 8x8 F16 matrices; lanes 8j..8j+7 give the row addresses of matrix j, and each
+ * lane receives (row lane / 4, columns 2 (lane % 4) ..+1) of every matrix. */
+static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const __half *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* Biased quant bytes (Q8_0: q + 128) or nibbles (Q4_0: q + 8) of word u as two F16
+ * pairs of q, exactly: each byte goes under the exponent of 1024 (0x64xx = 1024 + byte),
+ * then one subtraction removes 1024 + bias. */
+static __device__ __forceinline__ void bytes_to_half2(uint32_t u, __half2 bias, __half2 d, uint32_t out[2]) {
+    const uint32_t lo = __byte_perm(u, 0x64646464u, 0x4140), hi = __byte_perm(u, 0x64646464u, 0x4342);
+    const __half2 a = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&lo), bias), d);
+    const __half2 b = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&hi), bias), d);
+    out[0] = *reinterpret_cast<const uint32_t *>(&a);
+    out[1] = *reinterpret_cast<const uint32_t *>(&b);
+}
+
+/* A thread's share of a stage's W tile: 16 consecutive elements k0 + 16 part ..
+ * of one weight row, as raw words in registers (loaded a step ahead). */
+typedef struct w_regs {
+    uint4 raw[4]; /* Q8_0/Q4_0: raw[0]; F16/BF16: raw[0..1]; F32: raw[0..3] */
+    __half d;     /* Q8_0/Q4_0: the block's scale */
+} w_regs;
+
+template <int WT>
+static __device__ __forceinline__ void load_w(const cuda_weight &w, int64_t row, int k0, int part, w_regs &r) {
+    const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * cuda_row_bytes(WT, w.n_in);
+    const int k = k0 + 16 * part;
+    if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
+        /* Q4_0: all 16 bytes of the block; this part's elements are one nibble of each */
+        r.raw[0] = __ldg(reinterpret_cast<const uint4 *>(w_row + (WT == CUDA_W_Q8_0 ? k : k0 / 2)));
+        r.d = ((const __half *)w.d)[(size_t)row * (w.n_in / 32) + k0 / 32];
+    } else {
+        const int n16 = WT == CUDA_W_F32 ? 4 : 2;
+        const uint4 *src = reinterpret_cast<const uint4 *>(w_row + (size_t)k * (WT == CUDA_W_F32 ? 4 : 2));
+#pragma unroll
+        for (int i = 0; i < n16; i++)
+            r.raw[i] = __ldg(src + i);
+    }
+}
+
+/* The 16 elements of load_w as F16 into dst (16-byte aligned). */
+template <int WT>
+static __device__ __forceinline__ void store_w(const w_regs &r, int part, __half *dst) {
+    uint32_t h[8];
+    if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
+        const __half2 d = __half2half2(r.d);
+        const __half2 bias = __float2half2_rn(WT == CUDA_W_Q8_0 ? 1152.0f : 1032.0f);
+        const uint32_t words[4] = {r.raw[0].x, r.raw[0].y, r.raw[0].z, r.raw[0].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t u = WT == CUDA_W_Q8_0 ? words[i] : (words[i] >> (4 * part)) & 0x0f0f0f0fu;
+            bytes_to_half2(u, bias, d, h + 2 * i);
+        }
+    } else if (WT == CUDA_W_F16) {
+        h[0] = r.raw[0].x, h[1] = r.raw[0].y, h[2] = r.raw[0].z, h[3] = r.raw[0].w;
+        h[4] = r.raw[1].x, h[5] = r.raw[1].y, h[6] = r.raw[1].z, h[7] = r.raw[1].w;
+    } else if (WT == CUDA_W_BF16) {
+        const uint32_t words[8] = {r.raw[0].x, r.raw[0].y, r.raw[0].z, r.raw[0].w,
+                                   r.raw[1].x, r.raw[1].y, r.raw[1].z, r.raw[1].w};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float2 f = pair_f32(words[i], WT);
+            h[i] = half2_bits(f.x, f.y);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float4 f = *reinterpret_cast<const float4 *>(&r.raw[i]);
+            h[2 * i] = half2_bits(f.x, f.y);
+            h[2 * i + 1] = half2_bits(f.z, f.w);
+        }
+    }
+    reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+    reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
+}
+
+/* Stage kt's tiles, element by element with zeros past K: the last step of a K that
+ * is not a whole number of steps, or rows not 16-byte aligned (F16/BF16/F32 only). */
+template <int WT, int BT, int BN>
+static __device__ void load_stage_ragged(const cuda_weight &w, const __half *X, int T, int64_t t0, int64_t n0,
+                                         int k0, gemm_stage<BT, BN> *s) {
+    const int K = (int)w.n_in;
+    for (int i = threadIdx.x; i < BT * GM_BK; i += GM_THREADS) {
+        const int r = i / GM_BK, k = k0 + i % GM_BK;
+        s->x[r][i % GM_BK] = t0 + r < T && k < K ? X[(t0 + r) * K + k] : __float2half_rn(0.0f);
+    }
+    for (int i = threadIdx.x; i < BN * GM_BK; i += GM_THREADS) {
+        const int r = i / GM_BK, k = k0 + i % GM_BK;
+        const uint8_t *w_row = (const uint8_t *)w.w + (size_t)(n0 + r) * cuda_row_bytes(WT, w.n_in);
+        const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)(n0 + r) * (K / 32) : nullptr;
+        s->w[r][i % GM_BK] = __float2half_rn(n0 + r < w.n_out && k < K ? elem<WT>(w_row, d_row, k) : 0.0f);
+    }
+}
+
+/* grid (ceil(N / BN), ceil(T / BT)), GM_THREADS threads. Each thread loads X in 16-byte
+ * chunks (BT / 32 of them per stage) and W in runs of 16 elements of one row (BN / 64). */
+template <int WT, int BT, int BN>
+__global__ void __launch_bounds__(GM_THREADS)
+k_gemm(const cuda_weight w, const __half *__restrict__ X, int T, float *__restrict__ Y, int64_t ldy, int accumulate) {
+    constexpr int MI = BT / 32, NI = BN / 16;          /* m16 and n8 tiles of a warp */
+    constexpr int XC = BT * 4 / GM_THREADS;             /* X chunks per thread and stage */
+    constexpr int WR = BN * 2 > GM_THREADS ? BN * 2 / GM_THREADS : 1; /* W runs per thread */
+    __shared__ __align__(16) gemm_stage<BT, BN> st[2];
+    const int K = (int)w.n_in, n_steps = (K + GM_BK - 1) / GM_BK;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int64_t n0 = (int64_t)blockIdx.x * BN, t0 = (int64_t)blockIdx.y * BT;
+    /* 16-byte loads need 16-byte aligned rows of X (and W); F16/BF16/F32 matrices of
+     * other row lengths go element by element */
+    const bool vec_rows = K % 8 == 0;
+    /* this thread's X chunks: token xr[i], 8 halves at 8 xq */
+    const __half *x_src[XC];
+    int x_bytes[XC], xr[XC];
+    const int xq = threadIdx.x & 3;
+#pragma unroll
+    for (int i = 0; i < XC; i++) {
+        xr[i] = (threadIdx.x >> 2) + i * (GM_THREADS / 4);
+        x_bytes[i] = t0 + xr[i] < T ? 16 : 0;
+        x_src[i] = X + (t0 + xr[i] < T ? t0 + xr[i] : 0) * (int64_t)K + 8 * xq;
+    }
+    /* this thread's W runs: row wr_row[i] of the tile, elements 16 part .. */
+    const int part = threadIdx.x & 1;
+    const bool w_active = BN * 2 >= GM_THREADS || (int)threadIdx.x < BN * 2;
+    int wr_row[WR];
+    int64_t w_row[WR];
+#pragma unroll
+    for (int i = 0; i < WR; i++) {
+        wr_row[i] = ((threadIdx.x >> 1) + i * (GM_THREADS / 2)) % BN;
+        w_row[i] = n0 + wr_row[i] < w.n_out ? n0 + wr_row[i] : w.n_out - 1; /* rows past N: loaded, never stored */
+    }
+    const int wm = warp >> 1, wn = warp & 1; /* this warp's quarter */
+    float acc[MI][NI][4] = {};
+    w_regs wreg[WR];
+
+    /* stage 0 */
+    if (vec_rows && GM_BK <= K) {
+#pragma unroll
+        for (int i = 0; i < XC; i++)
+            cp_async16(&st[0].x[xr[i]][8 * xq], x_src[i], x_bytes[i]);
+        cp_async_commit();
+#pragma unroll
+        for (int i = 0; i < WR; i++)
+            if (w_active) {
+                load_w<WT>(w, w_row[i], 0, part, wreg[i]);
+                store_w<WT>(wreg[i], part, &st[0].w[wr_row[i]][16 * part]);
+            }
+        cp_async_wait_all();
+    } else {
+        load_stage_ragged<WT, BT, BN>(w, X, T, t0, n0, 0, &st[0]);
+    }
+    __syncthreads();
+
+    for (int kt = 0; kt < n_steps; kt++) {
+        gemm_stage<BT, BN> *cur = &st[kt & 1], *next = &st[(kt + 1) & 1];
+        const int k_next = (kt + 1) * GM_BK;
+        const bool more = kt + 1 < n_steps, fast = vec_rows && k_next + GM_BK <= K;
+        if (more && fast) {
+#pragma unroll
+            for (int i = 0; i < XC; i++)
+                cp_async16(&next->x[xr[i]][8 * xq], x_src[i] + k_next, x_bytes[i]);
+            cp_async_commit();
+#pragma unroll
+            for (int i = 0; i < WR; i++)
+                if (w_active)
+                    load_w<WT>(w, w_row[i], k_next, part, wreg[i]);
+        }
+#pragma unroll
+        for (int ks = 0; ks < GM_BK; ks += 16) {
+            uint32_t a[MI][4], b[NI / 2][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+                ldsm_x4(a[mi], &cur->x[wm * (BT / 2) + mi * 16 + (lane & 15)][ks + (lane >> 4) * 8]);
+            /* b[nj]: b0, b1 of the n8 tile 2 nj, then of tile 2 nj + 1 */
+#pragma unroll
+            for (int nj = 0; nj < NI / 2; nj++)
+                ldsm_x4(b[nj], &cur->w[wn * (BN / 2) + nj * 16 + (lane & 7) + ((lane >> 4) << 3)]
+                                      [ks + ((lane >> 3) & 1) * 8]);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++)
+                    mma_16816(acc[mi][ni], a[mi], b[ni >> 1][2 * (ni & 1)], b[ni >> 1][2 * (ni & 1) + 1]);
+        }
+        if (more) {
+            if (fast) {
+#pragma unroll
+                for (int i = 0; i < WR; i++)
+                    if (w_active)
+                        store_w<WT>(wreg[i], part, &next->w[wr_row[i]][16 * part]);
+                cp_async_wait_all();
+            } else {
+                load_stage_ragged<WT, BT, BN>(w, X, T, t0, n0, k_next, next);
+            }
+        }
+        __syncthreads();
+    }
+
+    const bool pairs = ldy % 2 == 0 && ((uintptr_t)Y & 7) == 0;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int64_t t = t0 + wm * (BT / 2) + mi * 16 + g + 8 * hh, n = n0 + wn * (BN / 2) + ni * 8 + 2 * c;
+                if (t >= T || n >= w.n_out)
+                    continue;
+                float *y = Y + t * ldy + n;
+                float v0 = acc[mi][ni][2 * hh], v1 = acc[mi][ni][2 * hh + 1];
+                if (pairs && n + 1 < w.n_out) {
+                    if (accumulate) {
+                        const float2 old = *reinterpret_cast<const float2 *>(y);
+                        v0 += old.x, v1 += old.y;
+                    }
+                    *reinterpret_cast<float2 *>(y) = make_float2(v0, v1);
+                } else {
+                    y[0] = accumulate ? y[0] + v0 : v0;
+                    if (n + 1 < w.n_out)
+                        y[1] = accumulate ? y[1] + v1 : v1;
+                }
+            }
+}
+
+/* One tile size for every weight type. */
+template <int BT, int BN>
+static cudaError_t launch_gemm(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
+                               cudaStream_t stream) {
+    const dim3 grid((unsigned int)((w->n_out + BN - 1) / BN), (unsigned int)((T + BT - 1) / BT));
+    if (T <= 0 || grid.y > 65535u)
+        return cudaErrorInvalidValue;
+    switch (w->type) {
+    case CUDA_W_F32: k_gemm<CUDA_W_F32, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
+    case CUDA_W_F16: k_gemm<CUDA_W_F16, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
+    case CUDA_W_BF16: k_gemm<CUDA_W_BF16, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
+    case CUDA_W_Q8_0: k_gemm<CUDA_W_Q8_0, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
+    case CUDA_W_Q4_0: k_gemm<CUDA_W_Q4_0, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
+                                 int accumulate, cudaStream_t stream) {
+    return launch_gemm<64, 64>(w, reinterpret_cast<const __half *>(x), n_tokens, y, ldy, accumulate, stream);
+}
