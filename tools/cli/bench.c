@@ -210,14 +210,21 @@ static int reference_ids(const char *model_path, const char *cache /* < 700 byte
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model_path = NULL, *ids_arg = "1";
-    int64_t n = 128, runs = 5, warmup = 1, pp = 512, n_threads = 0;
+    const char *ids_arg = "1";
+    int64_t n = 128, runs = 5, warmup = 1, pp = 512;
     int json = 0, profile = 0;
     double warmup_s = 2.0;
-    er_model_params mp = er_model_default_params();
-    er_kv_type type_k = ER_KV_DEFAULT, type_v = ER_KV_DEFAULT;
+    cli_model_opts mo; /* -m, -t, -c, -b, -ctk, -ctv, --backend, --reference: as run takes them */
+    cli_model_opts_init(&mo, 0, 0);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int took_value = 0, parsed;
+        if ((parsed = cli_parse_model_opt("bench", a, v, &mo, &took_value)) != 0) {
+            if (parsed < 0)
+                return 1;
+            i += took_value;
+            continue;
+        }
         if (!strcmp(a, "--json")) {
             json = 1;
             continue;
@@ -231,13 +238,8 @@ int cmd_bench(int argc, char **argv) {
             return 1;
         }
         i++;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            model_path = v;
-        else if (!strcmp(a, "--prompt-ids"))
+        if (!strcmp(a, "--prompt-ids")) {
             ids_arg = v;
-        else if (!strcmp(a, "--backend")) {
-            if (!cli_parse_backend(v, &mp.backend))
-                return cli_fail("bench: --backend wants cpu or cuda");
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!cli_parse_i64(v, 1, 1 << 20, &n))
                 return cli_fail("bench: -n wants an integer >= 1");
@@ -255,20 +257,13 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-pp") || !strcmp(a, "--prefill")) {
             if (!cli_parse_i64(v, 0, 1 << 20, &pp))
                 return cli_fail("bench: -pp wants an integer >= 0");
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_i64(v, 0, 1024, &n_threads))
-                return cli_fail("bench: -t wants an integer in [0, 1024]");
-        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
-            if (!cli_parse_kv_type(v, &type_k))
-                return cli_fail("bench: -ctk wants f32 or f16");
-        } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
-            if (!cli_parse_kv_type(v, &type_v))
-                return cli_fail("bench: -ctv wants f32 or f16");
         } else {
             fprintf(stderr, "edgerunner: bench: unknown option '%s'\n", a);
             return 1;
         }
     }
+    const char *model_path = mo.path;
+    const er_model_params mp = mo.model;
     if (!model_path)
         return cli_fail("bench: -m MODEL is required");
 
@@ -302,11 +297,10 @@ int cmd_bench(int argc, char **argv) {
     const size_t gpu_base = mp.backend == ER_BACKEND_CUDA && er_cuda_available() ? cuda_device_bytes_in_use() : 0;
 #endif
     const double t_load0 = now_s();
-    er_context_params cp = er_context_default_params();
-    cp.n_ctx = (n_prompt + n > pp ? n_prompt + n : pp) + 1;
-    cp.n_threads = (int)n_threads;
-    cp.type_k = type_k;
-    cp.type_v = type_v;
+    /* the context holds at least the prompt and n tokens, and the pp-token prefill */
+    er_context_params cp = cli_model_opts_context(&mo);
+    const int64_t n_ctx_needed = (n_prompt + n > pp ? n_prompt + n : pp) + 1;
+    cp.n_ctx = mo.n_ctx > n_ctx_needed ? mo.n_ctx : n_ctx_needed;
     if ((st = er_model_load(model_path, &mp, &model)) != ER_OK || (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;
@@ -318,7 +312,7 @@ int cmd_bench(int argc, char **argv) {
      * own ids once they have passed the teacher-forced check against the reference */
     const int32_t *expect = ref;
     int64_t n_ties = -1;
-    if (mp.backend == ER_BACKEND_CPU) {
+    if (mp.backend == ER_BACKEND_CPU && !cp.reference) {
         int64_t got = 0;
         if (check_forced(ctx, prompt, n_prompt, ref, n, n_vocab, &n_ties) != 0)
             goto done;
@@ -427,7 +421,7 @@ int cmd_bench(int argc, char **argv) {
                           (double)(c->head_dim * er_type_get(ctx->type_k)->type_size +
                                    c->head_dim_v * er_type_get(ctx->type_v)->type_size) /
                           (1024.0 * 1024.0);
-    const char *backend = mp.backend == ER_BACKEND_CUDA ? "cuda" : "cpu";
+    const char *backend = mp.backend == ER_BACKEND_CUDA ? "cuda" : cp.reference ? "cpu reference" : "cpu";
     if (json) {
         printf("{\"model\": \"%s\", \"sha256\": \"%s\", \"backend\": \"%s\", \"n\": %" PRId64 ", \"runs\": %d, "
                "\"decode_tok_s\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, \"ttft_ms\": %.3f, "

@@ -44,9 +44,10 @@ static void usage(FILE *out) {
             "        Q2_K Q3_K Q4_K Q5_K Q6_K (every weight in TYPE), or llama.cpp's mixes\n"
             "        Q4_K_M Q4_K_S Q5_K_M Q5_K_S\n"
             "  bench -m MODEL [--backend cpu|cuda] [--prompt-ids 1] [-n 128] [--runs 5] [--warmup 1]\n"
-            "        [--warmup-seconds 2] [-pp 512] [-t N] [-ctk T] [-ctv T] [--json] [--profile]\n"
+            "        [--warmup-seconds 2] [-pp 512] [-t N] [-c N_CTX] [-b N_BATCH] [-ctk T] [-ctv T] [--reference]\n"
+            "        [--json] [--profile]\n"
             "        decode and prefill speed, refused (FAIL) when the greedy tokens differ from\n"
-            "        the CPU reference\n");
+            "        the CPU reference; the context holds at least the runs' tokens, whatever -c\n");
 }
 
 int main(int argc, char **argv) {
