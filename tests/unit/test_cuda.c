@@ -121,6 +121,20 @@ static void free_matrix(host_matrix *m) {
     free(m->value);
 }
 
+/* m on the device as *dw (rows and scales padded by 16 bytes, as upload_matrix pads);
+ * 0, or -1 when out of device memory (what was allocated stays in *dw for cudaFree). */
+static int upload_weight(const host_matrix *m, cuda_weight *dw) {
+    const size_t w_bytes = (size_t)m->n_out * cuda_row_bytes(m->type, m->n_in);
+    const size_t d_bytes = (size_t)m->n_out * (size_t)(m->n_in / 32) * 2;
+    *dw = (cuda_weight){m->type, m->n_in, m->n_out, NULL, NULL};
+    if (cudaMalloc(&dw->w, w_bytes + 16) != cudaSuccess || (m->d && cudaMalloc(&dw->d, d_bytes + 16) != cudaSuccess))
+        return -1;
+    cudaMemcpy(dw->w, m->w, w_bytes, cudaMemcpyHostToDevice);
+    if (m->d)
+        cudaMemcpy(dw->d, m->d, d_bytes, cudaMemcpyHostToDevice);
+    return 0;
+}
+
 static const char *type_name(int t) {
     static const char *names[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0"};
     return names[t];
@@ -135,7 +149,6 @@ static const char *mode_name(int mode) {
 static double run_case(const host_matrix *m, int mode, int *argmax_ok) {
     const int n_in = m->n_in, n_out = m->n_out;
     const int n_y = mode == MV_NORM_SWIGLU ? n_out / 2 : n_out;
-    const size_t rb = cuda_row_bytes(m->type, n_in), nb = (size_t)n_in / 32;
     const float eps = 1e-6f;
     float *x = malloc((size_t)n_in * sizeof(float)), *nw = malloc((size_t)n_in * sizeof(float));
     float *y0 = malloc((size_t)n_y * sizeof(float)), *y = malloc((size_t)n_y * sizeof(float));
@@ -178,17 +191,12 @@ static double run_case(const host_matrix *m, int mode, int *argmax_ok) {
         best = ref[r] > ref[best] ? r : best;
     }
 
-    /* the device, padded as upload_matrix pads */
-    if (cudaMalloc(&dw.w, (size_t)n_out * rb + 16) != cudaSuccess ||
-        (m->d && cudaMalloc(&dw.d, (size_t)n_out * nb * 2 + 16) != cudaSuccess) ||
-        cudaMalloc((void **)&dx, (size_t)n_in * sizeof(float)) != cudaSuccess ||
+    /* the device */
+    if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)n_in * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dnw, (size_t)n_in * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dy, (size_t)n_y * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess)
         goto done;
-    cudaMemcpy(dw.w, m->w, (size_t)n_out * rb, cudaMemcpyHostToDevice);
-    if (m->d)
-        cudaMemcpy(dw.d, m->d, (size_t)n_out * nb * 2, cudaMemcpyHostToDevice);
     cudaMemcpy(dx, x, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dnw, nw, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y0, (size_t)n_y * sizeof(float), cudaMemcpyHostToDevice);
@@ -446,7 +454,7 @@ done:
  * the element-by-element stores. */
 static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy) {
     const int K = m->n_in, N = m->n_out, ldy = N + (odd_ldy ? 1 : 0);
-    const size_t rb = cuda_row_bytes(m->type, K), nb = (size_t)K / 32, ny = (size_t)T * ldy;
+    const size_t ny = (size_t)T * ldy;
     uint16_t *x = malloc((size_t)T * K * sizeof(uint16_t));
     float *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
     double *w16 = malloc((size_t)N * K * sizeof(double));
@@ -462,14 +470,9 @@ static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy
         y0[i] = rndf();
     for (size_t i = 0; i < (size_t)N * K; i++)
         w16[i] = er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
-    if (cudaMalloc(&dw.w, (size_t)N * rb + 16) != cudaSuccess ||
-        (m->d && cudaMalloc(&dw.d, (size_t)N * nb * 2 + 16) != cudaSuccess) ||
-        cudaMalloc((void **)&dx, (size_t)T * K * sizeof(uint16_t)) != cudaSuccess ||
+    if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)T * K * sizeof(uint16_t)) != cudaSuccess ||
         cudaMalloc((void **)&dy, ny * sizeof(float)) != cudaSuccess)
         goto done;
-    cudaMemcpy(dw.w, m->w, (size_t)N * rb, cudaMemcpyHostToDevice);
-    if (m->d)
-        cudaMemcpy(dw.d, m->d, (size_t)N * nb * 2, cudaMemcpyHostToDevice);
     cudaMemcpy(dx, x, (size_t)T * K * sizeof(uint16_t), cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y0, ny * sizeof(float), cudaMemcpyHostToDevice);
     if (cuda_gemm(&dw, dx, T, dy, ldy, accumulate, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
