@@ -13,7 +13,8 @@
 #                                  that vocabulary (llama.cpp refuses files without one),
 #                                  runs `llama-bench -ngl 99 -fa 1 -p 512 -n 128` and
 #                                  `edgerunner bench --backend cuda` on each and prints one
-#                                  table.
+#                                  table. BASELINE=path/to/edgerunner also times an
+#                                  earlier build in the same run (the row "before").
 # Device call: carry [".gpu-carry", "build/edgerunner", ".whl"] (the gguf wheel, see gpu.sh),
 # or with a prebuilt llama-bench [".gpu-carry/bin/llama-bench.xz", ".gpu-carry/qwen3-vocab.gguf", ...].
 set -euo pipefail
@@ -91,9 +92,14 @@ run() {
         b=$(basename "$f" .gguf)
         "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
         build/edgerunner bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
-        python3 - "$b" "$OUT/llamacpp-$b.json" "$OUT/ours-$b.json" <<'PY' | tee -a "$OUT/compare.md"
+        [ -n "${PROFILE:-}" ] && grep -A12 "step at" "$OUT/ours-$b.err" >&2
+        if [ -n "${BASELINE:-}" ]; then # an earlier build, timed in the same run (the row "before")
+            "$BASELINE" bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/before-$b.json" 2> "$OUT/before-$b.err"
+            [ -n "${PROFILE:-}" ] && grep -A12 "step at" "$OUT/before-$b.err" >&2
+        fi
+        python3 - "$b" "$OUT/llamacpp-$b.json" "$OUT/ours-$b.json" ${BASELINE:+"$OUT/before-$b.json"} <<'PY' | tee -a "$OUT/compare.md"
 import json, sys
-name, lj, oj = sys.argv[1:]
+name, lj, oj = sys.argv[1:4]
 tg = pp = None
 try:
     for r in json.load(open(lj)):
@@ -103,15 +109,16 @@ except Exception:
     pass
 f = lambda v: f"{v:.0f}" if v else "?"
 print(f"| {name} | llama.cpp CUDA (-fa 1) | {f(tg)} | {f(pp)} | | |")
-try:
-    o = json.load(open(oj))
-    d, p = o["decode_tok_s"]["median"], o["prefill_tok_s"]
-    rd = f" ({d / tg:.2f}x)" if tg else ""
-    rp = f" ({p / pp:.2f}x)" if pp else ""
-    mem = f'{o["gpu_used_mib"]:.0f} ({o["gpu_weights_mib"]:.0f} + {o["kv_cache_mib"]:.0f})'
-    print(f'| {name} | EdgeRunner-C (cuda) | {d:.0f}{rd} | {p:.0f}{rp} | {o["ttft_ms"]:.3f} | {mem} |')
-except Exception:
-    print(f"| {name} | EdgeRunner-C (cuda) | FAIL (see ours-{name}.err) | | | |")
+for label, path in [("EdgeRunner-C (cuda)", oj)] + [("EdgeRunner-C (before)", p) for p in sys.argv[4:]]:
+    try:
+        o = json.load(open(path))
+        d, p = o["decode_tok_s"]["median"], o["prefill_tok_s"]
+        rd = f" ({d / tg:.2f}x)" if tg else ""
+        rp = f" ({p / pp:.2f}x)" if pp else ""
+        mem = f'{o["gpu_used_mib"]:.0f} ({o["gpu_weights_mib"]:.0f} + {o["kv_cache_mib"]:.0f})'
+        print(f'| {name} | {label} | {d:.0f}{rd} | {p:.0f}{rp} | {o["ttft_ms"]:.3f} | {mem} |')
+    except Exception:
+        print(f"| {name} | {label} | FAIL (see {path}) | | | |")
 PY
     done < "$OUT/models.txt"
 }
