@@ -8,8 +8,9 @@
  * and RoPE to its query, the same to the new K of its KV head (the first block of the
  * group also writes K and V to the cache), and attends over its share of positions
  * 0..pos with an online softmax per warp, the next round's loads in flight during each
- * round. The blocks' partial results are merged by the cluster's first block through
- * distributed shared memory: no global ticket, no second launch. Reads per token:
+ * round. Each block stores its partial result into the shared memory of the cluster's
+ * first block (distributed shared memory), which merges them after one cluster barrier:
+ * no global ticket, no second launch. Reads per token:
  * (pos + 1) * 2 * head_dim floats per KV head.
  *
  * Prefill runs two kernels: Q/K norm + RoPE + cache store for all tokens, then
@@ -142,15 +143,14 @@ static __device__ __forceinline__ void cluster_sync(void) {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-/* The float at `local` (a shared-memory address of this block) in the shared memory of
- * block `rank` of the cluster. */
-static __device__ __forceinline__ float cluster_load(const float *local, unsigned int rank) {
+/* Stores v at `local` (a shared-memory address of this block) in the shared memory of
+ * block `rank` of the cluster: a remote store does not wait for a reply, a remote load
+ * does. */
+static __device__ __forceinline__ void cluster_store(float *local, unsigned int rank, float v) {
     const unsigned int a = (unsigned int)__cvta_generic_to_shared(local);
     unsigned int r;
-    float v;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
-    return v;
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");
 }
 
 /* grid (n_head, n_split), one cluster of n_split blocks per head (blockIdx.y is the
@@ -163,7 +163,8 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
                    const cuda_step_state *state, float *__restrict__ out) {
     __shared__ float q[32 * DPL], k_new[32 * DPL], v_new[32 * DPL];
     __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
-    __shared__ float b_m, b_l, b_acc[32 * DPL]; /* the block's merged state, read by rank 0 */
+    /* in rank 0: every block's merged state, stored there by the blocks */
+    __shared__ float c_m[ATT_CLUSTER], c_l[ATT_CLUSTER], c_acc[ATT_CLUSTER][32 * DPL];
     const int h = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
@@ -279,44 +280,33 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
         float a = 0.0f;
         for (int w = 0; w < ATT_WARPS; w++)
             a += w_m[w] == -INFINITY ? 0.0f : w_acc[w][i] * expf(w_m[w] - bm);
-        if (n_split == 1)
-            out[h * hd + i] = a / bl;
-        else
-            b_acc[i] = a;
+        cluster_store(&c_acc[s][i], 0, a);
     }
-    if (n_split == 1)
-        return;
     if (threadIdx.x == 0) {
-        b_m = bm;
-        b_l = bl;
+        cluster_store(&c_m[s], 0, bm);
+        cluster_store(&c_l[s], 0, bl);
     }
-    /* rank 0 merges the blocks of the cluster from their shared memory; the others wait
-     * at the second barrier so that their shared memory outlives the reads */
+    /* one barrier: the blocks' stores are then visible to rank 0, which merges them out
+     * of its own shared memory, so the others may exit */
     cluster_sync();
-    if (s == 0) {
-        float rm[ATT_CLUSTER], rl[ATT_CLUSTER];
-        float gm = -INFINITY;
+    if (s != 0)
+        return;
+    float gm = -INFINITY;
+    for (int r = 0; r < n_split; r++)
+        gm = fmaxf(gm, c_m[r]);
+    float wr[ATT_CLUSTER], gl = 0.0f; /* each block's weight, 0 for a block with no keys */
 #pragma unroll
-        for (int r = 0; r < ATT_CLUSTER; r++) {
-            rm[r] = r < n_split ? cluster_load(&b_m, r) : -INFINITY;
-            rl[r] = r < n_split ? cluster_load(&b_l, r) : 0.0f;
-            gm = fmaxf(gm, rm[r]);
-        }
-        float gl = 0.0f;
-#pragma unroll
-        for (int r = 0; r < ATT_CLUSTER; r++) {
-            rm[r] = rm[r] == -INFINITY ? 0.0f : expf(rm[r] - gm); /* now the block's weight */
-            gl += rl[r] * rm[r];
-        }
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-            float a = 0.0f;
-#pragma unroll
-            for (int r = 0; r < ATT_CLUSTER; r++)
-                a += r < n_split && rm[r] != 0.0f ? cluster_load(&b_acc[i], r) * rm[r] : 0.0f;
-            out[h * hd + i] = a / gl;
-        }
+    for (int r = 0; r < ATT_CLUSTER; r++) {
+        wr[r] = r < n_split && c_m[r] != -INFINITY ? expf(c_m[r] - gm) : 0.0f;
+        gl += wr[r] != 0.0f ? c_l[r] * wr[r] : 0.0f;
     }
-    cluster_sync();
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        float a = 0.0f;
+#pragma unroll
+        for (int r = 0; r < ATT_CLUSTER; r++)
+            a += wr[r] != 0.0f ? c_acc[r][i] * wr[r] : 0.0f;
+        out[h * hd + i] = a / gl;
+    }
 }
 
 /* grid (n_tokens, ceil((n_head + n_head_kv) / 8)), 8 warps: warp y norms and rotates
