@@ -60,6 +60,14 @@ build() {
     du -sh "$CARRY/bin/llama-bench.xz"
 }
 
+# With PROFILE set, the step's kernel table from a bench log, to stderr. A run that failed
+# has none: that must not stop the script (set -e) before its FAIL row is printed.
+show_profile() {
+    if [ -n "${PROFILE:-}" ]; then
+        grep -A12 "step at" "$1" >&2 || true
+    fi
+}
+
 run() {
     OUT=${OUT:-gpu-out}
     mkdir -p "$OUT"
@@ -92,10 +100,10 @@ run() {
         b=$(basename "$f" .gguf)
         "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
         build/edgerunner bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
-        [ -n "${PROFILE:-}" ] && grep -A12 "step at" "$OUT/ours-$b.err" >&2
+        show_profile "$OUT/ours-$b.err"
         if [ -n "${BASELINE:-}" ]; then # an earlier build, timed in the same run (the row "before")
             "$BASELINE" bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/before-$b.json" 2> "$OUT/before-$b.err"
-            [ -n "${PROFILE:-}" ] && grep -A12 "step at" "$OUT/before-$b.err" >&2
+            show_profile "$OUT/before-$b.err"
         fi
         python3 - "$b" "$OUT/llamacpp-$b.json" "$OUT/ours-$b.json" ${BASELINE:+"$OUT/before-$b.json"} <<'PY' | tee -a "$OUT/compare.md"
 import json, sys
