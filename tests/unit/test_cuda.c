@@ -145,20 +145,34 @@ static const char *mode_name(int mode) {
     return names[mode];
 }
 
-/* One matvec on the device vs the host; returns the worst |error| / max |y|. */
-static double run_case(const host_matrix *m, int mode, int *argmax_ok) {
+/* Random fixed-point values (kernels.h, cuda_matvec's acc) in [-1, 1), and as doubles. */
+static void random_acc(unsigned long long *acc, double *value, int n) {
+    for (int i = 0; i < n; i++) {
+        const long long a = llrint(ldexp(rndf(), 32));
+        acc[i] = (unsigned long long)a;
+        value[i] = ldexp((double)a, -32);
+    }
+}
+
+/* One matvec on the device vs the host; returns the worst |error| / max |y|. With
+ * with_acc, the residual has a pending fixed-point part (cuda_matvec's acc), which
+ * MV_ADD must also clear. */
+static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax_ok) {
     const int n_in = m->n_in, n_out = m->n_out;
     const int n_y = mode == MV_NORM_SWIGLU ? n_out / 2 : n_out;
     const float eps = 1e-6f;
     float *x = malloc((size_t)n_in * sizeof(float)), *nw = malloc((size_t)n_in * sizeof(float));
     float *y0 = malloc((size_t)n_y * sizeof(float)), *y = malloc((size_t)n_y * sizeof(float));
     double *ref = malloc((size_t)n_y * sizeof(double)), *xn = malloc((size_t)n_in * sizeof(double));
+    const int n_acc = mode == MV_ADD ? n_y : n_in; /* acc belongs to the residual: y of MV_ADD, else x */
+    unsigned long long *acc = malloc((size_t)n_acc * sizeof *acc), *dacc = NULL;
+    double *acc_v = calloc((size_t)n_acc, sizeof(double));
     cuda_weight dw = {m->type, n_in, n_out, NULL, NULL};
     float *dx = NULL, *dnw = NULL, *dy = NULL;
     cuda_step_state *dstate = NULL;
     double worst = INFINITY;
     *argmax_ok = 1;
-    if (!x || !nw || !y0 || !y || !ref || !xn)
+    if (!x || !nw || !y0 || !y || !ref || !xn || !acc || !acc_v)
         goto done;
     for (int i = 0; i < n_in; i++) {
         x[i] = 2.0f * rndf();
@@ -166,15 +180,19 @@ static double run_case(const host_matrix *m, int mode, int *argmax_ok) {
     }
     for (int i = 0; i < n_y; i++)
         y0[i] = rndf();
+    if (with_acc)
+        random_acc(acc, acc_v, n_acc);
 
     /* the host: doubles throughout */
     const int norm = mode == MV_NORM_STORE || mode == MV_NORM_SWIGLU || mode == MV_NORM_ARGMAX;
     double ss = 0.0;
-    for (int i = 0; i < n_in; i++)
-        ss += (double)x[i] * x[i];
+    for (int i = 0; i < n_in; i++) {
+        xn[i] = x[i] + (mode == MV_ADD ? 0.0 : acc_v[i]);
+        ss += xn[i] * xn[i];
+    }
     const double scale = 1.0 / sqrt(ss / n_in + eps);
     for (int i = 0; i < n_in; i++)
-        xn[i] = norm ? x[i] * scale * nw[i] : x[i];
+        xn[i] = norm ? xn[i] * scale * nw[i] : xn[i];
     double ymax = 0.0;
     int best = 0;
     for (int r = 0; r < n_y; r++) {
@@ -186,7 +204,7 @@ static double run_case(const host_matrix *m, int mode, int *argmax_ok) {
                 u += m->value[(size_t)(n_y + r) * n_in + i] * xn[i];
             a = a / (1.0 + exp(-a)) * u;
         }
-        ref[r] = mode == MV_ADD ? y0[r] + a : a;
+        ref[r] = mode == MV_ADD ? y0[r] + acc_v[r] + a : a;
         ymax = fabs(ref[r]) > ymax ? fabs(ref[r]) : ymax;
         best = ref[r] > ref[best] ? r : best;
     }
@@ -195,13 +213,16 @@ static double run_case(const host_matrix *m, int mode, int *argmax_ok) {
     if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)n_in * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dnw, (size_t)n_in * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dy, (size_t)n_y * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess)
+        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
+        (with_acc && cudaMalloc((void **)&dacc, (size_t)n_acc * sizeof *dacc) != cudaSuccess))
         goto done;
+    if (with_acc)
+        cudaMemcpy(dacc, acc, (size_t)n_acc * sizeof *acc, cudaMemcpyHostToDevice);
     cudaMemcpy(dx, x, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dnw, nw, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y0, (size_t)n_y * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemset(dstate, 0, sizeof *dstate);
-    if (cuda_matvec(&dw, mode, dx, norm ? dnw : NULL, eps, dy, dstate, 0) != cudaSuccess ||
+    if (cuda_matvec(&dw, mode, dx, norm ? dnw : NULL, eps, dy, dacc, dstate, 0) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(y, dy, (size_t)n_y * sizeof(float), cudaMemcpyDeviceToHost);
@@ -209,6 +230,11 @@ static double run_case(const host_matrix *m, int mode, int *argmax_ok) {
     for (int r = 0; r < n_y; r++) {
         const double e = fabs((double)y[r] - ref[r]) / (ymax > 0 ? ymax : 1.0);
         worst = e > worst || isnan(e) ? e : worst;
+    }
+    if (with_acc && mode == MV_ADD) { /* folded in: cleared for the next layer */
+        cudaMemcpy(acc, dacc, (size_t)n_acc * sizeof *acc, cudaMemcpyDeviceToHost);
+        for (int r = 0; r < n_acc; r++)
+            worst = acc[r] != 0 ? INFINITY : worst;
     }
     if (mode == MV_NORM_ARGMAX) {
         cuda_step_state s;
@@ -223,6 +249,9 @@ done:
     cudaFree(dnw);
     cudaFree(dy);
     cudaFree(dstate);
+    cudaFree(dacc);
+    free(acc);
+    free(acc_v);
     free(x);
     free(nw);
     free(y0);
@@ -233,8 +262,12 @@ done:
 }
 
 /* One decode attention step at position pos against doubles on the host: worst error
- * of the output over its largest value, and whether row pos of both caches was written. */
-static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neox, int with_norm, int *cache_ok) {
+ * of the output over its largest value, and whether row pos of both caches was written.
+ * With wo_type >= 0, the output projection folded in: a random wo (n_embd, n_head * hd)
+ * of that type, and the error of what the kernel added into the fixed-point
+ * accumulator, over the largest value it added. */
+static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neox, int with_norm, int wo_type,
+                             int n_embd, int *cache_ok) {
     const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, n_qkv = q_dim + 2 * kv_dim, half = hd / 2;
     const int n_ctx = pos + 1, group = n_head / n_head_kv;
     const float eps = 1e-6f;
@@ -247,10 +280,17 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neo
     double *sc = malloc((size_t)n_ctx * sizeof(double)), *qr = malloc((size_t)hd * sizeof(double));
     float *dkc = NULL, *dvc = NULL, *dqkv = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dout = NULL;
     cuda_step_state *dstate = NULL;
+    host_matrix wo = {0};
+    cuda_weight dwo = {0};
+    const int n_acc = wo_type >= 0 ? n_embd : 0;
+    unsigned long long *acc = malloc((size_t)n_acc * sizeof *acc + 1), *dacc = NULL;
+    double *acc_v = malloc((size_t)n_acc * sizeof(double) + 1);
     double worst = INFINITY;
     *cache_ok = 0;
-    if (!kc || !vc || !qkv || !qn || !kn || !cs || !out || !row || !ref || !kr || !sc || !qr)
+    if (!kc || !vc || !qkv || !qn || !kn || !cs || !out || !row || !ref || !kr || !sc || !qr || !acc || !acc_v ||
+        (wo_type >= 0 && make_matrix(wo_type, n_embd, q_dim, &wo) != 0))
         goto done;
+    random_acc(acc, acc_v, n_acc);
     for (size_t i = 0; i < cache_n; i++) {
         kc[i] = 2.0f * rndf();
         vc[i] = rndf();
@@ -317,8 +357,12 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neo
         cudaMalloc((void **)&dkn, (size_t)hd * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dcs, (size_t)n_ctx * half * 2 * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dout, (size_t)q_dim * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess)
+        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
+        (wo_type >= 0 && (upload_weight(&wo, &dwo) != 0 ||
+                          cudaMalloc((void **)&dacc, (size_t)n_acc * sizeof *dacc) != cudaSuccess)))
         goto done;
+    if (wo_type >= 0)
+        cudaMemcpy(dacc, acc, (size_t)n_acc * sizeof *acc, cudaMemcpyHostToDevice);
     /* row pos of the caches starts as garbage: the kernel must write it */
     cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
@@ -332,16 +376,35 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neo
     }
     const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, neox, eps, with_norm ? dqn : NULL,
                                 with_norm ? dkn : NULL, (const float2 *)dcs, n_ctx};
-    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, 0) != cudaSuccess ||
+    if (wo_type >= 0 && !cuda_attention_can_project(&p, &dwo))
+        goto done;
+    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc, 0) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(out, dout, (size_t)q_dim * sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(row, dkc + (size_t)pos * kv_dim, (size_t)kv_dim * sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(row + kv_dim, dvc + (size_t)pos * kv_dim, (size_t)kv_dim * sizeof(float), cudaMemcpyDeviceToHost);
     worst = 0.0;
-    for (int i = 0; i < q_dim; i++) {
-        const double e = fabs((double)out[i] - ref[i]) / (omax > 0 ? omax : 1.0);
-        worst = e > worst || isnan(e) ? e : worst;
+    if (wo_type < 0) {
+        for (int i = 0; i < q_dim; i++) {
+            const double e = fabs((double)out[i] - ref[i]) / (omax > 0 ? omax : 1.0);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+    } else {
+        /* acc_v becomes what acc should hold: its start plus wo . out */
+        double pmax = 0.0;
+        for (int r = 0; r < n_embd; r++) {
+            double a = 0.0;
+            for (int i = 0; i < q_dim; i++)
+                a += wo.value[(size_t)r * q_dim + i] * ref[i];
+            acc_v[r] += a;
+            pmax = fabs(a) > pmax ? fabs(a) : pmax;
+        }
+        cudaMemcpy(acc, dacc, (size_t)n_acc * sizeof *acc, cudaMemcpyDeviceToHost);
+        for (int r = 0; r < n_embd; r++) {
+            const double e = fabs(ldexp((double)(long long)acc[r], -32) - acc_v[r]) / (pmax > 0 ? pmax : 1.0);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
     }
     /* V is stored as it came; K after its norm and rope, within rounding */
     *cache_ok = 1;
@@ -356,6 +419,13 @@ done:
     cudaFree(dcs);
     cudaFree(dout);
     cudaFree(dstate);
+    cudaFree(dwo.w);
+    cudaFree(dwo.d);
+    cudaFree(dacc);
+    if (wo_type >= 0)
+        free_matrix(&wo);
+    free(acc);
+    free(acc_v);
     free(kc);
     free(vc);
     free(qkv);
@@ -517,10 +587,13 @@ void test_cuda(void) {
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
             for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
-                int argmax_ok = 0;
-                const double err = run_case(&m, mode, &argmax_ok);
-                CHECK(err <= 1e-5 && argmax_ok, "%s %s (%d x %d): error %.3g of max |y|, argmax %s", type_name(t),
-                      mode_name(mode), shapes[s][0], shapes[s][1], err, argmax_ok ? "ok" : "wrong");
+                for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
+                    int argmax_ok = 0;
+                    const double err = run_case(&m, mode, with_acc, &argmax_ok);
+                    CHECK(err <= 1e-5 && argmax_ok, "%s %s%s (%d x %d): error %.3g of max |y|, argmax %s",
+                          type_name(t), mode_name(mode), with_acc ? " + acc" : "", shapes[s][0], shapes[s][1], err,
+                          argmax_ok ? "ok" : "wrong");
+                }
             }
             free_matrix(&m);
         }
@@ -530,7 +603,7 @@ void test_cuda(void) {
             CHECK(make_matrix(t, 50, 172, &m) == 0, "out of memory");
             for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
                 int argmax_ok = 0;
-                const double err = run_case(&m, mode, &argmax_ok);
+                const double err = run_case(&m, mode, mode == MV_NORM_SWIGLU, &argmax_ok);
                 CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", type_name(t), mode_name(mode), err);
             }
             free_matrix(&m);
@@ -564,7 +637,7 @@ void test_cuda(void) {
         host_matrix m;
         CHECK(make_matrix(t, 151936, 1024, &m) == 0, "out of memory");
         int argmax_ok = 0;
-        const double err = run_case(&m, MV_NORM_ARGMAX, &argmax_ok);
+        const double err = run_case(&m, MV_NORM_ARGMAX, 0, &argmax_ok);
         CHECK(err <= 1e-5 && argmax_ok, "%s head (151936 x 1024): error %.3g, argmax %s", type_name(t), err,
               argmax_ok ? "ok" : "wrong");
         free_matrix(&m);
@@ -579,9 +652,36 @@ void test_cuda(void) {
                                  {4, 4, 80, 1, 1, 33}};
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
         int cache_ok = 0;
-        const double err = attention_case(att[i][0], att[i][1], att[i][2], att[i][5], att[i][3], att[i][4], &cache_ok);
+        const double err =
+            attention_case(att[i][0], att[i][1], att[i][2], att[i][5], att[i][3], att[i][4], -1, 0, &cache_ok);
         CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of %d, position %d: error %.3g of max |out|, cache %s",
               att[i][0], att[i][1], att[i][2], att[i][5], err, cache_ok ? "written" : "NOT written");
+    }
+    /* with the output projection folded in: every weight type at Qwen3-0.6B's shape (one
+     * and several rounds), 64-dim heads with n_embd not a multiple of the cluster's 8
+     * blocks, and fewer rows than blocks */
+    static const int proj[][6] = {{16, 8, 128, 0, 1024, -1}, {16, 8, 128, 129, 1024, -1}, {16, 8, 128, 1000, 1024, -1},
+                                  {8, 2, 64, 200, 100, -1},  {8, 2, 64, 3, 5, -1}};
+    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
+        for (int t = CUDA_W_F32; t <= CUDA_W_Q4_0; t++) {
+            int cache_ok = 0;
+            const double err = attention_case(proj[i][0], proj[i][1], proj[i][2], proj[i][3], 1, 1, t, proj[i][4],
+                                              &cache_ok);
+            CHECK(err <= 1e-5 && cache_ok,
+                  "attention + %s wo %d/%d heads of %d, position %d, n_embd %d: error %.3g of max |wo out|, cache %s",
+                  type_name(t), proj[i][0], proj[i][1], proj[i][2], proj[i][3], proj[i][4], err,
+                  cache_ok ? "written" : "NOT written");
+            if (i == 2)
+                printf("  attention + %s wo at position 1000: error %.2e\n", type_name(t), err);
+        }
+    }
+    {
+        /* heads of 8 or 80 dims: not whole chunks of every type; wo runs as a matvec */
+        const cuda_attn_params p8 = {8, 4, 8, 8, 8, 0, 1e-6f, NULL, NULL, NULL, 1};
+        const cuda_attn_params p80 = {4, 4, 80, 80, 80, 1, 1e-6f, NULL, NULL, NULL, 1};
+        const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL};
+        CHECK(!cuda_attention_can_project(&p8, &w8) && !cuda_attention_can_project(&p80, &w80),
+              "attention would fold in wo for 8- or 80-dim heads");
     }
     /* prefill attention: the tensor-core kernel (head_dim 128 and 64; batches not whole
      * tiles, a cached prefix) and the CUDA-core one (8 dims). Q, K, V and P are rounded

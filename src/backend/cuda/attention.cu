@@ -1,17 +1,19 @@
 /*
  * attention.cu - grouped-query attention over the F32 KV cache.
  *
- * Decode (one token) is one fused kernel per layer, a thread-block cluster of n_split
- * blocks per head. Before waiting for the previous kernel, each block loads what does
- * not depend on it: its first round of cached keys and values (earlier steps wrote
- * them), the norm weights and the RoPE angles. Then it applies the per-head Q RMSNorm
- * and RoPE to its query, the same to the new K of its KV head (the first block of the
- * group also writes K and V to the cache), and attends over its share of positions
- * 0..pos with an online softmax per warp, the next round's loads in flight during each
- * round. Each block stores its partial result into the shared memory of the cluster's
- * first block (distributed shared memory), which merges them after one cluster barrier:
- * no global ticket, no second launch. Reads per token:
- * (pos + 1) * 2 * head_dim floats per KV head.
+ * Decode (one token) is one fused kernel per layer, a thread-block cluster of
+ * ATT_CLUSTER blocks per head. Before waiting for the previous kernel, each block loads
+ * what does not depend on it: its first round of cached keys and values (earlier steps
+ * wrote them), the norm weights, the RoPE angles and its share of the output
+ * projection's weights. Then it applies the per-head Q RMSNorm and RoPE to its query,
+ * the same to the new K of its KV head (the first block of the group also writes K and
+ * V to the cache), and attends over its share of positions 0..pos with an online
+ * softmax per warp, the next round's loads in flight during each round. Each block
+ * stores its partial result into the shared memory of every block of the cluster
+ * (distributed shared memory); after one cluster barrier each merges them, multiplies
+ * the head's output by its rows of wo's columns for the head, and adds that into the
+ * residual stream's accumulator: no global ticket, no second launch, no wo kernel.
+ * Reads per token: (pos + 1) * 2 * head_dim floats per KV head.
  *
  * Prefill runs two kernels: Q/K norm + RoPE + cache store for all tokens, then
  * attention over the cache on the tensor cores (head_dim 64 and 128; see
@@ -22,6 +24,7 @@
 #include "backend/cuda/common.cuh"
 
 #define ATT_WARPS 4
+#define PROJ_PASSES 4 /* see the projection in k_attention_decode */
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
 
@@ -153,19 +156,35 @@ static __device__ __forceinline__ void cluster_store(float *local, unsigned int 
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");
 }
 
-/* grid (n_head, n_split), one cluster of n_split blocks per head (blockIdx.y is the
- * block's rank in it). Warp w of block s takes keys (s * ATT_WARPS + w) * KB + r * stride
- * .. + KB - 1 in round r (stride: the keys of a round of the whole cluster), with the
- * next round's loads in flight while it computes this one. */
-template <int DPL>
+/* The output projection's share of one block: rows [s * proj_rows, ..) of wo (n_embd,
+ * n_head * hd), the head's hd columns, staged in shared memory with their scales. */
+static __host__ __device__ __forceinline__ int proj_rows(int n_embd) { return (n_embd + ATT_CLUSTER - 1) / ATT_CLUSTER; }
+static __host__ __device__ __forceinline__ size_t proj_smem(int wt, int n_embd, int hd) {
+    const size_t rows = (size_t)proj_rows(n_embd);
+    return rows * cuda_row_bytes(wt, hd) + (HAS_SCALES(wt) ? rows * (size_t)(hd / 32) * 2 : 0);
+}
+#define PROJ_SMEM_MAX (64 * 1024) /* beyond, wo runs as its own matvec */
+
+/* grid (n_head, ATT_CLUSTER), one cluster per head (blockIdx.y is the block's rank in
+ * it). Warp w of block s takes keys (s * ATT_WARPS + w) * KB + r * stride .. + KB - 1 in
+ * round r (stride: the keys of a round of the whole cluster), with the next round's
+ * loads in flight while it computes this one.
+ *
+ * WT < 0: rank 0 merges the blocks' states and writes the head's output to out. WT >= 0
+ * (a weight type): every block merges them, and multiplies the head's output by its
+ * share of wo's columns for the head (copied to shared memory before the wait), adding
+ * the result to res_acc: the wo matvec is folded in, and with it one kernel boundary. */
+template <int DPL, int WT>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, float *k_cache, float *v_cache,
-                   const cuda_step_state *state, float *__restrict__ out) {
+                   const cuda_step_state *state, float *__restrict__ out, const uint8_t *__restrict__ wo,
+                   const __half *__restrict__ wo_d, int n_embd, unsigned long long *res_acc) {
+    extern __shared__ __align__(16) uint8_t w_slice[]; /* WT >= 0: (proj_rows, hb) bytes, then (proj_rows, hd / 32) scales */
     __shared__ float q[32 * DPL], k_new[32 * DPL], v_new[32 * DPL];
     __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
-    /* in rank 0: every block's merged state, stored there by the blocks */
+    /* every block's merged state, stored there by the blocks: in rank 0, or (WT >= 0) in each block */
     __shared__ float c_m[ATT_CLUSTER], c_l[ATT_CLUSTER], c_acc[ATT_CLUSTER][32 * DPL];
-    const int h = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
+    const int h = blockIdx.x, s = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
     const int kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
@@ -173,16 +192,35 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     /* the position comes from the previous step (its commit), not from this one */
     const int pos = __ldcg(&state->pos);
     const bool writer = h % group == 0 && s == 0;
-    const int n_keys = pos + 1, stride = n_split * ATT_WARPS * KB;
+    const int n_keys = pos + 1, stride = ATT_CLUSTER * ATT_WARPS * KB;
     const int jb0 = (s * ATT_WARPS + warp) * KB;
     /* everything that does not depend on this step's q, k and v before the wait: the
-     * first round of cached keys and values (earlier steps wrote them), the norm weights
-     * and the RoPE angles */
+     * first round of cached keys and values (earlier steps wrote them), the norm weights,
+     * the RoPE angles and the projection's weights */
     float kv[KB][DPL], vv[KB][DPL], nw[DPL];
     float2 cs[(DPL + 1) / 2];
     load_round<DPL>(k_cache, v_cache, jb0, n_keys, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
     load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
     load_rope<DPL>(p, pos, lane, cs);
+    const int hb = WT >= 0 ? (int)cuda_row_bytes(WT, hd) : 0; /* bytes of a row's slice: 16 * chunks */
+    const int row0 = s * proj_rows(n_embd), nr = WT >= 0 ? max(0, min(proj_rows(n_embd), n_embd - row0)) : 0;
+    const __half *w_scales = reinterpret_cast<const __half *>(w_slice + (size_t)proj_rows(n_embd) * hb);
+    if (WT >= 0) {
+        const size_t rb = cuda_row_bytes(WT, q_dim);
+        const int cpr = hb / 16;
+        for (int i = threadIdx.x; i < nr * cpr; i += blockDim.x) {
+            const int r = i / cpr, c = i % cpr;
+            cp_async16(w_slice + (size_t)r * hb + 16 * c, wo + (size_t)(row0 + r) * rb + (size_t)h * hb + 16 * c, 16);
+        }
+        if (HAS_SCALES(WT)) { /* pairs of scales (hd a multiple of 64, see cuda_attention_can_project) */
+            const int pairs = hd / 64;
+            const uint32_t *d2 = reinterpret_cast<const uint32_t *>(wo_d);
+            uint32_t *s2 = reinterpret_cast<uint32_t *>(const_cast<__half *>(w_scales));
+            for (int i = threadIdx.x; i < nr * pairs; i += blockDim.x)
+                cp_async4(s2 + i, d2 + (size_t)(row0 + i / pairs) * (q_dim / 64) + h * pairs + i % pairs);
+        }
+        cp_async_commit();
+    }
     pdl_wait();
 
     if (warp == 0) {
@@ -276,36 +314,79 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     float bl = 0.0f;
     for (int w = 0; w < ATT_WARPS; w++)
         bl += w_m[w] == -INFINITY ? 0.0f : w_l[w] * expf(w_m[w] - bm);
+    const int n_dest = WT >= 0 ? ATT_CLUSTER : 1; /* the blocks that merge */
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float a = 0.0f;
         for (int w = 0; w < ATT_WARPS; w++)
             a += w_m[w] == -INFINITY ? 0.0f : w_acc[w][i] * expf(w_m[w] - bm);
-        cluster_store(&c_acc[s][i], 0, a);
+        for (int r = 0; r < n_dest; r++)
+            cluster_store(&c_acc[s][i], r, a);
     }
-    if (threadIdx.x == 0) {
-        cluster_store(&c_m[s], 0, bm);
-        cluster_store(&c_l[s], 0, bl);
+    if (threadIdx.x < n_dest) {
+        cluster_store(&c_m[s], threadIdx.x, bm);
+        cluster_store(&c_l[s], threadIdx.x, bl);
     }
-    /* one barrier: the blocks' stores are then visible to rank 0, which merges them out
-     * of its own shared memory, so the others may exit */
+    /* one barrier: the blocks' stores are then visible to the blocks that merge, out of
+     * their own shared memory, so no block waits for another after it */
     cluster_sync();
-    if (s != 0)
+    if (s >= n_dest)
         return;
     float gm = -INFINITY;
-    for (int r = 0; r < n_split; r++)
+    for (int r = 0; r < ATT_CLUSTER; r++)
         gm = fmaxf(gm, c_m[r]);
     float wr[ATT_CLUSTER], gl = 0.0f; /* each block's weight, 0 for a block with no keys */
 #pragma unroll
     for (int r = 0; r < ATT_CLUSTER; r++) {
-        wr[r] = r < n_split && c_m[r] != -INFINITY ? expf(c_m[r] - gm) : 0.0f;
+        wr[r] = c_m[r] != -INFINITY ? expf(c_m[r] - gm) : 0.0f;
         gl += wr[r] != 0.0f ? c_l[r] * wr[r] : 0.0f;
     }
+    float *o = q; /* (hd) the head's output; q is in registers since the keys began */
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float a = 0.0f;
 #pragma unroll
         for (int r = 0; r < ATT_CLUSTER; r++)
             a += wr[r] != 0.0f ? c_acc[r][i] * wr[r] : 0.0f;
-        out[h * hd + i] = a / gl;
+        if (WT < 0)
+            out[h * hd + i] = a / gl;
+        else
+            o[i] = a / gl;
+    }
+    if (WT < 0)
+        return;
+
+    /* the projection: cpr lanes per row (a power of two, see cuda_attention_can_project),
+     * lane c of a row multiplying chunk c of its slice, the same chunk for all its rows;
+     * PROJ_PASSES passes of the warp at once, so that their loads and sums overlap */
+    constexpr int WTC = WT < 0 ? 0 : WT, CE = CHUNK_ELEMS(WTC);
+    const int cpr = hb / 16, c = lane % cpr, rows_per_pass = 32 / cpr, pass_rows = ATT_WARPS * rows_per_pass;
+    cp_async_wait_all();
+    __syncthreads();
+    float4 xv[CE / 4];
+#pragma unroll
+    for (int k = 0; k < CE / 4; k++)
+        xv[k] = reinterpret_cast<const float4 *>(o)[c * (CE / 4) + k];
+    for (int base = warp * rows_per_pass; base < nr; base += PROJ_PASSES * pass_rows) {
+        int r[PROJ_PASSES];
+        uint4 v[PROJ_PASSES];
+        float d[PROJ_PASSES], a[PROJ_PASSES];
+#pragma unroll
+        for (int k = 0; k < PROJ_PASSES; k++) { /* rows past the slice repeat row 0, and are dropped */
+            r[k] = base + k * pass_rows + lane / cpr;
+            const int rk = r[k] < nr ? r[k] : 0;
+            v[k] = reinterpret_cast<const uint4 *>(w_slice + (size_t)rk * hb)[c];
+            d[k] = chunk_scale<WTC>(w_scales + rk * (hd / 32), c);
+        }
+#pragma unroll
+        for (int k = 0; k < PROJ_PASSES; k++)
+            a[k] = chunk_dot<WTC>(v[k], d[k], xv);
+        for (int m_ = cpr / 2; m_ > 0; m_ >>= 1)
+#pragma unroll
+            for (int k = 0; k < PROJ_PASSES; k++)
+                a[k] += __shfl_xor_sync(0xffffffffu, a[k], m_);
+#pragma unroll
+        for (int k = 0; k < PROJ_PASSES; k++)
+            if (c == 0 && r[k] < nr)
+                atomicAdd(res_acc + row0 + r[k], to_fixed(a[k]));
     }
 }
 
@@ -536,9 +617,60 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
         }                               \
     } while (0)
 
+template <int DPL, int WT>
+static cudaError_t launch_decode(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv, float *k_cache,
+                                 float *v_cache, const cuda_step_state *state, float *out, const cuda_weight *wo,
+                                 unsigned long long *acc) {
+    /* the largest shared-memory carveout, as the matvecs ask: a multiprocessor configured
+     * smaller could not hold their blocks beside this kernel's */
+    cudaError_t e = cudaFuncSetAttribute(k_attention_decode<DPL, WT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         (int)cudaSharedmemCarveoutMaxShared);
+    const int n_embd = wo ? (int)wo->n_out : 0;
+    cfg->dynamicSmemBytes = WT >= 0 ? proj_smem(WT, n_embd, p->head_dim) : 0;
+    if (e == cudaSuccess && cfg->dynamicSmemBytes > 48 * 1024)
+        e = cudaFuncSetAttribute(k_attention_decode<DPL, WT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)cfg->dynamicSmemBytes);
+    if (e != cudaSuccess)
+        return e;
+    return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, WT>, *p, qkv, k_cache, v_cache, state, out,
+                              wo ? (const uint8_t *)wo->w : nullptr, wo ? (const __half *)wo->d : nullptr, n_embd,
+                              acc);
+}
+
+template <int DPL>
+static cudaError_t launch_decode_wt(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
+                                    float *k_cache, float *v_cache, const cuda_step_state *state, float *out,
+                                    const cuda_weight *wo, unsigned long long *acc) {
+    switch (wo ? wo->type : -1) {
+    case -1: return launch_decode<DPL, -1>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+    case CUDA_W_F32: return launch_decode<DPL, CUDA_W_F32>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+    case CUDA_W_F16: return launch_decode<DPL, CUDA_W_F16>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+    case CUDA_W_BF16: return launch_decode<DPL, CUDA_W_BF16>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+    case CUDA_W_Q8_0: return launch_decode<DPL, CUDA_W_Q8_0>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+    case CUDA_W_Q4_0: return launch_decode<DPL, CUDA_W_Q4_0>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+    }
+    return cudaErrorInvalidValue;
+}
+
+extern "C" int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo) {
+    const int hd = p->head_dim;
+    if (!wo || wo->type < CUDA_W_F32 || wo->type > CUDA_W_Q4_0 || p->head_dim_v != hd || hd % 32 != 0 || hd > 256 ||
+        wo->n_in != (int64_t)p->n_head * hd || wo->n_out < 1 || wo->n_out > (1 << 20))
+        return 0;
+    if ((wo->type == CUDA_W_Q8_0 || wo->type == CUDA_W_Q4_0) && hd % 64 != 0)
+        return 0; /* the scales are copied in 4-byte pairs */
+    /* whole 16-byte chunks per row and per head, a power of two of them up to a warp */
+    const size_t hb = cuda_row_bytes(wo->type, hd), cpr = hb / 16;
+    if (hb % 16 != 0 || cpr > 32 || (cpr & (cpr - 1)) != 0 || cuda_row_bytes(wo->type, wo->n_in) % 16 != 0)
+        return 0;
+    return proj_smem(wo->type, (int)wo->n_out, hd) <= PROJ_SMEM_MAX;
+}
+
 extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache,
                                              float *v_cache, const cuda_step_state *state, float *out,
-                                             cudaStream_t stream) {
+                                             const cuda_weight *wo, unsigned long long *acc, cudaStream_t stream) {
+    if (wo && (!acc || !cuda_attention_can_project(p, wo)))
+        return cudaErrorInvalidValue;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -552,16 +684,7 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 2;
-/* the largest shared-memory carveout, as the matvecs ask: a multiprocessor configured
- * smaller could not hold their blocks beside this kernel's */
-#define CALL(D)                                                                                              \
-    do {                                                                                                     \
-        const cudaError_t e = cudaFuncSetAttribute(                                                          \
-            k_attention_decode<D>, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared); \
-        if (e != cudaSuccess)                                                                                \
-            return e;                                                                                        \
-        return cudaLaunchKernelEx(&cfg, k_attention_decode<D>, *p, qkv, k_cache, v_cache, state, out);       \
-    } while (0)
+#define CALL(D) return launch_decode_wt<D>(&cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
 }

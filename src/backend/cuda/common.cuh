@@ -63,6 +63,74 @@ static __device__ __forceinline__ float2 pair_f32(uint32_t u, int wt) {
     return __half22float2(*reinterpret_cast<const __half2 *>(&u));
 }
 
+static __device__ __forceinline__ float dot4(float4 a, float b0, float b1, float b2, float b3) {
+    return fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, a.w * b3)));
+}
+
+static __device__ __forceinline__ float dot4_q8(uint32_t u, float4 x) {
+    return dot4(x, q8_byte(u, 0), q8_byte(u, 1), q8_byte(u, 2), q8_byte(u, 3));
+}
+
+/* low nibbles of u times lo, high nibbles times hi */
+static __device__ __forceinline__ float dot8_q4(uint32_t u, float4 lo, float4 hi) {
+    const uint32_t l = u & 0x0f0f0f0fu, h = (u >> 4) & 0x0f0f0f0fu;
+    return dot4(lo, q4_byte(l, 0), q4_byte(l, 1), q4_byte(l, 2), q4_byte(l, 3)) +
+           dot4(hi, q4_byte(h, 0), q4_byte(h, 1), q4_byte(h, 2), q4_byte(h, 3));
+}
+
+/* Dot of one 16-byte chunk v of a row in the device layout (scale d) with the
+ * CHUNK_ELEMS(WT) inputs it multiplies, in order, as float4s xv. */
+template <int WT>
+static __device__ __forceinline__ float chunk_dot(uint4 v, float d, const float4 *xv) {
+    if (WT == CUDA_W_Q8_0) {
+        return d * (dot4_q8(v.x, xv[0]) + dot4_q8(v.y, xv[1]) + dot4_q8(v.z, xv[2]) + dot4_q8(v.w, xv[3]));
+    } else if (WT == CUDA_W_Q4_0) {
+        /* byte j: element j (low nibble) and j + 16 (high nibble) */
+        return d * (dot8_q4(v.x, xv[0], xv[4]) + dot8_q4(v.y, xv[1], xv[5]) + dot8_q4(v.z, xv[2], xv[6]) +
+                    dot8_q4(v.w, xv[3], xv[7]));
+    } else if (WT == CUDA_W_F32) {
+        return dot4(xv[0], __uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+    } else {
+        const float2 p0 = pair_f32(v.x, WT), p1 = pair_f32(v.y, WT), p2 = pair_f32(v.z, WT), p3 = pair_f32(v.w, WT);
+        return dot4(xv[0], p0.x, p0.y, p1.x, p1.y) + dot4(xv[1], p2.x, p2.y, p3.x, p3.y);
+    }
+}
+
+/* Scale of chunk c of a row (1 for the float types); d_row from the row's first element. */
+template <int WT>
+static __device__ __forceinline__ float chunk_scale(const __half *d_row, int c) {
+    return WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
+}
+
+/* 16 bytes global -> shared, asynchronously (cp.async, through L2 only); of those,
+ * src_bytes are read and the rest filled with zeros. */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+/* 4 bytes global -> shared, asynchronously (through L1: cp.async.cg takes only 16). */
+static __device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Waits for this thread's copies but the last `pending` committed groups. */
+template <int pending>
+static __device__ __forceinline__ void cp_async_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory"); }
+static __device__ __forceinline__ void cp_async_wait_all(void) { cp_async_wait<0>(); }
+
+/* The fused decode attention adds its output projection into the residual stream
+ * through atomics; to keep the step deterministic (float atomics would sum the heads in
+ * whatever order they arrive) they are integer adds of fixed-point values with 32
+ * fraction bits: exact, so the order does not matter. Magnitudes up to 2^31. */
+static __device__ __forceinline__ unsigned long long to_fixed(float v) {
+    return (unsigned long long)__float2ll_rn(v * 4294967296.0f);
+}
+static __device__ __forceinline__ float from_fixed(unsigned long long a) {
+    return __ll2float_rn((long long)a) * 2.3283064365386963e-10f; /* 2^-32 */
+}
+
 /* Programmatic dependent launch (sm_90): a kernel launched with the PDL attribute may
  * start once every block of the previous kernel has called pdl_launch_next (or ended);
  * it must pdl_wait before reading or writing anything earlier kernels write, and the

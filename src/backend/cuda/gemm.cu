@@ -26,13 +26,6 @@ static __device__ __forceinline__ unsigned smem_addr(const void *p) {
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
-/* 16 bytes global -> shared, asynchronously; src_bytes 0 fills zeros */
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;"); }
-static __device__ __forceinline__ void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
 /* Four 8x8 F16 matrices; lanes 8j..8j+7 give the row addresses of matrix j, and each
  * lane receives (row lane / 4, columns 2 (lane % 4) ..+1) of every matrix. */
 static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const __half *p) {

@@ -66,9 +66,13 @@ enum cuda_matvec_mode {
     MV_NORM_ARGMAX = 4, /* y = W rmsnorm(x), and the argmax folded into state->argmax_key */
 };
 
-/* One token: y (n_out or n_out/2) from x (n_in). norm_w (n_in) for the NORM modes. */
+/* One token: y (n_out or n_out/2) from x (n_in). norm_w (n_in) for the NORM modes.
+ * acc, or NULL: the fused decode attention's output projection (cuda_attention_decode),
+ * fixed-point, not yet added to the residual stream. The residual is x + acc wherever
+ * it is read: as the input of MV_STORE, MV_NORM_STORE and MV_NORM_SWIGLU (acc (n_in)),
+ * and as the y of MV_ADD (acc (n_out)), which folds it in and clears it. */
 cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                        float *y, cuda_step_state *state, cudaStream_t stream);
+                        float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
 
 /* x (n_embd) = row state->token of the embedding matrix; resets the argmax key. */
 cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x, cudaStream_t stream);
@@ -93,9 +97,15 @@ typedef struct cuda_attn_params {
 
 /* Decode, fused: from qkv (n_head*hd + 2*n_head_kv*hd) of the token at state->pos:
  * Q/K RMSNorm, RoPE, K/V written to the caches (n_ctx, n_head_kv * hd) at pos, then
- * attention over 0..pos by a cluster of 8 blocks per head. out (n_head * head_dim_v). */
+ * attention over 0..pos by a cluster of 8 blocks per head. Without wo: the result into
+ * out (n_head * head_dim_v). With wo (n_embd, n_head * head_dim), where
+ * cuda_attention_can_project allows it: its product with the result added into acc
+ * (n_embd, fixed-point, see cuda_matvec) and out unused. */
 cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache, float *v_cache,
-                                  const cuda_step_state *state, float *out, cudaStream_t stream);
+                                  const cuda_step_state *state, float *out, const cuda_weight *wo,
+                                  unsigned long long *acc, cudaStream_t stream);
+/* Whether cuda_attention_decode can fold in the output projection wo. */
+int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo);
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : Q/K norm + RoPE in place on q,
  * K/V to the caches. */

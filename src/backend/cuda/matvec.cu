@@ -61,50 +61,12 @@ static __device__ __forceinline__ int xs_index(int i) {
     return xs_slot<WT>(i / CE, e >> 2) * 4 + (e & 3);
 }
 
-static __device__ __forceinline__ float dot4(float4 a, float b0, float b1, float b2, float b3) {
-    return fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, a.w * b3)));
-}
-
-static __device__ __forceinline__ float dot4_q8(uint32_t u, float4 x) {
-    return dot4(x, q8_byte(u, 0), q8_byte(u, 1), q8_byte(u, 2), q8_byte(u, 3));
-}
-
-/* low nibbles of u times lo, high nibbles times hi */
-static __device__ __forceinline__ float dot8_q4(uint32_t u, float4 lo, float4 hi) {
-    const uint32_t l = u & 0x0f0f0f0fu, h = (u >> 4) & 0x0f0f0f0fu;
-    return dot4(lo, q4_byte(l, 0), q4_byte(l, 1), q4_byte(l, 2), q4_byte(l, 3)) +
-           dot4(hi, q4_byte(h, 0), q4_byte(h, 1), q4_byte(h, 2), q4_byte(h, 3));
-}
-
 /* The float4s of the staged input that chunk c multiplies. */
 template <int WT>
 static __device__ __forceinline__ void load_x(const float4 *xs4, int c, float4 *xv) {
 #pragma unroll
     for (int q = 0; q < CHUNK_ELEMS(WT) / 4; q++)
         xv[q] = xs4[xs_slot<WT>(c, q)];
-}
-
-/* Dot of the 16-byte chunk v (scale d) with its inputs xv (load_x). */
-template <int WT>
-static __device__ __forceinline__ float chunk_dot(uint4 v, float d, const float4 *xv) {
-    if (WT == CUDA_W_Q8_0) {
-        return d * (dot4_q8(v.x, xv[0]) + dot4_q8(v.y, xv[1]) + dot4_q8(v.z, xv[2]) + dot4_q8(v.w, xv[3]));
-    } else if (WT == CUDA_W_Q4_0) {
-        /* byte j: element j (low nibble) and j + 16 (high nibble) */
-        return d * (dot8_q4(v.x, xv[0], xv[4]) + dot8_q4(v.y, xv[1], xv[5]) + dot8_q4(v.z, xv[2], xv[6]) +
-                    dot8_q4(v.w, xv[3], xv[7]));
-    } else if (WT == CUDA_W_F32) {
-        return dot4(xv[0], __uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
-    } else {
-        const float2 p0 = pair_f32(v.x, WT), p1 = pair_f32(v.y, WT), p2 = pair_f32(v.z, WT), p3 = pair_f32(v.w, WT);
-        return dot4(xv[0], p0.x, p0.y, p1.x, p1.y) + dot4(xv[1], p2.x, p2.y, p3.x, p3.y);
-    }
-}
-
-/* Scale of chunk c of a row (1 for the float types). */
-template <int WT>
-static __device__ __forceinline__ float chunk_scale(const __half *d_row, int c) {
-    return WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
 }
 
 /* Dots of R rows (in global or shared memory) with the staged input, by one warp,
@@ -156,17 +118,10 @@ static __device__ __forceinline__ const uint8_t *stage_async(uint8_t *dst, const
     const uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
     const size_t off = (uintptr_t)src - a, n16 = (off + n + 15) / 16;
     for (size_t i = threadIdx.x; i < n16; i += blockDim.x) {
-        const unsigned int s = (unsigned int)__cvta_generic_to_shared(dst + 16 * i);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(a + 16 * i) : "memory");
+        cp_async16(dst + 16 * i, (const void *)(a + 16 * i), 16);
     }
     return dst + off;
 }
-
-static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-/* Waits for this thread's copies but the last `pending` committed groups. */
-template <int pending>
-static __device__ __forceinline__ void cp_async_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory"); }
-static __device__ __forceinline__ void cp_async_wait_all(void) { cp_async_wait<0>(); }
 
 /* Floats of the staged input: whole chunks. */
 static __host__ __device__ __forceinline__ int xs_floats(int wt, int n_in) {
@@ -190,16 +145,20 @@ static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, 
     return bytes;
 }
 
-/* Stages x (normalized by RMSNorm with norm_w when `norm`) into xs, swizzled, zero-padded
- * to whole chunks. norm_w may be staged by cp.async in the first-but-last group. */
+/* Stages x (plus the attention's pending output acc, when given; see to_fixed) normalized
+ * by RMSNorm with norm_w when `norm`, into xs, swizzled, zero-padded to whole chunks.
+ * norm_w may be staged by cp.async in the first-but-last group. */
 template <int WT>
-static __device__ __forceinline__ void stage_input(const float *__restrict__ x, const float *norm_w, bool norm,
-                                                   float eps, int n_in, float *xs, float *red) {
+static __device__ __forceinline__ void stage_input(const float *__restrict__ x, const unsigned long long *acc,
+                                                   const float *norm_w, bool norm, float eps, int n_in, float *xs,
+                                                   float *red) {
     const int n_xs = xs_floats(WT, n_in);
     float ss = 0.0f;
 #pragma unroll 4
     for (int i = threadIdx.x; i < n_xs; i += blockDim.x) {
-        const float v = i < n_in ? __ldcg(x + i) : 0.0f;
+        float v = i < n_in ? __ldcg(x + i) : 0.0f;
+        if (acc && i < n_in)
+            v += from_fixed(__ldcg(acc + i));
         ss += v * v;
         xs[xs_index<WT>(i)] = v;
     }
@@ -214,7 +173,8 @@ static __device__ __forceinline__ void stage_input(const float *__restrict__ x, 
 template <int WT, int MODE>
 __global__ void __launch_bounds__(MV_THREADS, 1)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
-         const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y) {
+         const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
+         unsigned long long *acc) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
 
@@ -249,9 +209,16 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
 
     pdl_wait();
     pdl_launch_next();
-    if (MODE == MV_ADD && (int)threadIdx.x < nr) /* in flight with the input's loads */
-        y_old[threadIdx.x] = __ldcg(y + r0 + threadIdx.x);
-    stage_input<WT>(x, nw, norm, eps, n_in, xs, red);
+    if (MODE == MV_ADD && (int)threadIdx.x < nr) { /* in flight with the input's loads */
+        const int r = r0 + threadIdx.x;
+        float v = __ldcg(y + r);
+        if (acc) { /* the residual is y + acc: fold it in, and clear acc for the next layer */
+            v += from_fixed(__ldcg(acc + r));
+            acc[r] = 0;
+        }
+        y_old[threadIdx.x] = v;
+    }
+    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, xs, red);
     cp_async_wait_all();
     __syncthreads();
 
@@ -302,7 +269,7 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     if (threadIdx.x == 0)
         best = 0;
     pdl_wait();
-    stage_input<WT>(x, norm_w, true, eps, n_in, xs, red);
+    stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, xs, red);
     __syncthreads();
 
     unsigned long long mine = 0;
@@ -394,7 +361,7 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
 
 template <int WT, int MODE>
 static cudaError_t launch(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
-                          cudaStream_t stream) {
+                          unsigned long long *acc, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
      * MV_SLICE_BYTES */
@@ -412,30 +379,30 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(n_blocks, smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, rows,
-                              x, norm_w, eps, y);
+                              x, norm_w, eps, y, acc);
 }
 
 template <int WT>
 static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                               float *y, cuda_step_state *state, cudaStream_t stream) {
+                               float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
     switch (mode) {
-    case MV_STORE: return launch<WT, MV_STORE>(w, x, norm_w, eps, y, stream);
-    case MV_ADD: return launch<WT, MV_ADD>(w, x, norm_w, eps, y, stream);
-    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE>(w, x, norm_w, eps, y, stream);
-    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU>(w, x, norm_w, eps, y, stream);
+    case MV_STORE: return launch<WT, MV_STORE>(w, x, norm_w, eps, y, acc, stream);
+    case MV_ADD: return launch<WT, MV_ADD>(w, x, norm_w, eps, y, acc, stream);
+    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE>(w, x, norm_w, eps, y, acc, stream);
+    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU>(w, x, norm_w, eps, y, acc, stream);
     case MV_NORM_ARGMAX: return launch_head<WT>(w, x, norm_w, eps, y, state, stream);
     }
     return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                                   float *y, cuda_step_state *state, cudaStream_t stream) {
+                                   float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
     switch (w->type) {
-    case CUDA_W_F32: return launch_mode<CUDA_W_F32>(w, mode, x, norm_w, eps, y, state, stream);
-    case CUDA_W_F16: return launch_mode<CUDA_W_F16>(w, mode, x, norm_w, eps, y, state, stream);
-    case CUDA_W_BF16: return launch_mode<CUDA_W_BF16>(w, mode, x, norm_w, eps, y, state, stream);
-    case CUDA_W_Q8_0: return launch_mode<CUDA_W_Q8_0>(w, mode, x, norm_w, eps, y, state, stream);
-    case CUDA_W_Q4_0: return launch_mode<CUDA_W_Q4_0>(w, mode, x, norm_w, eps, y, state, stream);
+    case CUDA_W_F32: return launch_mode<CUDA_W_F32>(w, mode, x, norm_w, eps, y, acc, state, stream);
+    case CUDA_W_F16: return launch_mode<CUDA_W_F16>(w, mode, x, norm_w, eps, y, acc, state, stream);
+    case CUDA_W_BF16: return launch_mode<CUDA_W_BF16>(w, mode, x, norm_w, eps, y, acc, state, stream);
+    case CUDA_W_Q8_0: return launch_mode<CUDA_W_Q8_0>(w, mode, x, norm_w, eps, y, acc, state, stream);
+    case CUDA_W_Q4_0: return launch_mode<CUDA_W_Q4_0>(w, mode, x, norm_w, eps, y, acc, state, stream);
     }
     return cudaErrorInvalidValue;
 }
