@@ -70,21 +70,27 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((rng_state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
 }
 
-/* gemm_q8_0 computes each (row, token) exactly as vec_dot does */
-static void test_gemm_q8_0(void) {
-    cpu_gemm_fn gemm = cpu_gemm_get(ER_TYPE_Q8_0);
-    const cpu_kernels *k = cpu_kernels_get(ER_TYPE_Q8_0);
+/* the tiled kernels (Q8_0, Q4_K) compute each (row, token) exactly as vec_dot does, at
+ * row and token counts around their tiles (Q8_0 4 x 2; Q4_K 16 rows x 8 tokens in
+ * blocks of 32 tokens) */
+static void test_gemm(uint32_t type) {
+    cpu_gemm_fn gemm = cpu_gemm_get(type);
+    const cpu_kernels *k = cpu_kernels_get(type);
+    const er_type_traits *t = er_type_get(type);
     if (!gemm) {
-        printf("       (no AVX2: the tiled Q8_0 kernel is not tested)\n");
+        printf("       (no AVX2: the tiled %s kernel is not tested)\n", t->name);
         return;
     }
-    const er_type_traits *t = er_type_get(ER_TYPE_Q8_0);
-    static const int64_t rows[] = {1, 3, 4, 5, 17}, toks[] = {1, 2, 3, 7}, ns[] = {32, 256, 1024};
+    static const int64_t rows[] = {1, 3, 4, 5, 16, 17, 33}, toks[] = {1, 2, 3, 7, 8, 9, 33, 40};
+    static const int64_t ns[] = {256, 1024, 32};
+    enum { R = 33, T = 40 };
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
-        const int64_t n = ns[a], R = 17, T = 7;
-        const size_t rs = er_type_row_size(t, n);
-        float *f = malloc((size_t)(R > T ? R : T) * (size_t)n * sizeof *f);
-        uint8_t *w = malloc((size_t)R * rs), *x = malloc((size_t)T * rs);
+        const int64_t n = ns[a];
+        if (n % t->block_size != 0)
+            continue;
+        const size_t rs = er_type_row_size(t, n), xs = cpu_act_row_size(k, n);
+        float *f = malloc((size_t)T * (size_t)n * sizeof *f);
+        uint8_t *w = malloc((size_t)R * rs), *x = malloc((size_t)T * xs);
         float *y = malloc((size_t)R * T * sizeof *y);
         for (int64_t i = 0; i < R * n; i++)
             f[i] = frand();
@@ -93,19 +99,19 @@ static void test_gemm_q8_0(void) {
         for (int64_t i = 0; i < T * n; i++)
             f[i] = frand();
         for (int64_t j = 0; j < T; j++)
-            k->quantize_row(f + j * n, x + (size_t)j * rs, n);
+            k->quantize_row(f + j * n, x + (size_t)j * xs, n);
         for (size_t b = 0; b < sizeof rows / sizeof rows[0]; b++)
             for (size_t c = 0; c < sizeof toks / sizeof toks[0]; c++) {
                 const int64_t nr = rows[b], nt = toks[c];
-                gemm(w, rs, nr, x, rs, nt, y, R, n);
+                gemm(w, rs, nr, x, xs, nt, y, R, n);
                 int same = 1;
                 for (int64_t j = 0; j < nt; j++)
                     for (int64_t r = 0; r < nr; r++) {
-                        const float want = k->vec_dot(w + (size_t)r * rs, x + (size_t)j * rs, n);
+                        const float want = k->vec_dot(w + (size_t)r * rs, x + (size_t)j * xs, n);
                         same &= memcmp(&want, &y[j * R + r], sizeof want) == 0;
                     }
-                CHECK(same, "gemm q8_0 %lld rows x %lld tokens x %lld: == vec_dot", (long long)nr, (long long)nt,
-                      (long long)n);
+                CHECK(same, "gemm %s %lld rows x %lld tokens x %lld: == vec_dot", t->name, (long long)nr,
+                      (long long)nt, (long long)n);
             }
         free(f);
         free(w);
@@ -458,7 +464,8 @@ static void test_model_paths(void) {
 
 void test_cpu(void) {
     test_pool();
-    test_gemm_q8_0();
+    test_gemm(ER_TYPE_Q8_0);
+    test_gemm(ER_TYPE_Q4_K);
     test_fast_to_f32();
     test_kv_f16_convert();
     test_fast_attention();

@@ -333,6 +333,113 @@ AVX2 static void gemm_q8_0_q8_0_avx2(const uint8_t *w, size_t w_stride, int64_t 
 }
 #undef TILE
 
+/* Q4_K x Q8_K for a batch, in the shape of llama.cpp's tiled AVX2 kernel: per 256-block,
+ * 16 weight rows are unpacked once to bytes (with their 6-bit scales), then each 32-byte
+ * weight load serves 8 tokens (vpmaddubsw, then vpmaddwd by the sub-block's scale into
+ * 8 independent int32 sums). Each (row, token) keeps the dot's own state (8 float lanes
+ * and the minimums' correction), updated in the dot's order, so the result is
+ * dot_q4_K_q8_K_avx2's to the bit. */
+enum { K4_ROWS = 16, K4_TOK = 8, K4_TOK_BLOCK = 32 };
+
+typedef struct k4_tile {
+    _Alignas(32) uint8_t q[K4_ROWS][QK_K];   /* (16, 256) one block of each row, a byte per weight */
+    _Alignas(32) float acc[K4_ROWS][K4_TOK_BLOCK][8]; /* (16, 32, 8) the dots' float lanes */
+    _Alignas(32) float corr[K4_ROWS][K4_TOK_BLOCK];  /* (16, 32) the minimums' corrections */
+    int16_t sc[K4_ROWS][8];                    /* (16, 8) sub-block scales */
+    float m[K4_ROWS][8];                       /* (16, 8) sub-block minimums */
+    float d[K4_ROWS], dmin[K4_ROWS];
+} k4_tile;
+
+/* Row r of the tile from block b of a Q4_K row */
+AVX2 static INLINE void k4_unpack(k4_tile *tl, int r, const block_q4_K *b) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) { /* 32 bytes: sub-block 2c in the low nibbles, 2c + 1 in the high */
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        _mm256_store_si256((__m256i *)(tl->q[r] + 64 * c), _mm256_and_si256(qv, m4));
+        _mm256_store_si256((__m256i *)(tl->q[r] + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4));
+    }
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, b->scales, &sc, &m);
+        tl->sc[r][j] = sc;
+        tl->m[r][j] = m;
+    }
+    tl->d[r] = _cvtsh_ss(b->d);
+    tl->dmin[r] = _cvtsh_ss(b->dmin);
+}
+
+/* Block b of rows [0, nr) of the tile times 8 tokens (xb: their blocks b), into the
+ * tokens' state slots [slot, slot + 8) */
+AVX2 static INLINE void k4_tokens8(k4_tile *tl, int nr, const block_q8_K *const xb[K4_TOK], int slot) {
+    /* the minimums' sums multiply bsums per sub-block of 32: exact integers in floats
+     * (in memory: kept in registers across the row loop they would crowd out the sums) */
+    _Alignas(32) float bs[8][K4_TOK];
+    float dq[K4_TOK];
+    for (int s = 0; s < 8; s++)
+        for (int i = 0; i < K4_TOK; i++)
+            bs[s][i] = (float)(xb[i]->bsums[2 * s] + xb[i]->bsums[2 * s + 1]);
+    for (int i = 0; i < K4_TOK; i++)
+        dq[i] = xb[i]->d;
+    const __m256 dqv = _mm256_loadu_ps(dq);
+    for (int r = 0; r < nr; r++) {
+        __m256i isum[K4_TOK]; /* in registers only if the token loops are unrolled */
+#pragma GCC unroll 8
+        for (int i = 0; i < K4_TOK; i++)
+            isum[i] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const __m256i wv = _mm256_load_si256((const __m256i *)(tl->q[r] + 32 * s));
+            const __m256i scale = _mm256_set1_epi16(tl->sc[r][s]);
+#pragma GCC unroll 8
+            for (int i = 0; i < K4_TOK; i++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[i]->qs + 32 * s));
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), scale));
+            }
+        }
+        __m256 summ = _mm256_mul_ps(_mm256_set1_ps(tl->m[r][0]), _mm256_load_ps(bs[0]));
+        for (int s = 1; s < 8; s++)
+            summ = _mm256_fmadd_ps(_mm256_set1_ps(tl->m[r][s]), _mm256_load_ps(bs[s]), summ);
+        /* the dot: corr += (q.d * dmin) * summ, then acc = fma(q.d * d, isum, acc) */
+        float *corr = tl->corr[r] + slot;
+        _mm256_storeu_ps(corr, _mm256_add_ps(_mm256_loadu_ps(corr),
+                                             _mm256_mul_ps(_mm256_mul_ps(dqv, _mm256_set1_ps(tl->dmin[r])), summ)));
+#pragma GCC unroll 8
+        for (int i = 0; i < K4_TOK; i++) {
+            float *a = tl->acc[r][slot + i];
+            _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_set1_ps(dq[i] * tl->d[r]), _mm256_cvtepi32_ps(isum[i]),
+                                               _mm256_load_ps(a)));
+        }
+    }
+}
+
+AVX2 static void gemm_q4_K_q8_K_avx2(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                     size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    k4_tile tl; /* 23 KB of stack */
+    const int64_t nb = n / QK_K;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += K4_ROWS) {
+        const int nr = (int)(n_rows - r0 < K4_ROWS ? n_rows - r0 : K4_ROWS);
+        for (int64_t t0 = 0; t0 < n_tok; t0 += K4_TOK_BLOCK) {
+            const int mt = (int)(n_tok - t0 < K4_TOK_BLOCK ? n_tok - t0 : K4_TOK_BLOCK);
+            memset(tl.acc, 0, sizeof tl.acc);
+            memset(tl.corr, 0, sizeof tl.corr);
+            for (int64_t b = 0; b < nb; b++) {
+                for (int r = 0; r < nr; r++)
+                    k4_unpack(&tl, r, (const block_q4_K *)(w + (size_t)(r0 + r) * w_stride) + b);
+                for (int tg = 0; tg < mt; tg += K4_TOK) {
+                    const block_q8_K *xb[K4_TOK]; /* tokens past mt repeat the last; their slots are dropped */
+                    for (int i = 0; i < K4_TOK; i++) {
+                        const int64_t t = t0 + (tg + i < mt ? tg + i : mt - 1);
+                        xb[i] = (const block_q8_K *)(x + (size_t)t * x_stride) + b;
+                    }
+                    k4_tokens8(&tl, nr, xb, tg);
+                }
+            }
+            for (int r = 0; r < nr; r++)
+                for (int t = 0; t < mt; t++)
+                    y[(t0 + t) * y_stride + r0 + r] = hsum8(_mm256_load_ps(tl.acc[r][t])) - tl.corr[r][t];
+        }
+    }
+}
+
 /* 8 elements of cache rows from element i, as f32 */
 AVX2 static INLINE __m256 load8(const void *row, int64_t i, const int f16) {
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)))
@@ -440,7 +547,9 @@ static int have_avx2(void) {
 }
 
 cpu_gemm_fn cpu_gemm_get(uint32_t type) {
-    return type == ER_TYPE_Q8_0 && have_avx2() ? gemm_q8_0_q8_0_avx2 : NULL;
+    if (!have_avx2())
+        return NULL;
+    return type == ER_TYPE_Q8_0 ? gemm_q8_0_q8_0_avx2 : type == ER_TYPE_Q4_K ? gemm_q4_K_q8_K_avx2 : NULL;
 }
 
 const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
