@@ -293,7 +293,9 @@ def main():
         ppl_text = f.read()
     ref_ppl_ids = llm.tokenize(ppl_text.encode(), add_bos=True, special=False)
     bos = llm.token_bos()
-    add_bos = bool(ref_text_ids) and ref_text_ids[0] == bos
+    # whether this model's tokenizer adds BOS, read off the text perplexity is computed on:
+    # llama.cpp's perplexity then puts it at the start of every chunk
+    add_bos = bool(ref_ppl_ids) and ref_ppl_ids[0] == bos
 
     if "tok" in checks:
         bad = []
