@@ -303,12 +303,10 @@ def main():
             ours = engine_tokenize(a.build, a.model, p, sp)
             if ours != ref:
                 bad.append((p[:30], ours[:12], ref[:12]))
-        ours_text = engine_tokenize(a.build, a.model, text, False)
-        if ours_text != ref_text_ids:
-            bad.append(("ppl.txt", len(ours_text), len(ref_text_ids)))
-        ours_ppl = engine_tokenize(a.build, a.model, ppl_text, False)
-        if ours_ppl != ref_ppl_ids:
-            bad.append(("gpl-3.0.txt", len(ours_ppl), len(ref_ppl_ids)))
+        for label, t, ref in (("ppl.txt", text, ref_text_ids), ("gpl-3.0.txt", ppl_text, ref_ppl_ids)):
+            ours = engine_tokenize(a.build, a.model, t, False)
+            if ours != ref:
+                bad.append((label, len(ours), len(ref)))
         report(not bad, f"tok     {name}: {len(prompts)} prompts + ppl.txt ({len(ref_text_ids)} tokens) + gpl-3.0.txt "
                f"({len(ref_ppl_ids)} tokens) tokenized "
                f"as llama.cpp does" + (f"; differ: {bad[:3]}" if bad else ""))

@@ -204,7 +204,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     load_rope<DPL>(p, pos, lane, cs);
     const int hb = WT >= 0 ? (int)cuda_row_bytes(WT, hd) : 0; /* bytes of a row's slice: 16 * chunks */
     const int row0 = s * proj_rows(n_embd), nr = WT >= 0 ? max(0, min(proj_rows(n_embd), n_embd - row0)) : 0;
-    const __half *w_scales = reinterpret_cast<const __half *>(w_slice + (size_t)proj_rows(n_embd) * hb);
+    __half *w_scales = reinterpret_cast<__half *>(w_slice + (size_t)proj_rows(n_embd) * hb);
     if (WT >= 0) {
         const size_t rb = cuda_row_bytes(WT, q_dim);
         const int cpr = hb / 16;
@@ -215,7 +215,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
         if (HAS_SCALES(WT)) { /* pairs of scales (hd a multiple of 64, see cuda_attention_can_project) */
             const int pairs = hd / 64;
             const uint32_t *d2 = reinterpret_cast<const uint32_t *>(wo_d);
-            uint32_t *s2 = reinterpret_cast<uint32_t *>(const_cast<__half *>(w_scales));
+            uint32_t *s2 = reinterpret_cast<uint32_t *>(w_scales);
             for (int i = threadIdx.x; i < nr * pairs; i += blockDim.x)
                 cp_async4(s2 + i, d2 + (size_t)(row0 + i / pairs) * (q_dim / 64) + h * pairs + i % pairs);
         }
