@@ -35,9 +35,15 @@
 #define MV_THREADS 512
 #define MV_WARPS 16
 #define MV_SLICE_BYTES (64 * 1024) /* weight bytes per block; beyond, more blocks */
-/* rows per warp and pass in k_head: enough 16-byte loads in flight per lane to stream at
- * HBM speed (a Q4_0 row of 1024 is one chunk per lane: 2 rows reached half of it) */
-#define HEAD_ROWS(WT) ((WT) == CUDA_W_Q4_0 ? 4 : 2)
+/* k_head: blocks of 256 threads; rows per warp and pass: enough 16-byte loads in flight
+ * per lane to stream the weights (a Q4_0 row of 1024 is one chunk per lane), with
+ * registers few enough (64) for 4 blocks, 32 warps, per multiprocessor. Measured on the
+ * H200 (BENCHMARKS.md), the Qwen3-0.6B Q4_0 step: blocks of 512 threads with 4 rows
+ * (106 registers, 16 warps per multiprocessor) 527 us, 256 threads with 2 rows 520,
+ * with 3 rows 517. */
+#define HEAD_THREADS 256
+#define HEAD_WARPS (HEAD_THREADS / 32)
+#define HEAD_ROWS(WT) ((WT) == CUDA_W_Q4_0 ? 3 : 2)
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
 static __device__ __forceinline__ unsigned int ordered_bits(float f) {
@@ -81,7 +87,10 @@ static __device__ __forceinline__ void rows_dot(const uint8_t *const *row, const
         a[k] = 0.0f;
     if (chunked) {
         const int n_chunks = n_in / CHUNK_ELEMS(WT);
-#pragma unroll 2
+        /* not unrolled: a lane has 1-6 chunks of a layer row. Unrolled by 2, the Qwen3-0.6B
+         * step took 557 us (Q4_0) and 589 us (Q8_0) against 527 and 582 (the cause is not
+         * established: the kernels' code size, or the remainder path a 2x unroll adds) */
+#pragma unroll 1
         for (int c = lane; c < n_chunks; c += 32) {
             uint4 v[R]; /* all R loads in flight before the first use */
 #pragma unroll
@@ -254,7 +263,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
  * resident grid; warp g of G takes rows g, g + G, ... HEAD_ROWS(WT) at a time, so that
  * each lane has several 16-byte loads in flight. */
 template <int WT>
-__global__ void __launch_bounds__(MV_THREADS)
+__global__ void __launch_bounds__(HEAD_THREADS)
 k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, const float *__restrict__ x,
        const float *__restrict__ norm_w, float eps, float *__restrict__ y, cuda_step_state *state) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -263,7 +272,7 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     pdl_launch_next();
     float *xs = reinterpret_cast<float *>(smem); /* (xs_floats) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int n_warps = gridDim.x * MV_WARPS, gw = blockIdx.x * MV_WARPS + warp;
+    const int n_warps = gridDim.x * HEAD_WARPS, gw = blockIdx.x * HEAD_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
     const bool chunked = rb % 16 == 0;
     if (threadIdx.x == 0)
@@ -314,12 +323,13 @@ static int multiprocessors(void) {
     return n_sm;
 }
 
-static cudaLaunchConfig_t pdl_config(int n_blocks, size_t smem, cudaStream_t stream, cudaLaunchAttribute *attr) {
+static cudaLaunchConfig_t pdl_config(int n_blocks, int threads, size_t smem, cudaStream_t stream,
+                                     cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t cfg = {};
     attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr->val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3(n_blocks);
-    cfg.blockDim = dim3(MV_THREADS);
+    cfg.blockDim = dim3(threads);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
@@ -347,14 +357,14 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
     int per_sm = 0;
     cudaError_t e = allow_smem(k_head<WT>, smem);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_head<WT>, MV_THREADS, smem);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_head<WT>, HEAD_THREADS, smem);
     if (e != cudaSuccess)
         return e;
-    const int wanted = (n_out + MV_WARPS * HEAD_ROWS(WT) - 1) / (MV_WARPS * HEAD_ROWS(WT));
+    const int wanted = (n_out + HEAD_WARPS * HEAD_ROWS(WT) - 1) / (HEAD_WARPS * HEAD_ROWS(WT));
     int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
     n_blocks = n_blocks < wanted ? n_blocks : wanted;
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, smem, stream, &attr);
+    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, HEAD_THREADS, smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_head<WT>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, x, norm_w,
                               eps, y, state);
 }
@@ -377,7 +387,7 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     if (e != cudaSuccess)
         return e;
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, smem, stream, &attr);
+    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, MV_THREADS, smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, rows,
                               x, norm_w, eps, y, acc);
 }
