@@ -8,8 +8,8 @@
  *   residual) ; matvec gate|up with SwiGLU (RMSNorm of residual + accumulator folded
  *   in) ; matvec down (+= residual + accumulator, which it clears) ; output head
  *   (RMSNorm folded in) with the argmax ; commit (token -> out_ids, pos + 1). Where
- *   wo is not Q8_0 (see enqueue_step), or of a shape the attention kernel cannot fold
- *   in, it runs as a matvec of its own (5 kernels per layer).
+ *   wo is not Q8_0 or Q4_0 (see enqueue_step), or of a shape the attention kernel
+ *   cannot fold in, it runs as a matvec of its own (5 kernels per layer).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  *
@@ -445,10 +445,9 @@ static er_status enqueue_step(cuda_context *cc, step_profile *prof) {
         const cuda_attn_params ap = attn_params(cm, il, cc->n_ctx, cc->rope_cs);
         /* wo folded into the attention kernel: its output then waits in cc->acc until
          * gate_up reads x + acc and down folds it into x. Only where that measured faster
-         * (Qwen3-0.6B on the H200, BENCHMARKS.md): Q8_0 1,703 against 1,628 tok/s. For
-         * Q4_0 the fused projection costs the attention kernel more than the small wo
-         * matvec it saves (1,713 against 1,781); the float types are not measured yet. */
-        const int fold_wo = l->wo.type == CUDA_W_Q8_0 && cuda_attention_can_project(&ap, &l->wo);
+         * (Qwen3-0.6B on the H200, BENCHMARKS.md): Q8_0 1,720 against 1,661-1,674 tok/s,
+         * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet. */
+        const int fold_wo = has_scales(l->wo.type) && cuda_attention_can_project(&ap, &l->wo);
         unsigned long long *acc = fold_wo ? cc->acc : NULL;
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
                              cc->stream));
