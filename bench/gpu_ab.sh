@@ -14,8 +14,10 @@ mkdir -p "$OUT" /tmp/ab-logs
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
-[ -f /tmp/ab-models.txt ] ||
-    python3 bench/make_random_qwen3.py /tmp/ab --types "${TYPES:-Q8_0,Q4_0}" --vocab .gpu-carry/qwen3-vocab.gguf > /tmp/ab-models.txt || exit 1
+TYPES=${TYPES:-Q8_0,Q4_0}
+models=/tmp/ab-models-$TYPES.txt # made once per machine
+[ -f "$models" ] ||
+    python3 bench/make_random_qwen3.py /tmp/ab --types "$TYPES" --vocab .gpu-carry/qwen3-vocab.gguf > "$models" || exit 1
 for round in $(seq "${ROUNDS:-2}"); do
     while read -r f; do
         for exe in "$@"; do
@@ -28,5 +30,5 @@ for round in $(seq "${ROUNDS:-2}"); do
                 { echo "== $(basename "$exe") $(basename "$f" .gguf)"; grep -A9 "step at" "$log.err"; } >> "$OUT/ab-profiles.txt"
             fi
         done
-    done < /tmp/ab-models.txt
+    done < "$models"
 done
