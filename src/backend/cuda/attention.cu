@@ -621,15 +621,9 @@ template <int DPL, int WT>
 static cudaError_t launch_decode(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv, float *k_cache,
                                  float *v_cache, const cuda_step_state *state, float *out, const cuda_weight *wo,
                                  unsigned long long *acc) {
-    /* the largest shared-memory carveout, as the matvecs ask: a multiprocessor configured
-     * smaller could not hold their blocks beside this kernel's */
-    cudaError_t e = cudaFuncSetAttribute(k_attention_decode<DPL, WT>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         (int)cudaSharedmemCarveoutMaxShared);
     const int n_embd = wo ? (int)wo->n_out : 0;
     cfg->dynamicSmemBytes = WT >= 0 ? proj_smem(WT, n_embd, p->head_dim) : 0;
-    if (e == cudaSuccess && cfg->dynamicSmemBytes > 48 * 1024)
-        e = cudaFuncSetAttribute(k_attention_decode<DPL, WT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)cfg->dynamicSmemBytes);
+    const cudaError_t e = allow_smem(k_attention_decode<DPL, WT>, cfg->dynamicSmemBytes);
     if (e != cudaSuccess)
         return e;
     return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, WT>, *p, qkv, k_cache, v_cache, state, out,

@@ -1,7 +1,9 @@
 /*
- * common.cuh - device helpers shared by the kernel files: warp and block reductions,
- * quant bytes to floats, F16/BF16 pairs to floats, one element of a weight row,
- * programmatic dependent launch.
+ * common.cuh - helpers shared by the kernel files: warp and block reductions, quant
+ * bytes to floats, F16/BF16 pairs to floats, chunk dot products, one element of a weight
+ * row, cp.async copies, the fixed-point residual accumulator, and on the host side the
+ * launch configuration for programmatic dependent launch and the shared-memory
+ * attributes of a kernel.
  */
 #ifndef ER_BACKEND_CUDA_COMMON_CUH
 #define ER_BACKEND_CUDA_COMMON_CUH
@@ -129,6 +131,34 @@ static __device__ __forceinline__ unsigned long long to_fixed(float v) {
 }
 static __device__ __forceinline__ float from_fixed(unsigned long long a) {
     return __ll2float_rn((long long)a) * 2.3283064365386963e-10f; /* 2^-32 */
+}
+
+/* A launch that may overlap the previous kernel's tail (programmatic dependent launch:
+ * the kernel pdl_waits for it); attr is the storage of its one attribute. */
+static inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                            cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t cfg = {};
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+/* Shared memory beyond the default 48 KB, and the largest carveout for it: blocks of the
+ * next kernels can only become resident beside this one if the multiprocessor's
+ * shared memory is configured large enough for all of them. */
+template <typename K>
+static cudaError_t allow_smem(K kernel, size_t smem) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         (int)cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess || smem <= 48 * 1024)
+        return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
 /* Programmatic dependent launch (sm_90): a kernel launched with the PDL attribute may

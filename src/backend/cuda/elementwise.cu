@@ -92,19 +92,6 @@ extern "C" cudaError_t cuda_spin(long long ns, cudaStream_t stream) {
     return ER_CUDA_LAUNCH_CHECK();
 }
 
-/* a launch that may overlap the previous kernel's tail (the kernel waits for it) */
-static cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, cudaStream_t stream, cudaLaunchAttribute *attr) {
-    cudaLaunchConfig_t cfg = {};
-    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr->val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cfg;
-}
-
 /* one thread per 18-byte block: d (f16) then 16 nibble bytes, kept as they are */
 __global__ void k_repack_q4_0(const uint8_t *blocks, int64_t n_blocks, uint8_t *qs, uint16_t *d) {
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -127,7 +114,7 @@ extern "C" cudaError_t cuda_repack_q4_0(const void *blocks, int64_t n_rows, int6
 extern "C" cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x,
                                         cudaStream_t stream) {
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(dim3(1), dim3(256), stream, &attr);
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(1), dim3(256), 0, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_embed_state, *embd, state, x);
 }
 
@@ -139,7 +126,7 @@ extern "C" cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t 
 
 extern "C" cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t stream) {
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(dim3(1), dim3(1), stream, &attr);
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(1), dim3(1), 0, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_commit, state, out_ids);
 }
 

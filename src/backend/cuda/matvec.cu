@@ -323,32 +323,6 @@ static int multiprocessors(void) {
     return n_sm;
 }
 
-static cudaLaunchConfig_t pdl_config(int n_blocks, int threads, size_t smem, cudaStream_t stream,
-                                     cudaLaunchAttribute *attr) {
-    cudaLaunchConfig_t cfg = {};
-    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr->val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3(n_blocks);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cfg;
-}
-
-/* Shared memory beyond the default 48 KB, and the largest carveout for it: blocks of the
- * next kernels can only become resident beside this one if the multiprocessor's
- * shared memory is configured large enough for all of them. */
-template <typename K>
-static cudaError_t allow_smem(K kernel, size_t smem) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         (int)cudaSharedmemCarveoutMaxShared);
-    if (e != cudaSuccess || smem <= 48 * 1024)
-        return e;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-}
-
 template <int WT>
 static cudaError_t launch_head(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                cuda_step_state *state, cudaStream_t stream) {
@@ -364,7 +338,7 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
     int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
     n_blocks = n_blocks < wanted ? n_blocks : wanted;
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, HEAD_THREADS, smem, stream, &attr);
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(HEAD_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_head<WT>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, x, norm_w,
                               eps, y, state);
 }
@@ -387,7 +361,7 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     if (e != cudaSuccess)
         return e;
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(n_blocks, MV_THREADS, smem, stream, &attr);
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(MV_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, rows,
                               x, norm_w, eps, y, acc);
 }
