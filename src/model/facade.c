@@ -1,10 +1,6 @@
 /*
- * facade.c - generation with a sampler (er_generate) and the text-in, text-out facade
- * (er_model_open, er_stream_text, er_generate_text) on top of contexts and the tokenizer.
- *
- * er_generate hands a greedy sampler to er_generate_greedy, so that greedy decoding on
- * the GPU keeps its device-side loop; any other sampler runs the host loop below, which
- * mirrors er_generate_greedy's CPU loop token for token (same stops, same n_past after).
+ * facade.c - the text-in, text-out facade (er_model_open, er_stream_text,
+ * er_generate_text) on top of contexts, er_generate and the tokenizer.
  *
  * Stop strings: generated text is held back while its tail could still be the start of a
  * stop string; a piece goes out once no stop string can begin in it. Nothing after the
@@ -29,75 +25,6 @@ const char *er_model_chat_template(const er_model *model, int64_t *len) {
 }
 
 void er_free(void *ptr) { free(ptr); }
-
-/* ---- tokens ------------------------------------------------------------------------- */
-
-typedef struct accept_then_call {
-    er_sampler *sampler;
-    er_token_callback on_token;
-    void *user;
-} accept_then_call;
-
-static int accept_then_call_cb(int32_t token, void *user) {
-    accept_then_call *a = user;
-    er_sampler_accept(a->sampler, token);
-    return a->on_token ? a->on_token(token, a->user) : 0;
-}
-
-er_status er_generate(er_context *ctx, const int32_t *prompt, int64_t n_prompt, const er_generate_params *params,
-                      er_sampler *sampler, er_token_callback on_token, void *user, int64_t *n_generated) {
-    er_status st = ER_OK;
-    int64_t n_gen = 0;
-    if (n_generated)
-        *n_generated = 0;
-    if (!ctx || !params || params->n_predict < 0 || n_prompt < 0 || (n_prompt > 0 && !prompt))
-        return er_fail(ER_ERR_INVALID_ARG, "er_generate: %s",
-                       !ctx ? "NULL context" : !params ? "NULL params" : params->n_predict < 0 ? "negative n_predict" : n_prompt < 0 ? "negative n_prompt" : "NULL prompt");
-    const int64_t n_vocab = ctx->model->config.n_vocab;
-    if (sampler && sampler->n_vocab != n_vocab)
-        return er_fail(ER_ERR_INVALID_ARG, "er_generate: the sampler is for %lld tokens, the model has %lld",
-                       (long long)sampler->n_vocab, (long long)n_vocab);
-    if (n_prompt > 0 && (!sampler || er_sampler_is_greedy(sampler))) {
-        if (!sampler)
-            return er_generate_greedy(ctx, prompt, n_prompt, params, on_token, user, n_generated);
-        /* history only (a greedy sampler has no penalty), kept so that the sampler can go on */
-        if (n_prompt <= ctx->n_ctx - ctx->n_past)
-            for (int64_t i = 0; i < n_prompt; i++)
-                er_sampler_accept(sampler, prompt[i]);
-        accept_then_call a = {sampler, on_token, user};
-        return er_generate_greedy(ctx, prompt, n_prompt, params, accept_then_call_cb, &a, n_generated);
-    }
-    if (n_prompt > 0) {
-        if ((st = er_context_decode(ctx, prompt, n_prompt, NULL)) != ER_OK)
-            return st;
-        for (int64_t i = 0; sampler && i < n_prompt; i++)
-            er_sampler_accept(sampler, prompt[i]);
-    } else if (!er_context_logits(ctx)) {
-        return er_fail(ER_ERR_INVALID_ARG, "er_generate: no prompt, and the context holds no logits to continue from");
-    }
-    const int32_t eos = ctx->model->config.eos;
-    while (n_gen < params->n_predict) {
-        int32_t token;
-        if (sampler) {
-            if ((st = er_sampler_sample(sampler, ctx->logits, &token)) != ER_OK)
-                break;
-        } else {
-            token = er_argmax(ctx->logits, n_vocab);
-        }
-        if (!params->ignore_eos && token == eos)
-            break;
-        n_gen++;
-        if (sampler)
-            er_sampler_accept(sampler, token);
-        if ((on_token && on_token(token, user) != 0) || n_gen == params->n_predict || ctx->n_past >= ctx->n_ctx)
-            break;
-        if ((st = er_context_decode(ctx, &token, 1, NULL)) != ER_OK)
-            break;
-    }
-    if (n_generated)
-        *n_generated = n_gen;
-    return st;
-}
 
 /* ---- text ---------------------------------------------------------------------------- */
 
@@ -232,7 +159,7 @@ er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_para
                      (long long)n_ids, (long long)ctx->n_past, (long long)ctx->n_ctx);
         goto done;
     }
-    if ((st = er_sampler_create(&p.sampling, ctx->model->config.n_vocab, &sampler)) != ER_OK ||
+    if ((st = er_sampler_create(&p.sampling, ctx->model->view.config.n_vocab, &sampler)) != ER_OK ||
         (st = er_detokenizer_create(voc, 0, &ts.detok)) != ER_OK)
         goto done;
     /* the EOS check is ours (any end-of-generation token), hence ignore_eos for er_generate */

@@ -3,8 +3,9 @@
  *
  * Every hyperparameter comes from the metadata under the architecture's prefix
  * ("qwen3.block_count", ...), with llama.cpp's defaults where a key is optional, so that
- * every size of a family loads without code changes. Every shape is checked here, once,
- * so that the forward pass never has to.
+ * every size of a family loads without code changes; what differs by architecture comes
+ * from its row of the architecture table (arch.c), and the layer's tensors from that
+ * table's tensor list. Every shape is checked here, once, so that no forward pass has to.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -70,24 +70,19 @@ static int32_t token_id_or_none(const gguf_file *f, const char *key, int64_t n_v
 
 static er_status read_config(loader *ld) {
     er_model *m = ld->m;
-    model_config *c = &m->config;
+    model_config *c = &m->view.config;
     er_status st;
     const gguf_kv *arch = gguf_find_kv(m->file, "general.architecture");
     if (!arch || arch->value.type != GGUF_TYPE_STRING)
         return er_fail(ER_ERR_FORMAT, "%s: missing string metadata key 'general.architecture'", ld->path);
-    static const struct {
-        const char *name;
-        enum er_arch arch;
-    } archs[] = {{"llama", ER_ARCH_LLAMA}, {"qwen2", ER_ARCH_QWEN2}, {"qwen3", ER_ARCH_QWEN3}, {"gemma3", ER_ARCH_GEMMA3}};
-    ld->arch = NULL;
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-        if (gguf_string_eq(arch->value.str, archs[i].name)) {
-            c->arch = archs[i].arch;
-            ld->arch = archs[i].name;
-        }
-    if (!ld->arch)
-        return er_fail(ER_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama, qwen2, qwen3, gemma3)",
-                       ld->path, (int)(arch->value.str.len > 64 ? 64 : arch->value.str.len), arch->value.str.data);
+    m->arch = arch_find(arch->value.str.data, arch->value.str.len);
+    if (!m->arch) {
+        char names[128];
+        arch_names(names, sizeof names);
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: %s)", ld->path,
+                       (int)(arch->value.str.len > 64 ? 64 : arch->value.str.len), arch->value.str.data, names);
+    }
+    ld->arch = m->arch->name;
     double eps, base, scale = 1.0;
     if ((st = get_int(ld, "embedding_length", 1, 0, 1, MAX_DIM, &c->n_embd)) != ER_OK ||
         (st = get_int(ld, "block_count", 1, 0, 1, MAX_LAYERS, &c->n_layer)) != ER_OK ||
@@ -136,24 +131,16 @@ static er_status read_config(loader *ld) {
     c->norm_eps = (float)eps;
     c->rope_base = (float)base;
     c->rope_pos_scale = (float)(1.0 / scale);
-    c->rope_neox = c->arch != ER_ARCH_LLAMA; /* llama.cpp: LLAMA_ROPE_TYPE_NEOX for qwen2, qwen3, gemma3 */
-    c->has_qk_norm = c->arch == ER_ARCH_QWEN3 || c->arch == ER_ARCH_GEMMA3;
-    c->has_qkv_bias = c->arch == ER_ARCH_QWEN2;
-    if (c->arch == ER_ARCH_GEMMA3) {
-        /* llama.cpp's gemma3: embeddings scaled by sqrt(n_embd), GeGLU, post-norms, every
-         * sixth layer global (5, 11, ...), the others sliding-window with RoPE base 10000.
-         * The attention scale stays 1/sqrt(head_dim) (query_pre_attn_scalar = head_dim
-         * in every size but 27B, which is refused below). */
-        c->has_post_norms = 1;
-        c->ffn_gelu = 1;
+    c->rope_neox = m->arch->rope_neox;
+    c->features = m->arch->features;
+    if (c->features & ER_FEAT_EMBD_SCALE)
         c->embd_scale = sqrtf((float)c->n_embd);
-        c->rope_base_swa = 10000.0f;
+    if (c->features & ER_FEAT_SLIDING_WINDOW) {
+        c->rope_base_swa = m->arch->rope_base_swa;
         if ((st = get_int(ld, "attention.sliding_window", 1, 0, 1, INT32_MAX, &c->n_swa)) != ER_OK)
             return st;
-        if (c->n_layer == 62) /* how llama.cpp recognizes 27B, whose scale is 1/sqrt(n_embd / n_head) */
-            return er_fail(ER_ERR_UNSUPPORTED, "%s: Gemma-3 27B (its attention scale) is not supported yet", ld->path);
     }
-    return ER_OK;
+    return m->arch->check ? m->arch->check(c, ld->path) : ER_OK;
 }
 
 static const gguf_tensor *find_tensor(const loader *ld, const char *name, int optional, er_status *st) {
@@ -216,65 +203,57 @@ static er_status bind_vector(loader *ld, const char *name, int64_t n, int option
 
 static er_status bind_weights(loader *ld) {
     er_model *m = ld->m;
-    const model_config *c = &m->config;
+    model_view *v = &m->view;
+    model_config *c = &v->config;
     er_status st;
     char name[96];
-    const int64_t q_dim = c->n_head * c->head_dim;
-    const int64_t kv_dim = c->n_head_kv * c->head_dim;
-    const int64_t v_dim = c->n_head_kv * c->head_dim_v;
 
     const gguf_tensor *embd = find_tensor(ld, "token_embd.weight", 0, &st);
     if (!embd)
         return st;
     if (embd->ne[1] > MAX_VOCAB)
         return er_fail(ER_ERR_FORMAT, "%s: vocabulary of %lld tokens is too large", ld->path, (long long)embd->ne[1]);
-    m->config.n_vocab = embd->ne[1];
-    if ((st = bind_weight(ld, "token_embd.weight", c->n_embd, c->n_vocab, 0, &m->token_embd)) != ER_OK ||
-        (st = bind_weight(ld, "output.weight", c->n_embd, c->n_vocab, 1, &m->output)) != ER_OK)
+    c->n_vocab = embd->ne[1];
+    if ((st = bind_weight(ld, "token_embd.weight", c->n_embd, c->n_vocab, 0, &v->token_embd)) != ER_OK ||
+        (st = bind_weight(ld, "output.weight", c->n_embd, c->n_vocab, 1, &v->output)) != ER_OK)
         return st;
-    if (!m->output.data)
-        m->output = m->token_embd; /* tied embeddings */
+    if (!v->output.data) {
+        v->output = v->token_embd;
+        c->features |= ER_FEAT_TIED_OUTPUT;
+    }
 
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    /* per layer: 2 norms + 2 post-norms (n_embd), q/k norms (head_dim), q/k/v biases */
-    const size_t n_floats = (size_t)c->n_layer * (size_t)(4 * c->n_embd + 2 * c->head_dim + q_dim + kv_dim + v_dim) +
-                            (size_t)c->n_embd + (size_t)c->n_rot / 2;
+    /* the F32 arena: output_norm, rope_freqs, and every vector of every layer */
+    size_t n_floats = (size_t)c->n_embd + (size_t)c->n_rot / 2;
+    for (size_t i = 0; i < arch_n_layer_tensors; i++) {
+        const layer_tensor *t = &arch_layer_tensors[i];
+        if (!t->is_matrix && (t->feature & ~c->features) == 0)
+            n_floats += (size_t)c->n_layer * (size_t)arch_dim_size(c, t->n_in);
+    }
+    v->layers = calloc((size_t)c->n_layer, sizeof *v->layers);
     m->f32_arena = malloc(n_floats * sizeof(float));
-    if (!m->layers || !m->f32_arena)
+    if (!v->layers || !m->f32_arena)
         return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %lld layers", ld->path, (long long)c->n_layer);
     float *arena = m->f32_arena;
 
-    if ((st = bind_vector(ld, "output_norm.weight", c->n_embd, 0, &arena, &m->output_norm)) != ER_OK ||
+    if ((st = bind_vector(ld, "output_norm.weight", c->n_embd, 0, &arena, &v->output_norm)) != ER_OK ||
         (st = bind_vector(ld, "rope_freqs.weight", c->n_rot / 2, 1, &arena, &m->rope_freqs)) != ER_OK)
         return st;
     for (int64_t il = 0; il < c->n_layer; il++) {
-        layer_weights *l = &m->layers[il];
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%lld." suffix, (long long)il), name)
-        if ((st = bind_vector(ld, NAME("attn_norm.weight"), c->n_embd, 0, &arena, &l->attn_norm)) != ER_OK ||
-            (st = bind_vector(ld, NAME("ffn_norm.weight"), c->n_embd, 0, &arena, &l->ffn_norm)) != ER_OK ||
-            (st = bind_weight(ld, NAME("attn_q.weight"), c->n_embd, q_dim, 0, &l->wq)) != ER_OK ||
-            (st = bind_weight(ld, NAME("attn_k.weight"), c->n_embd, kv_dim, 0, &l->wk)) != ER_OK ||
-            (st = bind_weight(ld, NAME("attn_v.weight"), c->n_embd, v_dim, 0, &l->wv)) != ER_OK ||
-            (st = bind_weight(ld, NAME("attn_output.weight"), c->n_head * c->head_dim_v, c->n_embd, 0, &l->wo)) != ER_OK ||
-            (st = bind_weight(ld, NAME("ffn_gate.weight"), c->n_embd, c->n_ff, 0, &l->w_gate)) != ER_OK ||
-            (st = bind_weight(ld, NAME("ffn_up.weight"), c->n_embd, c->n_ff, 0, &l->w_up)) != ER_OK ||
-            (st = bind_weight(ld, NAME("ffn_down.weight"), c->n_ff, c->n_embd, 0, &l->w_down)) != ER_OK)
-            return st;
-        if (c->has_qk_norm &&
-            ((st = bind_vector(ld, NAME("attn_q_norm.weight"), c->head_dim, 0, &arena, &l->q_norm)) != ER_OK ||
-             (st = bind_vector(ld, NAME("attn_k_norm.weight"), c->head_dim, 0, &arena, &l->k_norm)) != ER_OK))
-            return st;
-        if (c->has_qkv_bias &&
-            ((st = bind_vector(ld, NAME("attn_q.bias"), q_dim, 0, &arena, &l->bq)) != ER_OK ||
-             (st = bind_vector(ld, NAME("attn_k.bias"), kv_dim, 0, &arena, &l->bk)) != ER_OK ||
-             (st = bind_vector(ld, NAME("attn_v.bias"), v_dim, 0, &arena, &l->bv)) != ER_OK))
-            return st;
-        if (c->has_post_norms &&
-            ((st = bind_vector(ld, NAME("post_attention_norm.weight"), c->n_embd, 0, &arena, &l->post_attn_norm)) != ER_OK ||
-             (st = bind_vector(ld, NAME("post_ffw_norm.weight"), c->n_embd, 0, &arena, &l->post_ffn_norm)) != ER_OK))
-            return st;
-        l->swa = c->n_swa > 0 && il % 6 < 5; /* llama.cpp: set_swa_pattern(6) */
-#undef NAME
+        layer_weights *l = &v->layers[il];
+        for (size_t i = 0; i < arch_n_layer_tensors; i++) {
+            const layer_tensor *t = &arch_layer_tensors[i];
+            if (t->feature & ~c->features)
+                continue;
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, t->name);
+            void *field = (uint8_t *)l + t->offset;
+            st = t->is_matrix ? bind_weight(ld, name, arch_dim_size(c, t->n_in), arch_dim_size(c, t->n_out), 0, field)
+                              : bind_vector(ld, name, arch_dim_size(c, t->n_in), 0, &arena, field);
+            if (st != ER_OK)
+                return st;
+        }
+        /* the last layer of each period is global (llama.cpp: set_swa_pattern) */
+        const int period = m->arch->swa_period;
+        l->swa = (c->features & ER_FEAT_SLIDING_WINDOW) && period > 0 && il % period < period - 1;
     }
     return ER_OK;
 }
@@ -284,21 +263,32 @@ er_model_params er_model_default_params(void) {
     return p;
 }
 
-#ifndef ER_HAVE_CUDA
-int er_cuda_available(void) { return 0; }
-#endif
+er_status model_check_backend(const er_model *m, const backend_ops *ops) {
+    const unsigned missing = m->view.config.features & ~ops->features;
+    for (unsigned bit = 1; missing && bit < 1u << ER_FEAT_COUNT; bit <<= 1)
+        if (missing & bit)
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: this %s model needs %s, which the %s backend does not implement yet "
+                           "(use --backend cpu)", m->path, m->arch->name, er_feature_name(bit), ops->name);
+    return ER_OK;
+}
 
-/* Moves the weights to the GPU; the file's pages are then dropped from memory (they
- * stay mapped: metadata and vocabulary strings still point into the file). */
+/* Moves the weights to the device of a backend that keeps its own copy; the file's pages
+ * are then dropped from memory (they stay mapped: metadata and vocabulary strings still
+ * point into the file). */
 static er_status place_weights(er_model *m) {
-#ifdef ER_HAVE_CUDA
-    er_status st = cuda_model_create(m, &m->cuda);
-    if (st == ER_OK)
-        gguf_drop_pages(m->file);
-    return st;
-#else
-    return er_fail(ER_ERR_UNSUPPORTED, "%s: this build of EdgeRunner has no CUDA backend (built without nvcc, or with CUDA=0)", m->path);
-#endif
+    const backend_ops *ops = backend_get(m->backend == ER_BACKEND_CUDA ? BACKEND_CUDA : BACKEND_CPU);
+    er_status st;
+    if (!ops)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: this build of EdgeRunner has no CUDA backend (built without nvcc, or with CUDA=0)", m->path);
+    if (!ops->model_upload)
+        return ER_OK;
+    if (!ops->available())
+        return er_fail(ER_ERR_DEVICE, "%s: no CUDA device is available", m->path);
+    if ((st = model_check_backend(m, ops)) != ER_OK || (st = ops->model_upload(&m->view, &m->dev)) != ER_OK)
+        return st;
+    m->device = ops;
+    gguf_drop_pages(m->file);
+    return ER_OK;
 }
 
 er_status er_model_load(const char *path, const er_model_params *params, er_model **out) {
@@ -324,14 +314,10 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
     if ((st = gguf_open(path, &m->file)) != ER_OK || (st = read_config(&ld)) != ER_OK ||
         (st = bind_weights(&ld)) != ER_OK || (st = vocab_load(m->file, path, &m->vocab)) != ER_OK)
         goto fail;
-    m->config.bos = token_id_or_none(m->file, "tokenizer.ggml.bos_token_id", m->config.n_vocab);
-    m->config.eos = token_id_or_none(m->file, "tokenizer.ggml.eos_token_id", m->config.n_vocab);
-    if (m->backend == ER_BACKEND_CUDA && m->config.arch != ER_ARCH_LLAMA && m->config.arch != ER_ARCH_QWEN3) {
-        st = er_fail(ER_ERR_UNSUPPORTED, "%s: architecture %s is not supported by the CUDA backend yet (llama, qwen3 are; "
-                     "use --backend cpu)", path, er_model_arch(m));
-        goto fail;
-    }
-    if (m->backend == ER_BACKEND_CUDA && (st = place_weights(m)) != ER_OK)
+    m->view.path = m->path;
+    m->view.config.bos = token_id_or_none(m->file, "tokenizer.ggml.bos_token_id", m->view.config.n_vocab);
+    m->view.config.eos = token_id_or_none(m->file, "tokenizer.ggml.eos_token_id", m->view.config.n_vocab);
+    if ((st = place_weights(m)) != ER_OK)
         goto fail;
     *out = m;
     return ER_OK;
@@ -343,32 +329,21 @@ fail:
 void er_model_free(er_model *m) {
     if (!m)
         return;
-#ifdef ER_HAVE_CUDA
-    cuda_model_free(m->cuda);
-#endif
+    if (m->device)
+        m->device->model_free(m->dev);
     vocab_free(&m->vocab);
     gguf_close(m->file);
-    free(m->layers);
+    free(m->view.layers);
     free(m->f32_arena);
     free(m->path);
     free(m);
 }
 
-int64_t er_model_n_vocab(const er_model *m) { return m ? m->config.n_vocab : 0; }
-int64_t er_model_n_ctx_train(const er_model *m) { return m ? m->config.n_ctx_train : 0; }
-int32_t er_model_bos(const er_model *m) { return m ? m->config.bos : -1; }
-int32_t er_model_eos(const er_model *m) { return m ? m->config.eos : -1; }
-
-const char *er_model_arch(const er_model *m) {
-    if (!m)
-        return "";
-    switch (m->config.arch) {
-    case ER_ARCH_QWEN2: return "qwen2";
-    case ER_ARCH_QWEN3: return "qwen3";
-    case ER_ARCH_GEMMA3: return "gemma3";
-    default: return "llama";
-    }
-}
+int64_t er_model_n_vocab(const er_model *m) { return m ? m->view.config.n_vocab : 0; }
+int64_t er_model_n_ctx_train(const er_model *m) { return m ? m->view.config.n_ctx_train : 0; }
+int32_t er_model_bos(const er_model *m) { return m ? m->view.config.bos : -1; }
+int32_t er_model_eos(const er_model *m) { return m ? m->view.config.eos : -1; }
+const char *er_model_arch(const er_model *m) { return m && m->arch ? m->arch->name : ""; }
 
 const er_vocab *er_model_vocab(const er_model *m) { return m && m->vocab.kind != VOCAB_NONE ? &m->vocab : NULL; }
 

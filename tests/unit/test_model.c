@@ -28,7 +28,7 @@ static er_context *new_context(er_model *m, int64_t n_ctx, int64_t n_batch) {
 }
 
 static void test_load(er_model *m) {
-    const model_config *c = &m->config;
+    const model_config *c = &m->view.config;
     CHECK(!strcmp(er_model_arch(m), "llama"), "arch %s", er_model_arch(m));
     CHECK(c->n_layer == 5 && c->n_embd == 64 && c->n_head == 8 && c->n_head_kv == 4 && c->n_ff == 172 &&
               c->n_vocab == 512 && c->head_dim == 8,

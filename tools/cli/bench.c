@@ -28,9 +28,6 @@
 #include "cli.h"
 #include "core/sha256.h"
 #include "model/model.h"
-#ifdef ER_HAVE_CUDA
-#include "backend/cuda/cuda.h"
-#endif
 
 enum { MAX_RUNS = 100 };
 
@@ -293,9 +290,9 @@ int cmd_bench(int argc, char **argv) {
     if (reference_ids(model_path, cache, prompt, n_prompt, n, ref) != 0)
         goto done;
 
-#ifdef ER_HAVE_CUDA
-    const size_t gpu_base = mp.backend == ER_BACKEND_CUDA && er_cuda_available() ? cuda_device_bytes_in_use() : 0;
-#endif
+    /* device memory before the model: the weights, cache and scratch are what it adds */
+    const backend_ops *device = mp.backend == ER_BACKEND_CUDA && er_cuda_available() ? backend_get(BACKEND_CUDA) : NULL;
+    const size_t gpu_base = device ? device->device_bytes_in_use() : 0;
     const double t_load0 = now_s();
     /* the context holds at least the prompt and n tokens, and the pp-token prefill */
     er_context_params cp = cli_model_opts_context(&mo);
@@ -410,13 +407,11 @@ int cmd_bench(int argc, char **argv) {
     const double pmed = pp > 0 ? median(prefill_tps, nr) : 0.0;
     const uint64_t ids_hash = fnv1a(ids, (size_t)n * sizeof *ids);
     double gpu_peak_mib = 0.0, gpu_weights_mib = 0.0;
-#ifdef ER_HAVE_CUDA
-    if (model->cuda) {
-        gpu_peak_mib = (double)(cuda_device_bytes_in_use() - gpu_base) / (1024.0 * 1024.0);
-        gpu_weights_mib = (double)cuda_model_weight_bytes(model->cuda) / (1024.0 * 1024.0);
+    if (model->device) {
+        gpu_peak_mib = (double)(model->device->device_bytes_in_use() - gpu_base) / (1024.0 * 1024.0);
+        gpu_weights_mib = (double)model->device->model_bytes(model->dev) / (1024.0 * 1024.0);
     }
-#endif
-    const model_config *c = &model->config;
+    const model_config *c = &model->view.config;
     const double kv_mib = (double)c->n_layer * (double)cp.n_ctx * (double)c->n_head_kv *
                           (double)(c->head_dim * er_type_get(ctx->type_k)->type_size +
                                    c->head_dim_v * er_type_get(ctx->type_v)->type_size) /
@@ -461,24 +456,14 @@ int cmd_bench(int argc, char **argv) {
             printf(" %d", ids[i]);
         printf("\n");
     }
-#ifdef ER_HAVE_CUDA
-    if (profile && model->cuda) {
-        char report[4096];
-        if ((st = cuda_profile_step(ctx->cuda, n_prompt + n / 2, 10, report, sizeof report)) != ER_OK) {
+    if (profile && ctx->ops->profile) { /* a backend without one (the CPU) times nothing more */
+        char report[8192];
+        if ((st = context_profile(ctx, n_prompt + n / 2, pp_ids, pp, report, sizeof report)) != ER_OK) {
             rc = cli_fail_status(st);
             goto done;
         }
         fputs(report, stderr);
-        if (pp > 0) {
-            if ((st = cuda_profile_prefill(ctx->cuda, pp_ids, pp, 3, report, sizeof report)) != ER_OK) {
-                rc = cli_fail_status(st);
-                goto done;
-            }
-            fputs(report, stderr);
-        }
     }
-#endif
-    (void)profile;
     rc = 0;
 done:
     free(pp_ids);

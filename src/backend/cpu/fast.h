@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "backend/cpu/threadpool.h"
-#include "model/model.h"
+#include "backend/backend.h"
 
 /* Bytes of scratch cpu_fast_matmul needs for n_tokens rows of n_in elements on a pool of
  * n_threads: the activations in the dot product's format, or the f32 prefill's panels. */

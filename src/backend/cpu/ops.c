@@ -98,28 +98,13 @@ void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens
         embd->traits->to_f32(embd->data + (size_t)tokens[t] * embd->row_size, y + t * embd->n_in, embd->n_in);
 }
 
-void cpu_rope_angles(const model_config *c, const float *freq_divisors, int64_t pos, float *cs) {
-    for (int64_t i = 0; i < c->n_rot / 2; i++) {
-        /* angles in double: exact to float for any position */
-        double theta = (double)pos * (double)c->rope_pos_scale * pow((double)c->rope_base, -2.0 * (double)i / (double)c->n_rot);
-        if (freq_divisors)
-            theta /= freq_divisors[i];
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
-    }
-}
-
-void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-              const model_config *c, const float *freq_divisors) {
+void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int neox, const float *cs) {
     const int64_t half = n_rot / 2;
-    float cs[1024]; /* (n_rot / 2, 2): the loader refuses n_rot > 1024 */
-    cpu_rope_angles(c, freq_divisors, pos, cs);
     for (int64_t i = 0; i < half; i++) {
         for (int64_t h = 0; h < n_heads; h++) {
             float *xh = x + h * head_dim;
-            /* NeoX pairs dims (i, i + n_rot/2); the original llama pairs (2i, 2i+1) */
-            const int64_t i0 = c->rope_neox ? i : 2 * i;
-            const int64_t i1 = c->rope_neox ? i + half : 2 * i + 1;
+            const int64_t i0 = neox ? i : 2 * i;
+            const int64_t i1 = neox ? i + half : 2 * i + 1;
             const float x0 = xh[i0], x1 = xh[i1];
             xh[i0] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
             xh[i1] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "model/model.h"
+#include "backend/backend.h"
 
 /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n_rows rows of n elements */
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps);
@@ -25,12 +25,10 @@ void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, 
 /* y[i] = embedding row tokens[i] (n_embd floats each) */
 void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y);
 
-/* cs (n_rot / 2, 2) = cos and sin of the RoPE angles at position pos */
-void cpu_rope_angles(const model_config *c, const float *freq_divisors, int64_t pos, float *cs);
-
-/* Rotates n_heads heads of head_dim (first n_rot dims) at absolute position pos. */
-void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos,
-              const model_config *c, const float *freq_divisors);
+/* Rotates n_heads heads of head_dim (their first n_rot dims) by the angles of one
+ * position, cs (n_rot / 2, 2) cos and sin (a row of the model layer's RoPE table).
+ * neox: pairs (i, i + n_rot / 2), else the original Llama's (2i, 2i + 1). */
+void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int neox, const float *cs);
 
 /* Causal grouped-query attention of one token at position pos over cache rows 0..pos:
  * out (n_head * head_dim_v) from q (n_head * head_dim), scores scratch (pos + 1). */

@@ -1,0 +1,93 @@
+/*
+ * context.c - a context of the CUDA backend: the KV cache (F32), the activations and
+ * scratch of one batch in one allocation, a stream, and the model layer's RoPE table
+ * copied to the device.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+
+#include "backend/cuda/internal.h"
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il) {
+    const model_config *c = &cc->cm->m->config;
+    cuda_attn_params p;
+    p.n_head = (int)c->n_head;
+    p.n_head_kv = (int)c->n_head_kv;
+    p.head_dim = (int)c->head_dim;
+    p.head_dim_v = (int)c->head_dim_v;
+    p.n_rot = (int)c->n_rot;
+    p.rope_neox = c->rope_neox;
+    p.eps = c->norm_eps;
+    p.q_norm = cc->cm->layers[il].q_norm;
+    p.k_norm = cc->cm->layers[il].k_norm;
+    p.rope_cs = (const float2 *)cc->rope_cs;
+    p.n_ctx = cc->n_ctx;
+    return p;
+}
+
+void cuda_context_free(void *ctx) {
+    cuda_context *cc = ctx;
+    if (!cc)
+        return;
+    if (cc->step)
+        cudaGraphExecDestroy(cc->step);
+    if (cc->stream)
+        cudaStreamDestroy(cc->stream);
+    cudaFreeHost(cc->logits_host);
+    cudaFree(cc->k_cache);
+    cudaFree(cc->v_cache);
+    cudaFree(cc->arena);
+    free(cc);
+}
+
+er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_params *p, void **out) {
+    er_status st = ER_OK;
+    const model_config *c = &m->config;
+    const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
+    const int64_t n_ctx = p->n_ctx, n_batch = p->n_batch;
+    *out = NULL;
+    cuda_context *cc = calloc(1, sizeof *cc);
+    if (!cc)
+        return er_fail(ER_ERR_NO_MEMORY, "out of memory");
+    cc->cm = dev;
+    cc->n_ctx = n_ctx;
+    cc->n_batch = n_batch;
+    const size_t f = sizeof(float);
+    const size_t kv_bytes = (size_t)c->n_layer * (size_t)n_ctx * (size_t)kv_dim * f;
+    const size_t rope_bytes = (size_t)(n_ctx * (c->n_rot / 2) * 2) * f;
+    if ((st = cuda_alloc((void **)&cc->k_cache, kv_bytes, "the K cache")) != ER_OK ||
+        (st = cuda_alloc((void **)&cc->v_cache, kv_bytes, "the V cache")) != ER_OK)
+        goto fail;
+    /* the rest in one allocation, carved twice: first to add up the sizes */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t used = 0;
+        uint8_t *a = cc->arena;
+        cc->x = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
+        cc->qkv = cuda_arena_take(a, &used, (size_t)(n_batch * (q_dim + 2 * kv_dim)) * f);
+        cc->attn = cuda_arena_take(a, &used, (size_t)q_dim * f);
+        cc->acc = cuda_arena_take(a, &used, (size_t)c->n_embd * sizeof(unsigned long long));
+        cc->h = cuda_arena_take(a, &used, (size_t)c->n_ff * f);
+        cc->gu = cuda_arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
+        cc->xh = cuda_arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
+        cc->logits = cuda_arena_take(a, &used, (size_t)c->n_vocab * f);
+        cc->rope_cs = cuda_arena_take(a, &used, rope_bytes);
+        cc->tokens = cuda_arena_take(a, &used, (size_t)n_batch * sizeof(int32_t));
+        cc->out_ids = cuda_arena_take(a, &used, (size_t)(n_ctx + 1) * sizeof(int32_t));
+        cc->state = cuda_arena_take(a, &used, sizeof(cuda_step_state));
+        if (pass == 0 && (st = cuda_alloc((void **)&cc->arena, used, "activations and scratch")) != ER_OK)
+            goto fail;
+    }
+    CUDA_TRY(cudaMemcpy(cc->rope_cs, p->rope_cs[0], rope_bytes, cudaMemcpyHostToDevice));
+    CUDA_TRY(cudaMallocHost((void **)&cc->logits_host, (size_t)c->n_vocab * f));
+    CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
+    CUDA_TRY(cudaMemset(cc->acc, 0, (size_t)c->n_embd * sizeof(unsigned long long))); /* each step leaves it 0 */
+    CUDA_TRY(cudaStreamCreateWithFlags(&cc->stream, cudaStreamNonBlocking));
+    *out = cc;
+    return ER_OK;
+fail:
+    cuda_context_free(cc);
+    return st;
+}

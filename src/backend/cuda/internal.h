@@ -1,0 +1,117 @@
+/*
+ * internal.h - what the host files of the CUDA backend share (not seen outside it):
+ * the model's weights on the device, a context, and the error and allocation helpers.
+ *
+ *   upload.c    the weights to the device, once per model (cuda_model)
+ *   context.c   KV cache, scratch, stream, RoPE table (cuda_context)
+ *   step.c      the forward pass: the captured decode step and the prefill; decode
+ *   generate.c  the greedy loop on the device
+ *   profile.c   kernel-by-kernel timing, development only (profile.h)
+ *   cuda.c      the ops table (backend.h)
+ */
+#ifndef ER_BACKEND_CUDA_INTERNAL_H
+#define ER_BACKEND_CUDA_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/kernels.h"
+#include "core/status.h"
+
+/* Sets st to a message naming the call, file and line, and jumps to fail. */
+#define CUDA_TRY(call)                                                                                      \
+    do {                                                                                                    \
+        cudaError_t e_ = (call);                                                                            \
+        if (e_ != cudaSuccess) {                                                                            \
+            st = er_fail(ER_ERR_DEVICE, "CUDA: %s: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+            goto fail;                                                                                      \
+        }                                                                                                   \
+    } while (0)
+
+typedef struct cuda_layer {
+    cuda_weight qkv;     /* (q_dim + 2 kv_dim, n_embd): wq, wk, wv stacked */
+    cuda_weight wo;      /* (n_embd, q_dim) */
+    cuda_weight gate_up; /* (2 n_ff, n_embd): w_gate, w_up stacked */
+    cuda_weight down;    /* (n_embd, n_ff) */
+    float *attn_norm;    /* (n_embd) */
+    float *ffn_norm;     /* (n_embd) */
+    float *q_norm;       /* (head_dim) or NULL */
+    float *k_norm;       /* (head_dim) or NULL */
+} cuda_layer;
+
+typedef struct cuda_model {
+    const model_view *m;
+    cuda_weight token_embd; /* (n_vocab, n_embd) */
+    cuda_weight output;     /* (n_vocab, n_embd); shares token_embd's memory when tied */
+    float *output_norm;     /* (n_embd) */
+    cuda_layer *layers;     /* (n_layer) */
+    uint8_t *arena;         /* every weight above, in one allocation (see arena_take) */
+    size_t arena_used;
+    size_t weight_bytes;
+} cuda_model;
+
+typedef struct cuda_context {
+    const cuda_model *cm;
+    int64_t n_ctx, n_batch;
+    cudaStream_t stream;
+    float *k_cache;          /* (n_layer, n_ctx, kv_dim) */
+    float *v_cache;          /* (n_layer, n_ctx, kv_dim) */
+    float *x;                /* (n_batch, n_embd) residual stream */
+    float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
+    float *attn;             /* (q_dim) decode: attention output, where wo is not folded into attention */
+    unsigned long long *acc; /* (n_embd) decode: attention output times wo, fixed-point, not yet in x */
+    float *h;                /* (n_ff) decode: SwiGLU output */
+    float *gu;               /* (n_batch, 2 n_ff) prefill: gate | up */
+    uint16_t *xh;            /* (n_batch, max(n_embd, q_dim, n_ff)) f16 prefill: the input of the next GEMM */
+    float *logits;           /* (n_vocab) of the last token */
+    float *logits_host;      /* (n_vocab) pinned: a copy from pageable memory takes much longer */
+    float *rope_cs;          /* (n_ctx, n_rot / 2, 2) cos, sin of every RoPE angle (the model layer's table) */
+    uint8_t *arena;          /* every buffer above but the caches, in one allocation */
+    int32_t *tokens;         /* (n_batch) */
+    int32_t *out_ids;        /* (n_ctx + 1) generated ids */
+    cuda_step_state *state;  /* (1) */
+    cudaGraphExec_t step;    /* the decode step, captured at first use */
+} cuda_context;
+
+/* Prompts of at most this many tokens go through the decode graph one token at a time:
+ * cheaper than dequantizing every matrix for a GEMM. */
+enum { CUDA_SMALL_PROMPT = 4 };
+
+/* upload.c */
+er_status cuda_model_upload(const model_view *m, void **out);
+void cuda_model_free(void *dev);
+size_t cuda_model_bytes(const void *dev);
+/* A slice of `bytes` at *used of arena (256-byte aligned), or NULL when arena is NULL:
+ * allocations are carved twice, first only adding up the sizes. */
+void *cuda_arena_take(uint8_t *arena, size_t *used, size_t bytes);
+/* cudaMalloc with a message naming `what` */
+er_status cuda_alloc(void **p, size_t bytes, const char *what);
+/* Bytes of w on the device: its quants or elements and its scales. */
+size_t cuda_weight_bytes(const cuda_weight *w);
+
+/* context.c */
+er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_params *p, void **out);
+void cuda_context_free(void *ctx);
+/* The attention parameters of layer il. */
+cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il);
+
+/* step.c */
+/* The kernels of one decode step, on cc->stream (the step graph captures them). */
+er_status cuda_enqueue_step(cuda_context *cc);
+/* Captures the step graph, once. */
+er_status cuda_ensure_step_graph(cuda_context *cc);
+/* The kernels of a prefill of T tokens (already in cc->tokens) at pos0, on cc->stream,
+ * without waiting; logits_all: device (T, n_vocab) or NULL. */
+er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float *logits_all);
+er_status cuda_decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
+                      float *logits_last);
+/* dst (host, n_vocab) = the last step's logits; waits. */
+er_status cuda_copy_logits(cuda_context *cc, float *dst);
+
+/* generate.c */
+er_status cuda_generate_greedy(void *ctx, int64_t n_past, const backend_greedy *g, er_token_callback on_token,
+                               void *user, int64_t *n_generated, int64_t *n_past_after, float *logits_last);
+
+#endif
