@@ -23,7 +23,7 @@ One line per check (PASS/FAIL/INFO), then "N passed, M failed" (exit 0 iff M == 
           perplexity`) vs the same loop over llama.cpp's logits: within 0.5 % relative. A
           shorter text cannot resolve 0.5 %: on ppl.txt (504 tokens scored) llama.cpp's
           own Gemma-3 value moves by 2 % when one norm weight is scaled by 1 + 1e-6
-          (BENCHMARKS.md, real models).
+          (docs/perf-log.md, real models).
   hf      transformers on the file's weights dequantized to float32 (read with gguf,
           mapped back to Hugging Face names, q/k un-permuted; transformers' own GGUF loader
           needs accelerate, which the oracle venv lacks) vs the engine's reference path

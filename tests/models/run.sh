@@ -77,7 +77,7 @@ for which in smollm2 gemma3; do
     if [ -n "$PY" ]; then
         # perplexity on 3,570 scored tokens of tests/data/gpl-3.0.txt: on a short text
         # (ppl.txt, 504 tokens) llama.cpp's own Gemma-3 value moves by 2 % when one norm
-        # weight is scaled by 1 + 1e-6, too much to compare to 0.5 % (BENCHMARKS.md)
+        # weight is scaled by 1 + 1e-6, too much to compare to 0.5 % (docs/perf-log.md)
         out=$("$PY" "$here/check_real.py" "$BUILD" "$model" "${ARGS[@]}" 2>&1)
         rc=$?
         grep -E "^(PASS|FAIL|INFO) " <<< "$out" | sed 's/^/  /'

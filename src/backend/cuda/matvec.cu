@@ -38,7 +38,7 @@
 /* k_head: blocks of 256 threads; rows per warp and pass: enough 16-byte loads in flight
  * per lane to stream the weights (a Q4_0 row of 1024 is one chunk per lane), with
  * registers few enough (64) for 4 blocks, 32 warps, per multiprocessor. Measured on the
- * H200 (BENCHMARKS.md), the Qwen3-0.6B Q4_0 step: blocks of 512 threads with 4 rows
+ * H200 (docs/perf-log.md), the Qwen3-0.6B Q4_0 step: blocks of 512 threads with 4 rows
  * (106 registers, 16 warps per multiprocessor) 527 us, 256 threads with 2 rows 520,
  * with 3 rows 517. */
 #define HEAD_THREADS 256
