@@ -1,6 +1,6 @@
 /*
  * test_cuda.c - the CUDA decode kernels against a double-precision host computation on
- * random inputs: every weight type of the device layout (kernels.h), every matvec mode
+ * random inputs: every weight type of the device layout (wtypes.cuh), every matvec mode
  * (plain, residual add, RMSNorm folded in, SwiGLU, the head's argmax), at the shapes of
  * Qwen3-0.6B, of the output head, and at small odd shapes that take the fallbacks
  * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned); and the
@@ -47,70 +47,76 @@ static uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* Element i of a row in the device layout, per type (wtypes.cuh): a random value written
+ * into the row (its scales d_row, f16, already random), and returned as a double. */
+static double encode_f32(uint8_t *row, const uint16_t *d_row, int i) {
+    (void)d_row;
+    const float f = rndf();
+    memcpy(row + 4 * i, &f, 4);
+    return f;
+}
+
+static double encode_f16(uint8_t *row, const uint16_t *d_row, int i) {
+    (void)d_row;
+    const uint16_t h = quant_f16_sat(rndf());
+    memcpy(row + 2 * i, &h, 2);
+    return er_f16_to_f32(h);
+}
+
+static double encode_bf16(uint8_t *row, const uint16_t *d_row, int i) {
+    (void)d_row;
+    const uint16_t h = f32_to_bf16(rndf());
+    memcpy(row + 2 * i, &h, 2);
+    return er_bf16_to_f32(h);
+}
+
+static double encode_q8_0(uint8_t *row, const uint16_t *d_row, int i) {
+    const uint8_t q = (uint8_t)rnd();
+    row[i] = q;
+    return (double)((int)q - 128) * er_f16_to_f32(d_row[i / 32]);
+}
+
+static double encode_q4_0(uint8_t *row, const uint16_t *d_row, int i) {
+    /* byte j of block b: element j low nibble, j + 16 high nibble */
+    const int b = i / 32, j = i % 32;
+    uint8_t *byte = row + b * 16 + (j & 15);
+    const uint8_t q = (uint8_t)(rnd() & 15);
+    *byte = j < 16 ? (uint8_t)((*byte & 0xf0) | q) : (uint8_t)((*byte & 0x0f) | (q << 4));
+    return (double)((int)q - 8) * er_f16_to_f32(d_row[b]);
+}
+
+/* encode_<name> of every type in the list, by type id */
+#define ENCODER(A, NAME, name, ...) encode_##name,
+static double (*const encoders[CUDA_W_COUNT])(uint8_t *, const uint16_t *, int) = {CUDA_WTYPES(ENCODER, _)};
+#undef ENCODER
+
 /* A random matrix in the device layout on the host, and its values as doubles. */
 typedef struct host_matrix {
     int type;
     int n_out, n_in;
-    uint8_t *w;    /* (n_out, row bytes) */
-    uint16_t *d;   /* (n_out, n_in / 32) f16 scales, or NULL */
+    uint8_t *w;    /* (n_out, cuda_row_bytes) */
+    uint16_t *d;   /* (n_out, cuda_scale_row_bytes / 2) f16 scales, or NULL */
     double *value; /* (n_out, n_in) what the layout means */
 } host_matrix;
 
 static int make_matrix(int type, int n_out, int n_in, host_matrix *m) {
-    const size_t rb = cuda_row_bytes(type, n_in), nb = (size_t)n_in / 32;
+    const size_t rb = cuda_row_bytes(type, n_in), nd = cuda_scale_row_bytes(type, n_in) / 2;
     memset(m, 0, sizeof *m);
     m->type = type;
     m->n_out = n_out;
     m->n_in = n_in;
-    m->w = malloc((size_t)n_out * rb);
+    m->w = calloc((size_t)n_out, rb);
     m->value = malloc((size_t)n_out * (size_t)n_in * sizeof(double));
-    if (type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0)
-        m->d = malloc((size_t)n_out * nb * sizeof(uint16_t));
-    if (!m->w || !m->value || ((type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0) && !m->d))
+    if (nd)
+        m->d = malloc((size_t)n_out * nd * sizeof(uint16_t));
+    if (!m->w || !m->value || (nd && !m->d))
         return -1;
     for (int r = 0; r < n_out; r++) {
-        uint8_t *row = m->w + (size_t)r * rb;
-        double *v = m->value + (size_t)r * n_in;
-        if (m->d)
-            for (size_t b = 0; b < nb; b++)
-                m->d[(size_t)r * nb + b] = quant_f16_sat(0.01f + 0.02f * (rndf() + 1.0f));
-        for (int i = 0; i < n_in; i++) {
-            switch (type) {
-            case CUDA_W_Q8_0: {
-                const uint8_t q = (uint8_t)rnd();
-                row[i] = q;
-                v[i] = (double)((int)q - 128) * er_f16_to_f32(m->d[(size_t)r * nb + i / 32]);
-                break;
-            }
-            case CUDA_W_Q4_0: {
-                /* byte j of block b: element j low nibble, j + 16 high nibble */
-                const int b = i / 32, j = i % 32;
-                uint8_t *byte = row + b * 16 + (j & 15);
-                const uint8_t q = (uint8_t)(rnd() & 15);
-                *byte = j < 16 ? (uint8_t)((*byte & 0xf0) | q) : (uint8_t)((*byte & 0x0f) | (q << 4));
-                v[i] = (double)((int)q - 8) * er_f16_to_f32(m->d[(size_t)r * nb + b]);
-                break;
-            }
-            case CUDA_W_F16: {
-                const uint16_t h = quant_f16_sat(rndf());
-                memcpy(row + 2 * i, &h, 2);
-                v[i] = er_f16_to_f32(h);
-                break;
-            }
-            case CUDA_W_BF16: {
-                const uint16_t h = f32_to_bf16(rndf());
-                memcpy(row + 2 * i, &h, 2);
-                v[i] = er_bf16_to_f32(h);
-                break;
-            }
-            default: {
-                const float f = rndf();
-                memcpy(row + 4 * i, &f, 4);
-                v[i] = f;
-                break;
-            }
-            }
-        }
+        uint16_t *d_row = m->d ? m->d + (size_t)r * nd : NULL;
+        for (size_t k = 0; k < nd; k++)
+            d_row[k] = quant_f16_sat(0.01f + 0.02f * (rndf() + 1.0f));
+        for (int i = 0; i < n_in; i++)
+            m->value[(size_t)r * n_in + i] = encoders[type](m->w + (size_t)r * rb, d_row, i);
     }
     return 0;
 }
@@ -125,7 +131,7 @@ static void free_matrix(host_matrix *m) {
  * 0, or -1 when out of device memory (what was allocated stays in *dw for cudaFree). */
 static int upload_weight(const host_matrix *m, cuda_weight *dw) {
     const size_t w_bytes = (size_t)m->n_out * cuda_row_bytes(m->type, m->n_in);
-    const size_t d_bytes = (size_t)m->n_out * (size_t)(m->n_in / 32) * 2;
+    const size_t d_bytes = (size_t)m->n_out * cuda_scale_row_bytes(m->type, m->n_in);
     *dw = (cuda_weight){m->type, m->n_in, m->n_out, NULL, NULL};
     if (cudaMalloc(&dw->w, w_bytes + 16) != cudaSuccess || (m->d && cudaMalloc(&dw->d, d_bytes + 16) != cudaSuccess))
         return -1;
@@ -133,11 +139,6 @@ static int upload_weight(const host_matrix *m, cuda_weight *dw) {
     if (m->d)
         cudaMemcpy(dw->d, m->d, d_bytes, cudaMemcpyHostToDevice);
     return 0;
-}
-
-static const char *type_name(int t) {
-    static const char *names[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0"};
-    return names[t];
 }
 
 static const char *mode_name(int mode) {
@@ -582,7 +583,7 @@ void test_cuda(void) {
     /* (n_out, n_in): Qwen3-0.6B's qkv, wo, gate|up, down; small and odd shapes */
     static const int shapes[][2] = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}, {64, 64},
                                     {300, 96}, {38, 160}, {2, 32}};
-    for (int t = CUDA_W_F32; t <= CUDA_W_Q4_0; t++) {
+    for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
@@ -591,20 +592,21 @@ void test_cuda(void) {
                     int argmax_ok = 0;
                     const double err = run_case(&m, mode, with_acc, &argmax_ok);
                     CHECK(err <= 1e-5 && argmax_ok, "%s %s%s (%d x %d): error %.3g of max |y|, argmax %s",
-                          type_name(t), mode_name(mode), with_acc ? " + acc" : "", shapes[s][0], shapes[s][1], err,
+                          cuda_wtype_name(t), mode_name(mode), with_acc ? " + acc" : "", shapes[s][0], shapes[s][1], err,
                           argmax_ok ? "ok" : "wrong");
                 }
             }
             free_matrix(&m);
         }
-        /* F16/BF16/F32 rows that are not whole 16-byte chunks (the element path) */
-        if (t <= CUDA_W_BF16) {
+        /* rows that are not whole 16-byte chunks (the element path), for the types whose
+         * rows may have any length (F16/BF16/F32) */
+        if (cuda_wtype_block(t) == 1) {
             host_matrix m;
             CHECK(make_matrix(t, 50, 172, &m) == 0, "out of memory");
             for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
                 int argmax_ok = 0;
                 const double err = run_case(&m, mode, mode == MV_NORM_SWIGLU, &argmax_ok);
-                CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", type_name(t), mode_name(mode), err);
+                CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", cuda_wtype_name(t), mode_name(mode), err);
             }
             free_matrix(&m);
         }
@@ -614,31 +616,33 @@ void test_cuda(void) {
      * elements, the element-by-element stages); the residual add and odd row strides */
     static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
                                 {70, 100, 96},     {37, 50, 172},     {9, 20, 44}};
-    for (int t = CUDA_W_F32; t <= CUDA_W_Q4_0; t++) {
+    for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
-            if (gm[s][2] % 32 != 0 && t >= CUDA_W_Q8_0)
+            if (gm[s][2] % cuda_wtype_block(t) != 0)
                 continue;
             host_matrix m;
             CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0, "out of memory");
             for (int variant = 0; variant < 2; variant++) {
                 /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
                 const double err = gemm_case(&m, gm[s][0], variant, variant);
-                CHECK(err <= 1e-5, "%s GEMM %d tokens x %d x %d%s: error %.3g of sum |x w|", type_name(t), gm[s][0],
+                CHECK(err <= 1e-5, "%s GEMM %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t), gm[s][0],
                       gm[s][1], gm[s][2], variant ? " (accumulate, odd ldy)" : "", err);
                 if (s == 0 && variant == 0)
-                    printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", type_name(t), gm[s][0], gm[s][1],
+                    printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", cuda_wtype_name(t), gm[s][0], gm[s][1],
                            gm[s][2], err);
             }
             free_matrix(&m);
         }
     }
-    /* the output head of Qwen3 */
-    for (int t = CUDA_W_Q8_0; t <= CUDA_W_Q4_0; t++) {
+    /* the output head of Qwen3, in the quantized types (the float ones: 0.6-1.2 GB here) */
+    for (int t = 0; t < CUDA_W_COUNT; t++) {
+        if (cuda_wtype_block(t) == 1)
+            continue;
         host_matrix m;
         CHECK(make_matrix(t, 151936, 1024, &m) == 0, "out of memory");
         int argmax_ok = 0;
         const double err = run_case(&m, MV_NORM_ARGMAX, 0, &argmax_ok);
-        CHECK(err <= 1e-5 && argmax_ok, "%s head (151936 x 1024): error %.3g, argmax %s", type_name(t), err,
+        CHECK(err <= 1e-5 && argmax_ok, "%s head (151936 x 1024): error %.3g, argmax %s", cuda_wtype_name(t), err,
               argmax_ok ? "ok" : "wrong");
         free_matrix(&m);
     }
@@ -663,16 +667,16 @@ void test_cuda(void) {
     static const int proj[][6] = {{16, 8, 128, 0, 1024, -1}, {16, 8, 128, 129, 1024, -1}, {16, 8, 128, 1000, 1024, -1},
                                   {8, 2, 64, 200, 100, -1},  {8, 2, 64, 3, 5, -1}};
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
-        for (int t = CUDA_W_F32; t <= CUDA_W_Q4_0; t++) {
+        for (int t = 0; t < CUDA_W_COUNT; t++) {
             int cache_ok = 0;
             const double err = attention_case(proj[i][0], proj[i][1], proj[i][2], proj[i][3], 1, 1, t, proj[i][4],
                                               &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention + %s wo %d/%d heads of %d, position %d, n_embd %d: error %.3g of max |wo out|, cache %s",
-                  type_name(t), proj[i][0], proj[i][1], proj[i][2], proj[i][3], proj[i][4], err,
+                  cuda_wtype_name(t), proj[i][0], proj[i][1], proj[i][2], proj[i][3], proj[i][4], err,
                   cache_ok ? "written" : "NOT written");
             if (i == 2)
-                printf("  attention + %s wo at position 1000: error %.2e\n", type_name(t), err);
+                printf("  attention + %s wo at position 1000: error %.2e\n", cuda_wtype_name(t), err);
         }
     }
     {

@@ -160,8 +160,12 @@ static __device__ __forceinline__ void cluster_store(float *local, unsigned int 
  * n_head * hd), the head's hd columns, staged in shared memory with their scales. */
 static __host__ __device__ __forceinline__ int proj_rows(int n_embd) { return (n_embd + ATT_CLUSTER - 1) / ATT_CLUSTER; }
 static __host__ __device__ __forceinline__ size_t proj_smem(int wt, int n_embd, int hd) {
-    const size_t rows = (size_t)proj_rows(n_embd);
-    return rows * cuda_row_bytes(wt, hd) + (HAS_SCALES(wt) ? rows * (size_t)(hd / 32) * 2 : 0);
+    return cuda_matrix_bytes(wt, proj_rows(n_embd), hd);
+}
+/* Elements whose scales make up 4 bytes: the projection copies a head's scales in words
+ * (where 4 bytes are whole scales, see cuda_attention_can_project). */
+static constexpr __host__ __device__ int scale_word_elems(int wt) {
+    return HAS_SCALES(wt) ? 4 * cuda_wtype_scale_elems(wt) / cuda_wtype_scale_bytes(wt) : 1;
 }
 #define PROJ_SMEM_MAX (64 * 1024) /* beyond, wo runs as its own matvec */
 
@@ -179,7 +183,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, float *k_cache, float *v_cache,
                    const cuda_step_state *state, float *__restrict__ out, const uint8_t *__restrict__ wo,
                    const __half *__restrict__ wo_d, int n_embd, unsigned long long *res_acc) {
-    extern __shared__ __align__(16) uint8_t w_slice[]; /* WT >= 0: (proj_rows, hb) bytes, then (proj_rows, hd / 32) scales */
+    /* WT >= 0: (proj_rows, hb) bytes, then their scales, (proj_rows, SCALE_HALVES(WT, hd)) f16 */
+    extern __shared__ __align__(16) uint8_t w_slice[];
     __shared__ float q[32 * DPL], k_new[32 * DPL], v_new[32 * DPL];
     __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
     /* every block's merged state, stored there by the blocks: in rank 0, or (WT >= 0) in each block */
@@ -212,12 +217,13 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
             const int r = i / cpr, c = i % cpr;
             cp_async16(w_slice + (size_t)r * hb + 16 * c, wo + (size_t)(row0 + r) * rb + (size_t)h * hb + 16 * c, 16);
         }
-        if (HAS_SCALES(WT)) { /* pairs of scales (hd a multiple of 64, see cuda_attention_can_project) */
-            const int pairs = hd / 64;
+        if (HAS_SCALES(WT)) { /* words of scales (whole words per head, see cuda_attention_can_project) */
+            constexpr int WE = scale_word_elems(WT);
+            const int words = hd / WE;
             const uint32_t *d2 = reinterpret_cast<const uint32_t *>(wo_d);
             uint32_t *s2 = reinterpret_cast<uint32_t *>(w_scales);
-            for (int i = threadIdx.x; i < nr * pairs; i += blockDim.x)
-                cp_async4(s2 + i, d2 + (size_t)(row0 + i / pairs) * (q_dim / 64) + h * pairs + i % pairs);
+            for (int i = threadIdx.x; i < nr * words; i += blockDim.x)
+                cp_async4(s2 + i, d2 + (size_t)(row0 + i / words) * (q_dim / WE) + h * words + i % words);
         }
         cp_async_commit();
     }
@@ -374,7 +380,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
             r[k] = base + k * pass_rows + lane / cpr;
             const int rk = r[k] < nr ? r[k] : 0;
             v[k] = reinterpret_cast<const uint4 *>(w_slice + (size_t)rk * hb)[c];
-            d[k] = chunk_scale<WTC>(w_scales + rk * (hd / 32), c);
+            d[k] = chunk_scale<WTC>(w_scales + rk * SCALE_HALVES(WTC, hd), c);
         }
 #pragma unroll
         for (int k = 0; k < PROJ_PASSES; k++)
@@ -635,24 +641,24 @@ template <int DPL>
 static cudaError_t launch_decode_wt(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
                                     float *k_cache, float *v_cache, const cuda_step_state *state, float *out,
                                     const cuda_weight *wo, unsigned long long *acc) {
-    switch (wo ? wo->type : -1) {
-    case -1: return launch_decode<DPL, -1>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-    case CUDA_W_F32: return launch_decode<DPL, CUDA_W_F32>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-    case CUDA_W_F16: return launch_decode<DPL, CUDA_W_F16>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-    case CUDA_W_BF16: return launch_decode<DPL, CUDA_W_BF16>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-    case CUDA_W_Q8_0: return launch_decode<DPL, CUDA_W_Q8_0>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-    case CUDA_W_Q4_0: return launch_decode<DPL, CUDA_W_Q4_0>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-    }
+    if (!wo)
+        return launch_decode<DPL, -1>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+#define CALL(WT) return launch_decode<DPL, WT>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
+    CUDA_WTYPE_SWITCH(wo->type, CALL);
+#undef CALL
     return cudaErrorInvalidValue;
 }
 
 extern "C" int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo) {
     const int hd = p->head_dim;
-    if (!wo || wo->type < CUDA_W_F32 || wo->type > CUDA_W_Q4_0 || p->head_dim_v != hd || hd % 32 != 0 || hd > 256 ||
+    if (!wo || wo->type < 0 || wo->type >= CUDA_W_COUNT || p->head_dim_v != hd || hd % 32 != 0 || hd > 256 ||
         wo->n_in != (int64_t)p->n_head * hd || wo->n_out < 1 || wo->n_out > (1 << 20))
         return 0;
-    if ((wo->type == CUDA_W_Q8_0 || wo->type == CUDA_W_Q4_0) && hd % 64 != 0)
-        return 0; /* the scales are copied in 4-byte pairs */
+    if (HAS_SCALES(wo->type)) { /* the scales are copied in 4-byte words: whole words per head */
+        const int se = cuda_wtype_scale_elems(wo->type), sb = cuda_wtype_scale_bytes(wo->type);
+        if (hd % se != 0 || 4 * se % sb != 0 || hd % scale_word_elems(wo->type) != 0)
+            return 0;
+    }
     /* whole 16-byte chunks per row and per head, a power of two of them up to a warp */
     const size_t hb = cuda_row_bytes(wo->type, hd), cpr = hb / 16;
     if (hb % 16 != 0 || cpr > 32 || (cpr & (cpr - 1)) != 0 || cuda_row_bytes(wo->type, wo->n_in) % 16 != 0)

@@ -1,9 +1,10 @@
 /*
- * common.cuh - helpers shared by the kernel files: warp and block reductions, quant
- * bytes to floats, F16/BF16 pairs to floats, chunk dot products, one element of a weight
- * row, cp.async copies, the fixed-point residual accumulator, and on the host side the
- * launch configuration for programmatic dependent launch and the shared-memory
- * attributes of a kernel.
+ * common.cuh - helpers shared by the kernel files: warp and block reductions, a float4
+ * dot, cp.async copies, the fixed-point residual accumulator, tensor-core mma and F16
+ * pairs, and on the host side the launch configuration for programmatic dependent
+ * launch and the shared-memory attributes of a kernel. What depends on the weight type
+ * (chunk dot products, single elements, the GEMM's conversion) is in wtypes.cuh, which
+ * this file includes last.
  */
 #ifndef ER_BACKEND_CUDA_COMMON_CUH
 #define ER_BACKEND_CUDA_COMMON_CUH
@@ -11,8 +12,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
-
-#include "backend/cuda/kernels.h"
 
 #define ER_CUDA_LAUNCH_CHECK() cudaGetLastError()
 
@@ -43,65 +42,8 @@ static __device__ __forceinline__ float block_sum(float v, float *red) {
     return warp_sum(v);
 }
 
-/* Elements of one 16-byte chunk of a row, per weight type. */
-#define CHUNK_ELEMS(WT) ((WT) == CUDA_W_Q4_0 ? 32 : (WT) == CUDA_W_Q8_0 ? 16 : (WT) == CUDA_W_F32 ? 4 : 8)
-#define HAS_SCALES(WT) ((WT) == CUDA_W_Q8_0 || (WT) == CUDA_W_Q4_0)
-
-/* Biased quant byte k of word u as a float in [-128, 127], exactly: the byte goes into
- * the mantissa of 2^23 (one PRMT), then one FADD removes 2^23 + 128. */
-static __device__ __forceinline__ float q8_byte(uint32_t u, int k) {
-    return __int_as_float((int)__byte_perm(u, 0x4B000000u, 0x7540u | (uint32_t)k)) - 8388736.0f;
-}
-
-/* Nibble byte k of a masked word u (values 0..15) as a float in [-8, 7], exactly. */
-static __device__ __forceinline__ float q4_byte(uint32_t u, int k) {
-    return __int_as_float((int)__byte_perm(u, 0x4B000000u, 0x7540u | (uint32_t)k)) - 8388616.0f;
-}
-
-/* The two F16 or BF16 elements of a 32-bit word (the lower one first) as floats. */
-static __device__ __forceinline__ float2 pair_f32(uint32_t u, int wt) {
-    if (wt == CUDA_W_BF16)
-        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-    return __half22float2(*reinterpret_cast<const __half2 *>(&u));
-}
-
 static __device__ __forceinline__ float dot4(float4 a, float b0, float b1, float b2, float b3) {
     return fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, a.w * b3)));
-}
-
-static __device__ __forceinline__ float dot4_q8(uint32_t u, float4 x) {
-    return dot4(x, q8_byte(u, 0), q8_byte(u, 1), q8_byte(u, 2), q8_byte(u, 3));
-}
-
-/* low nibbles of u times lo, high nibbles times hi */
-static __device__ __forceinline__ float dot8_q4(uint32_t u, float4 lo, float4 hi) {
-    const uint32_t l = u & 0x0f0f0f0fu, h = (u >> 4) & 0x0f0f0f0fu;
-    return dot4(lo, q4_byte(l, 0), q4_byte(l, 1), q4_byte(l, 2), q4_byte(l, 3)) +
-           dot4(hi, q4_byte(h, 0), q4_byte(h, 1), q4_byte(h, 2), q4_byte(h, 3));
-}
-
-/* Dot of one 16-byte chunk v of a row in the device layout (scale d) with the
- * CHUNK_ELEMS(WT) inputs it multiplies, in order, as float4s xv. */
-template <int WT>
-static __device__ __forceinline__ float chunk_dot(uint4 v, float d, const float4 *xv) {
-    if (WT == CUDA_W_Q8_0) {
-        return d * (dot4_q8(v.x, xv[0]) + dot4_q8(v.y, xv[1]) + dot4_q8(v.z, xv[2]) + dot4_q8(v.w, xv[3]));
-    } else if (WT == CUDA_W_Q4_0) {
-        /* byte j: element j (low nibble) and j + 16 (high nibble) */
-        return d * (dot8_q4(v.x, xv[0], xv[4]) + dot8_q4(v.y, xv[1], xv[5]) + dot8_q4(v.z, xv[2], xv[6]) +
-                    dot8_q4(v.w, xv[3], xv[7]));
-    } else if (WT == CUDA_W_F32) {
-        return dot4(xv[0], __uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
-    } else {
-        const float2 p0 = pair_f32(v.x, WT), p1 = pair_f32(v.y, WT), p2 = pair_f32(v.z, WT), p3 = pair_f32(v.w, WT);
-        return dot4(xv[0], p0.x, p0.y, p1.x, p1.y) + dot4(xv[1], p2.x, p2.y, p3.x, p3.y);
-    }
-}
-
-/* Scale of chunk c of a row (1 for the float types); d_row from the row's first element. */
-template <int WT>
-static __device__ __forceinline__ float chunk_scale(const __half *d_row, int c) {
-    return WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
 }
 
 /* 16 bytes global -> shared, asynchronously (cp.async, through L2 only); of those,
@@ -188,22 +130,8 @@ static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-/* One element of a row, for rows whose length is not a whole number of chunks. */
-template <int WT>
-static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half *d_row, int i) {
-    if (WT == CUDA_W_Q8_0)
-        return (float)((int)w_row[i] - 128) * __half2float(d_row[i >> 5]);
-    if (WT == CUDA_W_Q4_0) {
-        const uint8_t b = w_row[(i >> 5) * 16 + (i & 15)];
-        return (float)((int)((i & 16) ? b >> 4 : b & 15) - 8) * __half2float(d_row[i >> 5]);
-    }
-    if (WT == CUDA_W_F32)
-        return reinterpret_cast<const float *>(w_row)[i];
-    const uint16_t h = reinterpret_cast<const uint16_t *>(w_row)[i];
-    if (WT == CUDA_W_BF16)
-        return __uint_as_float((uint32_t)h << 16);
-    return __half2float(__ushort_as_half(h));
-}
-
+/* Last: the launchers, and through them the weight types (wtypes.cuh), whose device part
+ * builds on the helpers above. */
+#include "backend/cuda/kernels.h"
 
 #endif

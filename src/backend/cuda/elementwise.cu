@@ -1,7 +1,7 @@
 /*
  * elementwise.cu - the small kernels around the matvecs and GEMMs: embedding lookup,
  * committing the argmax of a step, RMSNorm and SwiGLU for prefill (F16 outputs: the
- * inputs of the prefill GEMMs) and the Q8_0 / Q4_0 repacks at upload.
+ * inputs of the prefill GEMMs) and the repacks at upload (repack_block of wtypes.cuh).
  * All are bound by memory bandwidth and tiny next to the weight reads.
  */
 #include "backend/cuda/common.cuh"
@@ -10,19 +10,17 @@
 template <int WT>
 static __device__ void dequant_row(const cuda_weight w, int64_t row, float *dst) {
     const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * cuda_row_bytes(WT, w.n_in);
-    const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)row * (w.n_in / 32) : nullptr;
+    const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)row * SCALE_HALVES(WT, w.n_in) : nullptr;
     for (int i = threadIdx.x; i < w.n_in; i += blockDim.x)
         dst[i] = elem<WT>(w_row, d_row, i);
 }
 
 static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float *dst) {
-    switch (w.type) {
-    case CUDA_W_F32: dequant_row<CUDA_W_F32>(w, row, dst); break;
-    case CUDA_W_F16: dequant_row<CUDA_W_F16>(w, row, dst); break;
-    case CUDA_W_BF16: dequant_row<CUDA_W_BF16>(w, row, dst); break;
-    case CUDA_W_Q8_0: dequant_row<CUDA_W_Q8_0>(w, row, dst); break;
-    case CUDA_W_Q4_0: dequant_row<CUDA_W_Q4_0>(w, row, dst); break;
-    }
+#define CALL(WT)                      \
+    dequant_row<WT>(w, row, dst); \
+    break
+    CUDA_WTYPE_SWITCH(w.type, CALL);
+#undef CALL
 }
 
 __global__ void k_embed_state(const cuda_weight w, cuda_step_state *state, float *x) {
@@ -69,15 +67,13 @@ __global__ void k_swiglu(const float *gu, int n_ff, __half *y) {
     }
 }
 
-/* one thread per 34-byte block: d (f16) then 32 int8 */
-__global__ void k_repack_q8_0(const uint8_t *blocks, int64_t n_blocks, uint8_t *qs, uint16_t *d) {
+/* one thread per file block of RAW bytes */
+template <int WT>
+__global__ void k_repack(const uint8_t *blocks, int64_t n_blocks, uint8_t *qs, uint16_t *d) {
     const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= n_blocks)
         return;
-    const uint8_t *src = blocks + b * 34;
-    d[b] = (uint16_t)(src[0] | (src[1] << 8));
-    for (int j = 0; j < 32; j++)
-        qs[b * 32 + j] = (uint8_t)((int)(int8_t)src[2 + j] + 128);
+    repack_block<WT>(blocks + b * cuda_wtype_repack_bytes(WT), b, qs, d);
 }
 
 __global__ void k_spin(long long ns) {
@@ -92,23 +88,17 @@ extern "C" cudaError_t cuda_spin(long long ns, cudaStream_t stream) {
     return ER_CUDA_LAUNCH_CHECK();
 }
 
-/* one thread per 18-byte block: d (f16) then 16 nibble bytes, kept as they are */
-__global__ void k_repack_q4_0(const uint8_t *blocks, int64_t n_blocks, uint8_t *qs, uint16_t *d) {
-    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= n_blocks)
-        return;
-    const uint8_t *src = blocks + b * 18;
-    d[b] = (uint16_t)(src[0] | (src[1] << 8));
-    for (int j = 0; j < 16; j++)
-        qs[b * 16 + j] = src[2 + j];
-}
-
-extern "C" cudaError_t cuda_repack_q4_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
-                                        cudaStream_t stream) {
-    const int64_t n_blocks = n_rows * (n_in / 32);
-    k_repack_q4_0<<<(unsigned int)((n_blocks + 255) / 256), 256, 0, stream>>>((const uint8_t *)blocks, n_blocks, qs,
-                                                                               (uint16_t *)d);
-    return ER_CUDA_LAUNCH_CHECK();
+template <int WT>
+static cudaError_t launch_repack(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
+                                 cudaStream_t stream) {
+    if constexpr (cuda_wtype_repack_bytes(WT) == 0) {
+        return cudaErrorInvalidValue; /* the upload copies these rows as they are */
+    } else {
+        const int64_t n_blocks = n_rows * (n_in / cuda_wtype_block(WT));
+        k_repack<WT><<<(unsigned int)((n_blocks + 255) / 256), 256, 0, stream>>>((const uint8_t *)blocks, n_blocks,
+                                                                                 qs, (uint16_t *)d);
+        return ER_CUDA_LAUNCH_CHECK();
+    }
 }
 
 extern "C" cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x,
@@ -141,10 +131,10 @@ extern "C" cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, uint16
     return ER_CUDA_LAUNCH_CHECK();
 }
 
-extern "C" cudaError_t cuda_repack_q8_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
-                                        cudaStream_t stream) {
-    const int64_t n_blocks = n_rows * (n_in / 32);
-    k_repack_q8_0<<<(unsigned int)((n_blocks + 255) / 256), 256, 0, stream>>>((const uint8_t *)blocks, n_blocks, qs,
-                                                                               (uint16_t *)d);
-    return ER_CUDA_LAUNCH_CHECK();
+extern "C" cudaError_t cuda_repack(int type, const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
+                                   cudaStream_t stream) {
+#define CALL(WT) return launch_repack<WT>(blocks, n_rows, n_in, qs, d, stream)
+    CUDA_WTYPE_SWITCH(type, CALL);
+#undef CALL
+    return cudaErrorInvalidValue;
 }

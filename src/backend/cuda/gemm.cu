@@ -1,14 +1,15 @@
 /*
  * gemm.cu - the prefill's matrix products on the tensor cores, reading the weights in
- * their device layout (kernels.h) directly:  Y (T, ldy) f32 (+)= X (T, K) f16 . W (N, K)^T.
+ * their device layout (wtypes.cuh) directly:  Y (T, ldy) f32 (+)= X (T, K) f16 . W (N, K)^T.
  *
  * A block computes BT tokens x BN weight rows, each of its 4 warps a quarter
  * (BT / 2 x BN / 2) as mma.sync m16n8k16 (F16 inputs, F32 sums). K goes in steps of 32 (one
  * quant block) through two shared-memory stages: X arrives by cp.async, W is loaded
  * into registers one step ahead, converted to F16 and stored while the tensor cores
- * work on the other stage. The conversion rounds each weight to F16 once, as a
- * dequantization to F16 followed by an F16 GEMM would (llama.cpp's cuBLAS path);
- * for Q8_0 / Q4_0 it is exact integer arithmetic in F16 and one rounded multiply.
+ * work on the other stage. The conversion (gemm_load and gemm_half, per type in
+ * wtypes.cuh) rounds each weight to F16 once, as a dequantization to F16 followed by an
+ * F16 GEMM would (llama.cpp's cuBLAS path); for Q8_0 / Q4_0 it is exact integer
+ * arithmetic in F16 and one rounded multiply.
  */
 #include "backend/cuda/common.cuh"
 
@@ -34,73 +35,19 @@ static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const __half *p) {
                  : "r"(smem_addr(p)));
 }
 
-/* Biased quant bytes (Q8_0: q + 128) or nibbles (Q4_0: q + 8) of word u as two F16
- * pairs of q, exactly: each byte goes under the exponent of 1024 (0x64xx = 1024 + byte),
- * then one subtraction removes 1024 + bias. */
-static __device__ __forceinline__ void bytes_to_half2(uint32_t u, __half2 bias, __half2 d, uint32_t out[2]) {
-    const uint32_t lo = __byte_perm(u, 0x64646464u, 0x4140), hi = __byte_perm(u, 0x64646464u, 0x4342);
-    const __half2 a = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&lo), bias), d);
-    const __half2 b = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&hi), bias), d);
-    out[0] = *reinterpret_cast<const uint32_t *>(&a);
-    out[1] = *reinterpret_cast<const uint32_t *>(&b);
-}
-
-/* A thread's share of a stage's W tile: 16 consecutive elements k0 + 16 part ..
- * of one weight row, as raw words in registers (loaded a step ahead). */
-typedef struct w_regs {
-    uint4 raw[4]; /* Q8_0/Q4_0: raw[0]; F16/BF16: raw[0..1]; F32: raw[0..3] */
-    __half d;     /* Q8_0/Q4_0: the block's scale */
-} w_regs;
-
+/* A thread's share of a stage's W tile: 16 consecutive elements k0 + 16 part .. of one
+ * weight row, loaded into registers (a step ahead). */
 template <int WT>
 static __device__ __forceinline__ void load_w(const cuda_weight &w, int64_t row, int k0, int part, w_regs &r) {
     const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * cuda_row_bytes(WT, w.n_in);
-    const int k = k0 + 16 * part;
-    if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
-        /* Q4_0: all 16 bytes of the block; this part's elements are one nibble of each */
-        r.raw[0] = __ldg(reinterpret_cast<const uint4 *>(w_row + (WT == CUDA_W_Q8_0 ? k : k0 / 2)));
-        r.d = ((const __half *)w.d)[(size_t)row * (w.n_in / 32) + k0 / 32];
-    } else {
-        const int n16 = WT == CUDA_W_F32 ? 4 : 2;
-        const uint4 *src = reinterpret_cast<const uint4 *>(w_row + (size_t)k * (WT == CUDA_W_F32 ? 4 : 2));
-#pragma unroll
-        for (int i = 0; i < n16; i++)
-            r.raw[i] = __ldg(src + i);
-    }
+    gemm_load<WT>(w_row, (const __half *)w.d, row, w.n_in, k0, part, r);
 }
 
 /* The 16 elements of load_w as F16 into dst (16-byte aligned). */
 template <int WT>
 static __device__ __forceinline__ void store_w(const w_regs &r, int part, __half *dst) {
     uint32_t h[8];
-    if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
-        const __half2 d = __half2half2(r.d);
-        const __half2 bias = __float2half2_rn(WT == CUDA_W_Q8_0 ? 1152.0f : 1032.0f);
-        const uint32_t words[4] = {r.raw[0].x, r.raw[0].y, r.raw[0].z, r.raw[0].w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t u = WT == CUDA_W_Q8_0 ? words[i] : (words[i] >> (4 * part)) & 0x0f0f0f0fu;
-            bytes_to_half2(u, bias, d, h + 2 * i);
-        }
-    } else if (WT == CUDA_W_F16) {
-        h[0] = r.raw[0].x, h[1] = r.raw[0].y, h[2] = r.raw[0].z, h[3] = r.raw[0].w;
-        h[4] = r.raw[1].x, h[5] = r.raw[1].y, h[6] = r.raw[1].z, h[7] = r.raw[1].w;
-    } else if (WT == CUDA_W_BF16) {
-        const uint32_t words[8] = {r.raw[0].x, r.raw[0].y, r.raw[0].z, r.raw[0].w,
-                                   r.raw[1].x, r.raw[1].y, r.raw[1].z, r.raw[1].w};
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float2 f = pair_f32(words[i], WT);
-            h[i] = half2_bits(f.x, f.y);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float4 f = *reinterpret_cast<const float4 *>(&r.raw[i]);
-            h[2 * i] = half2_bits(f.x, f.y);
-            h[2 * i + 1] = half2_bits(f.z, f.w);
-        }
-    }
+    gemm_half<WT>(r, part, h);
     reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
     reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
 }
@@ -118,7 +65,7 @@ static __device__ void load_stage_ragged(const cuda_weight &w, const __half *X, 
     for (int i = threadIdx.x; i < BN * GM_BK; i += GM_THREADS) {
         const int r = i / GM_BK, k = k0 + i % GM_BK;
         const uint8_t *w_row = (const uint8_t *)w.w + (size_t)(n0 + r) * cuda_row_bytes(WT, w.n_in);
-        const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)(n0 + r) * (K / 32) : nullptr;
+        const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)(n0 + r) * SCALE_HALVES(WT, K) : nullptr;
         s->w[r][i % GM_BK] = __float2half_rn(n0 + r < w.n_out && k < K ? elem<WT>(w_row, d_row, k) : 0.0f);
     }
 }
@@ -258,15 +205,12 @@ static cudaError_t launch_gemm(const cuda_weight *w, const __half *X, int T, flo
     const dim3 grid((unsigned int)((w->n_out + BN - 1) / BN), (unsigned int)((T + BT - 1) / BT));
     if (T <= 0 || grid.y > 65535u)
         return cudaErrorInvalidValue;
-    switch (w->type) {
-    case CUDA_W_F32: k_gemm<CUDA_W_F32, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
-    case CUDA_W_F16: k_gemm<CUDA_W_F16, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
-    case CUDA_W_BF16: k_gemm<CUDA_W_BF16, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
-    case CUDA_W_Q8_0: k_gemm<CUDA_W_Q8_0, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
-    case CUDA_W_Q4_0: k_gemm<CUDA_W_Q4_0, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); break;
-    default: return cudaErrorInvalidValue;
-    }
-    return ER_CUDA_LAUNCH_CHECK();
+#define CALL(WT)                                                                         \
+    k_gemm<WT, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); \
+    return ER_CUDA_LAUNCH_CHECK()
+    CUDA_WTYPE_SWITCH(w->type, CALL);
+#undef CALL
+    return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,

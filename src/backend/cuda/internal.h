@@ -88,8 +88,6 @@ size_t cuda_model_bytes(const void *dev);
 void *cuda_arena_take(uint8_t *arena, size_t *used, size_t bytes);
 /* cudaMalloc with a message naming `what` */
 er_status cuda_alloc(void **p, size_t bytes, const char *what);
-/* Bytes of w on the device: its quants or elements and its scales. */
-size_t cuda_weight_bytes(const cuda_weight *w);
 
 /* context.c */
 er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_params *p, void **out);

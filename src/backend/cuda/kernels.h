@@ -5,14 +5,9 @@
  * whole decode step can be captured in one CUDA graph. Positions and token ids live in
  * device memory (cuda_step_state) so that one captured step serves every position.
  *
- * Weight layout on the device (made once at upload):
- *   Q8_0:     qs (n_out, n_in) uint8 holding q + 128, 16-byte aligned rows,
- *             d (n_out, n_in / 32) f16 scales         value = d * (qs - 128)
- *   Q4_0:     qs (n_out, n_in / 2) the blocks' 16 nibble bytes, one block per 16 bytes
- *             (byte j: element j in the low nibble, element j + 16 in the high one),
- *             d (n_out, n_in / 32) f16 scales         value = d * (nibble - 8)
- *   F16/BF16: (n_out, n_in) as in the file
- *   F32:      (n_out, n_in) as in the file
+ * The weights' layout on the device (made once at upload) is that of their type, each
+ * described in wtypes.cuh: quants w (n_out, cuda_row_bytes) and, for the types with
+ * scales, d (n_out, cuda_scale_row_bytes).
  */
 #ifndef ER_BACKEND_CUDA_KERNELS_H
 #define ER_BACKEND_CUDA_KERNELS_H
@@ -22,30 +17,18 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/wtypes.cuh"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum cuda_wtype { CUDA_W_F32 = 0, CUDA_W_F16 = 1, CUDA_W_BF16 = 2, CUDA_W_Q8_0 = 3, CUDA_W_Q4_0 = 4 };
-
-#ifdef __CUDACC__
-#define ER_HOST_DEVICE __host__ __device__
-#else
-#define ER_HOST_DEVICE
-#endif
-
-/* Bytes of one row of n_in elements in the device layout above. */
-static inline ER_HOST_DEVICE size_t cuda_row_bytes(int type, int64_t n_in) {
-    return type == CUDA_W_Q4_0 ? (size_t)n_in / 2
-                               : (size_t)n_in * (type == CUDA_W_F32 ? 4 : type == CUDA_W_Q8_0 ? 1 : 2);
-}
 
 typedef struct cuda_weight {
     int type;           /* enum cuda_wtype */
     int64_t n_in;
     int64_t n_out;
-    void *w;            /* (n_out, n_in) elements; Q8_0: biased uint8 quants */
-    void *d;            /* Q8_0, Q4_0: (n_out, n_in / 32) f16 scales */
+    void *w;            /* (n_out, cuda_row_bytes(type, n_in)) bytes: the quants, or the elements */
+    void *d;            /* (n_out, cuda_scale_row_bytes(type, n_in)) bytes: the scales, or NULL */
 } cuda_weight;
 
 /* Device-resident state of the decode loop. */
@@ -126,13 +109,11 @@ cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, uint16_t *y, cuda
  * . w^T, or += it when accumulate; w's elements are rounded to F16, sums are F32. */
 cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy, int accumulate,
                       cudaStream_t stream);
-/* Q8_0 repack on the device: raw GGUF blocks (n_rows * n_in / 32 blocks of 34 bytes)
- * -> biased quants + scales. */
-cudaError_t cuda_repack_q8_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
-                             cudaStream_t stream);
-/* Q4_0 likewise: blocks of 18 bytes -> 16 nibble bytes + scales. */
-cudaError_t cuda_repack_q4_0(const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
-                             cudaStream_t stream);
+/* The upload's repack on the device, for the types with cuda_wtype_repack_bytes > 0:
+ * raw GGUF blocks (n_rows * n_in / block, of that many bytes each) -> the device layout,
+ * quants qs and scales d. cudaErrorInvalidValue for the other types (a plain copy). */
+cudaError_t cuda_repack(int type, const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,
+                        cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /*
- * matvec.cu - y = W x for one token, reading the weights in their own format (Q8_0,
- * Q4_0, F16, BF16, F32), with the neighbouring ops folded in (enum cuda_matvec_mode):
+ * matvec.cu - y = W x for one token, reading the weights in their device layout (every
+ * type of wtypes.cuh), with the neighbouring ops folded in (enum cuda_matvec_mode):
  * RMSNorm of the input, residual add, SwiGLU of gate and up, the argmax of the head.
  *
  * The layer matrices of a small model are 2-7 MB: a few microseconds of HBM time, less
@@ -35,15 +35,14 @@
 #define MV_THREADS 512
 #define MV_WARPS 16
 #define MV_SLICE_BYTES (64 * 1024) /* weight bytes per block; beyond, more blocks */
-/* k_head: blocks of 256 threads; rows per warp and pass: enough 16-byte loads in flight
- * per lane to stream the weights (a Q4_0 row of 1024 is one chunk per lane), with
- * registers few enough (64) for 4 blocks, 32 warps, per multiprocessor. Measured on the
- * H200 (docs/perf-log.md), the Qwen3-0.6B Q4_0 step: blocks of 512 threads with 4 rows
- * (106 registers, 16 warps per multiprocessor) 527 us, 256 threads with 2 rows 520,
- * with 3 rows 517. */
+/* k_head: blocks of 256 threads; rows per warp and pass (HEAD_ROWS, per type in
+ * wtypes.cuh): enough 16-byte loads in flight per lane to stream the weights (a Q4_0 row
+ * of 1024 is one chunk per lane), with registers few enough (64) for 4 blocks, 32 warps,
+ * per multiprocessor. Measured on the H200 (docs/perf-log.md), the Qwen3-0.6B Q4_0 step:
+ * blocks of 512 threads with 4 rows (106 registers, 16 warps per multiprocessor) 527 us,
+ * 256 threads with 2 rows 520, with 3 rows 517. */
 #define HEAD_THREADS 256
 #define HEAD_WARPS (HEAD_THREADS / 32)
-#define HEAD_ROWS(WT) ((WT) == CUDA_W_Q4_0 ? 3 : 2)
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
 static __device__ __forceinline__ unsigned int ordered_bits(float f) {
@@ -138,8 +137,11 @@ static __host__ __device__ __forceinline__ int xs_floats(int wt, int n_in) {
     return (n_in + ce - 1) / ce * ce;
 }
 
+/* Scale bytes of a row: cuda_scale_row_bytes, but in int. In this form the kernels
+ * compile to the code that was measured (checked on the SASS); the 64-bit division of
+ * cuda_scale_row_bytes, or no test of HAS_SCALES, changes the Q8_0 / Q4_0 kernels. */
 static __host__ __device__ __forceinline__ size_t scale_row_bytes(int wt, int n_in) {
-    return HAS_SCALES(wt) ? (size_t)(n_in / 32) * 2 : 0;
+    return HAS_SCALES(wt) ? (size_t)(n_in / cuda_wtype_scale_elems(wt)) * cuda_wtype_scale_bytes(wt) : 0;
 }
 
 /* Shared memory of one k_matvec block of `rows` logical rows: staged input, norm
@@ -204,7 +206,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     p += ((size_t)rows_per_block * sizeof(float) + 15) / 16 * 16;
     cp_async_commit();
     const uint8_t *ws[2];      /* (nr, rb) rows of each part */
-    const __half *ds[2] = {};  /* (nr, n_in / 32) their scales */
+    const __half *ds[2] = {};  /* (nr, sb / 2) their scales */
     for (int k = 0; k < parts; k++) {
         const size_t row = (size_t)k * n_logical + r0;
         ws[k] = stage_async(p, w + row * rb, nr * rb);
@@ -381,12 +383,8 @@ static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, c
 
 extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                    float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
-    switch (w->type) {
-    case CUDA_W_F32: return launch_mode<CUDA_W_F32>(w, mode, x, norm_w, eps, y, acc, state, stream);
-    case CUDA_W_F16: return launch_mode<CUDA_W_F16>(w, mode, x, norm_w, eps, y, acc, state, stream);
-    case CUDA_W_BF16: return launch_mode<CUDA_W_BF16>(w, mode, x, norm_w, eps, y, acc, state, stream);
-    case CUDA_W_Q8_0: return launch_mode<CUDA_W_Q8_0>(w, mode, x, norm_w, eps, y, acc, state, stream);
-    case CUDA_W_Q4_0: return launch_mode<CUDA_W_Q4_0>(w, mode, x, norm_w, eps, y, acc, state, stream);
-    }
+#define CALL(WT) return launch_mode<WT>(w, mode, x, norm_w, eps, y, acc, state, stream)
+    CUDA_WTYPE_SWITCH(w->type, CALL);
+#undef CALL
     return cudaErrorInvalidValue;
 }

@@ -14,19 +14,6 @@
 
 enum { UPLOAD_CHUNK_BYTES = 16 << 20 };
 
-static int cuda_type_of(uint32_t er_type) {
-    switch (er_type) {
-    case ER_TYPE_F32: return CUDA_W_F32;
-    case ER_TYPE_F16: return CUDA_W_F16;
-    case ER_TYPE_BF16: return CUDA_W_BF16;
-    case ER_TYPE_Q8_0: return CUDA_W_Q8_0;
-    case ER_TYPE_Q4_0: return CUDA_W_Q4_0;
-    }
-    return -1;
-}
-
-static int has_scales(int t) { return t == CUDA_W_Q8_0 || t == CUDA_W_Q4_0; }
-
 er_status cuda_alloc(void **p, size_t bytes, const char *what) {
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
     if (e != cudaSuccess) {
@@ -60,18 +47,18 @@ fail:
 }
 
 /* Uploads n_parts host matrices with the same type and row length as one stacked
- * matrix; Q8_0 and Q4_0 blocks are repacked on the device through a small staging
- * buffer. */
+ * matrix; the blocks of the types that the upload repacks (RAW in wtypes.cuh) are
+ * repacked on the device through a small staging buffer, the others copied. */
 static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, const char *const *names, int n_parts,
                                cuda_weight *out, void *staging) {
     er_status st = ER_OK;
-    const int type = cuda_type_of(parts[0]->type);
+    const int type = cuda_wtype_from_er(parts[0]->type);
     memset(out, 0, sizeof *out);
     int64_t n_out = 0;
     for (int i = 0; i < n_parts; i++) {
-        const int ti = cuda_type_of(parts[i]->type);
+        const int ti = cuda_wtype_from_er(parts[i]->type);
         if (ti < 0)
-            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the CUDA backend does not run (F32, F16, BF16, Q8_0, Q4_0)",
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the CUDA backend does not run (it runs" CUDA_WTYPE_NAMES ")",
                            cm->m->path, names[i], parts[i]->traits->name);
         if (ti != type || parts[i]->n_in != parts[0]->n_in)
             return er_fail(ER_ERR_UNSUPPORTED, "%s: tensors '%s' and '%s' differ in type or row length; the CUDA backend stacks them",
@@ -84,18 +71,18 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
     out->type = type;
     out->n_in = n_in;
     out->n_out = n_out;
-    const size_t rb = cuda_row_bytes(type, n_in);
+    const size_t rb = cuda_row_bytes(type, n_in), sb = cuda_scale_row_bytes(type, n_in);
     /* + 16 bytes: the matvec kernels copy whole aligned 16-byte units around a slice */
     out->w = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)n_out * rb + 16);
-    if (has_scales(type))
-        out->d = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)n_out * (size_t)(n_in / 32) * 2 + 16);
+    if (sb)
+        out->d = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)n_out * sb + 16);
     if (!cm->arena)
         return ER_OK; /* sizing pass */
-    cm->weight_bytes += cuda_weight_bytes(out);
+    cm->weight_bytes += cuda_matrix_bytes(type, n_out, n_in);
     int64_t row0 = 0;
     for (int i = 0; i < n_parts; i++) {
         const er_weight *p = parts[i];
-        if (!has_scales(type)) {
+        if (!cuda_wtype_repack_bytes(type)) {
             CUDA_TRY(cudaMemcpy((uint8_t *)out->w + (size_t)row0 * rb, p->data, (size_t)p->n_out * p->row_size,
                                 cudaMemcpyHostToDevice));
         } else {
@@ -105,9 +92,8 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
                 CUDA_TRY(cudaMemcpy(staging, p->data + (size_t)r * p->row_size, (size_t)rows * p->row_size,
                                     cudaMemcpyHostToDevice));
                 uint8_t *qs = (uint8_t *)out->w + (size_t)(row0 + r) * rb;
-                uint16_t *d = (uint16_t *)out->d + (size_t)(row0 + r) * (size_t)(n_in / 32);
-                CUDA_TRY(type == CUDA_W_Q8_0 ? cuda_repack_q8_0(staging, rows, n_in, qs, d, 0)
-                                             : cuda_repack_q4_0(staging, rows, n_in, qs, d, 0));
+                uint8_t *d = sb ? (uint8_t *)out->d + (size_t)(row0 + r) * sb : NULL;
+                CUDA_TRY(cuda_repack(type, staging, rows, n_in, qs, d, 0));
             }
         }
         row0 += p->n_out;
@@ -212,8 +198,4 @@ fail:
     cudaFree(staging);
     cuda_model_free(cm);
     return st;
-}
-
-size_t cuda_weight_bytes(const cuda_weight *w) {
-    return (size_t)w->n_out * cuda_row_bytes(w->type, w->n_in) + (w->d ? (size_t)w->n_out * (size_t)(w->n_in / 32) * 2 : 0);
 }

@@ -1,0 +1,365 @@
+/*
+ * wtypes.cuh - the weight types of the CUDA backend, described in one place: the file
+ * type each comes from, the layout the upload gives it on the device, how the kernels
+ * read that layout, and the constants they are tuned by per type. The rest follows from
+ * the list CUDA_WTYPES: the enum, the er_type mapping, the bytes of rows and scales, the
+ * upload (copy or repack), every kernel file's dispatch (CUDA_WTYPE_SWITCH: a switch over
+ * the types, each case a template instance) and the unit test's loops. No other file of
+ * the backend names a type in its code.
+ *
+ * Adding a type (say Q4_K), in this file and its test:
+ *   1. Its line at the end of CUDA_WTYPES: er_type, block, the device layout's quant and
+ *      scale bytes, RAW (the file's block bytes, when the upload repacks them), HEAD_ROWS,
+ *      FOLD_WO (0 until measured). At the end: the enum values are the kernels' template
+ *      arguments, and renumbering a type renames its kernels.
+ *   2. Its layout in the drawing of the device part, and its branch in each of the six
+ *      functions there: chunk_dot and chunk_scale (decode matvecs, output head, fused wo),
+ *      elem (rows of odd lengths, embeddings), gemm_load and gemm_half (prefill GEMM),
+ *      repack_block (upload, when RAW is not 0). Then count it in the static_assert
+ *      before them, which stops the build until it is.
+ *   3. tests/unit/test_cuda.c: encode_<name>, one random element in the device layout
+ *      (the build stops without it); the test then runs every kernel on the new type
+ *      against doubles on the host.
+ *
+ * The part before __CUDACC__ is plain C, which cuda.c and the tests see through kernels.h.
+ */
+#ifndef ER_BACKEND_CUDA_WTYPES_CUH
+#define ER_BACKEND_CUDA_WTYPES_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/types.h"
+
+/* One line per type: X(A, NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HEAD_ROWS, FOLD_WO)
+ *   A           passed through to X as it is (CUDA_WTYPE_SWITCH passes its CALL)
+ *   NAME, name  CUDA_W_<NAME>, "<NAME>"; <name> in function names
+ *   ER_TYPE     the file's type (quant/types.h) that uploads to this one
+ *   BLK         elements per block of the file type: rows are whole blocks (1: any length)
+ *   QE, QB      the device layout's quants: QB bytes per QE elements, rows of n_in / QE * QB
+ *               bytes, 16-byte chunks of 16 QE / QB elements (CHUNK_ELEMS)
+ *   SE, SB      and its scales, beside them: SB bytes per SE elements, rows of n_in / SE * SB
+ *               bytes (SB = 0: none, SE = 1). A K-quant's super-block of 256 elements with 8
+ *               sub-block scales is SE = 256 with SB all its scale bytes, or SE = 32 with SB
+ *               one sub-block's: chunk_scale and elem read them as the type lays them out.
+ *               SB is even: the kernels address scales in f16 units.
+ *   RAW         bytes of a file block when the upload repacks the file's blocks on the device
+ *               (repack_block, one thread per block); 0: the file's rows are the device layout
+ *               and are copied as they are
+ *   HEAD_ROWS   rows per warp and pass of the output head (matvec.cu, k_head, which explains
+ *               the choice): Q4_0's rows of 1,024 are one 16-byte chunk per lane, so it takes 3
+ *               (the Qwen3-0.6B Q4_0 step on the H200: 517 us, against 520 with 2)
+ *   FOLD_WO     1: the decode attention folds in the output projection, wo; only where
+ *               that measured faster (cuda.c, enqueue_step, has the numbers: Q8_0 and Q4_0;
+ *               the float types are not measured yet) */
+#define CUDA_WTYPES(X, A)                                                                 \
+    /*   NAME  name  ER_TYPE       BLK QE QB  SE SB  RAW HEAD_ROWS FOLD_WO */              \
+    X(A, F32,  f32,  ER_TYPE_F32,    1, 1, 4,  1, 0,   0,  2,        0)                   \
+    X(A, F16,  f16,  ER_TYPE_F16,    1, 1, 2,  1, 0,   0,  2,        0)                   \
+    X(A, BF16, bf16, ER_TYPE_BF16,   1, 1, 2,  1, 0,   0,  2,        0)                   \
+    X(A, Q8_0, q8_0, ER_TYPE_Q8_0,  32, 1, 1, 32, 2,  34,  2,        1)                   \
+    X(A, Q4_0, q4_0, ER_TYPE_Q4_0,  32, 2, 1, 32, 2,  18,  3,        1)
+
+enum cuda_wtype {
+#define CUDA_WT_ENUM_(A, NAME, ...) CUDA_W_##NAME,
+    CUDA_WTYPES(CUDA_WT_ENUM_, _)
+#undef CUDA_WT_ENUM_
+    CUDA_W_COUNT
+};
+
+/* The names, " F32 F16 ...", for messages. */
+#define CUDA_WT_NAMES_(A, NAME, ...) " " #NAME
+#define CUDA_WTYPE_NAMES CUDA_WTYPES(CUDA_WT_NAMES_, _)
+
+/* The functions below are constant expressions in the kernel files (template arguments,
+ * array sizes), and fold to the plain arithmetic of one type wherever the type is known. */
+#ifdef __CUDACC__
+#define CUDA_WT_FN static constexpr __host__ __device__ __forceinline__
+#else
+#define CUDA_WT_FN static inline
+#endif
+
+/* A column of the list by type id, from the column's selector; 0 (NULL) outside the list. */
+#define CUDA_WT_GET_(COL, NAME, ...) \
+    case CUDA_W_##NAME:              \
+        return COL(NAME, __VA_ARGS__);
+#define CUDA_WT_COLUMN_(fn, T, COL)                      \
+    CUDA_WT_FN T fn(int type) {                          \
+        switch (type) { CUDA_WTYPES(CUDA_WT_GET_, COL) } \
+        return 0;                                        \
+    }
+#define CUDA_WT_NAME_(NAME, ...) #NAME
+#define CUDA_WT_BLK_(NAME, name, ER_TYPE, BLK, ...) BLK
+#define CUDA_WT_QE_(NAME, name, ER_TYPE, BLK, QE, ...) QE
+#define CUDA_WT_QB_(NAME, name, ER_TYPE, BLK, QE, QB, ...) QB
+#define CUDA_WT_SE_(NAME, name, ER_TYPE, BLK, QE, QB, SE, ...) SE
+#define CUDA_WT_SB_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, ...) SB
+#define CUDA_WT_RAW_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, ...) RAW
+#define CUDA_WT_HR_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HR, ...) HR
+#define CUDA_WT_FOLD_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HR, FOLD) FOLD
+CUDA_WT_COLUMN_(cuda_wtype_name, const char *, CUDA_WT_NAME_)
+CUDA_WT_COLUMN_(cuda_wtype_block, int, CUDA_WT_BLK_)
+CUDA_WT_COLUMN_(cuda_wtype_quant_elems, int, CUDA_WT_QE_)
+CUDA_WT_COLUMN_(cuda_wtype_quant_bytes, int, CUDA_WT_QB_)
+CUDA_WT_COLUMN_(cuda_wtype_scale_elems, int, CUDA_WT_SE_)
+CUDA_WT_COLUMN_(cuda_wtype_scale_bytes, int, CUDA_WT_SB_)
+CUDA_WT_COLUMN_(cuda_wtype_repack_bytes, int, CUDA_WT_RAW_)
+CUDA_WT_COLUMN_(cuda_wtype_head_rows, int, CUDA_WT_HR_)
+CUDA_WT_COLUMN_(cuda_wtype_folds_wo, int, CUDA_WT_FOLD_)
+
+/* The device type of a file type, or -1: one the CUDA backend does not run. */
+CUDA_WT_FN int cuda_wtype_from_er(uint32_t er_type) {
+#define CUDA_WT_FROM_ER_(A, NAME, name, ER_TYPE, ...) \
+    case ER_TYPE:                                     \
+        return CUDA_W_##NAME;
+    switch (er_type) { CUDA_WTYPES(CUDA_WT_FROM_ER_, _) }
+#undef CUDA_WT_FROM_ER_
+    return -1;
+}
+
+/* Bytes of the quants of one row of n_in elements in the device layout. */
+CUDA_WT_FN size_t cuda_row_bytes(int type, int64_t n_in) {
+#define CUDA_WT_ROW_(A, NAME, name, ER_TYPE, BLK, QE, QB, ...) \
+    case CUDA_W_##NAME:                                        \
+        return (size_t)n_in / (QE) * (QB);
+    switch (type) { CUDA_WTYPES(CUDA_WT_ROW_, _) }
+#undef CUDA_WT_ROW_
+    return 0;
+}
+
+/* Bytes of the scales of one row (0 for a type without scales). */
+CUDA_WT_FN size_t cuda_scale_row_bytes(int type, int64_t n_in) {
+#define CUDA_WT_SCALE_ROW_(A, NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, ...) \
+    case CUDA_W_##NAME:                                                      \
+        return (size_t)(n_in / (SE)) * (SB);
+    switch (type) { CUDA_WTYPES(CUDA_WT_SCALE_ROW_, _) }
+#undef CUDA_WT_SCALE_ROW_
+    return 0;
+}
+
+/* Device bytes of an (n_out, n_in) matrix: its quants and its scales. */
+CUDA_WT_FN size_t cuda_matrix_bytes(int type, int64_t n_out, int64_t n_in) {
+    return (size_t)n_out * (cuda_row_bytes(type, n_in) + cuda_scale_row_bytes(type, n_in));
+}
+
+/* What the kernels assume of every layout. */
+#ifdef __cplusplus
+#define CUDA_WT_ASSERT_ static_assert
+#else
+#define CUDA_WT_ASSERT_ _Static_assert
+#endif
+#define CUDA_WT_CHECK_(A, NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, ...)                                        \
+    CUDA_WT_ASSERT_(16 * (QE) % (QB) == 0 && (BLK) % (QE) == 0,                                               \
+                    #NAME ": 16-byte chunks hold whole elements, blocks whole quant units");                  \
+    CUDA_WT_ASSERT_((SB) == 0 ? (SE) == 1 : (SB) % 2 == 0 && (BLK) % (SE) == 0 && (SE) % (QE) == 0,           \
+                    #NAME ": scales in f16 units, for whole quant units of a block (no scales: SE = 1)");
+CUDA_WTYPES(CUDA_WT_CHECK_, _)
+#undef CUDA_WT_CHECK_
+
+/* The dispatch: switch (type) { case CUDA_W_<NAME>: CALL(CUDA_W_<NAME>); ... } over every
+ * type, CALL(WT) a statement that returns or breaks, with WT a constant for a template:
+ *     #define CALL(WT) return launch<WT>(w, x, y)
+ *     CUDA_WTYPE_SWITCH(w->type, CALL);
+ *     #undef CALL
+ *     return cudaErrorInvalidValue;  (an id outside the list) */
+#define CUDA_WT_CASE_(CALL, NAME, ...) \
+    case CUDA_W_##NAME:                \
+        CALL(CUDA_W_##NAME);
+#define CUDA_WTYPE_SWITCH(type, CALL) \
+    switch (type) { CUDA_WTYPES(CUDA_WT_CASE_, CALL) }
+
+#ifdef __CUDACC__
+/* ---- The device part: how the kernels read each type ---------------------------------- */
+
+/* for its helpers (dot4, half2_bits); common.cuh includes this file, through kernels.h,
+ * after them */
+#include "backend/cuda/common.cuh"
+
+#define HAS_SCALES(WT) (cuda_wtype_scale_bytes(WT) > 0)
+#define CHUNK_ELEMS(WT) (16 * cuda_wtype_quant_elems(WT) / cuda_wtype_quant_bytes(WT))
+#define HEAD_ROWS(WT) cuda_wtype_head_rows(WT)
+/* f16 units of scales of a row of n elements, in n's integer type (that of the kernel's
+ * own indexing: an int row length divides as an int) */
+#define SCALE_HALVES(WT, n) ((n) / cuda_wtype_scale_elems(WT) * (cuda_wtype_scale_bytes(WT) / 2))
+
+/* The device layouts (made once at upload; w and d of cuda_weight):
+ *   F32:      w (n_out, n_in) floats, the file's rows as they are
+ *   F16/BF16: w (n_out, n_in) 16-bit floats, the file's rows as they are
+ *   Q8_0:     w (n_out, n_in) uint8 holding q + 128, 16-byte aligned rows,
+ *             d (n_out, n_in / 32) f16 scales         value = d * (w - 128)
+ *             upload: the file's blocks of 34 bytes (d, then 32 int8) repacked
+ *   Q4_0:     w (n_out, n_in / 2) the blocks' 16 nibble bytes, one block per 16 bytes
+ *             (byte j: element j in the low nibble, element j + 16 in the high one),
+ *             d (n_out, n_in / 32) f16 scales         value = d * (nibble - 8)
+ *             upload: the file's blocks of 18 bytes (d, then the 16 nibble bytes)
+ *             repacked, the nibbles kept as they are
+ *
+ * How the kernels read them: the six functions below, a branch per type in each. They
+ * stay branches of one template, not one function per type (explicit specializations):
+ * the optimizer's choices depend on that shape, and with Q4_0's elem on its own the
+ * GEMM's code changed (16-bit nibble selects became 32-bit ones), while the kernels must
+ * keep the code they were measured and tuned with. */
+static_assert(CUDA_W_COUNT == 5, "a new type: its branch in chunk_scale, chunk_dot, elem, gemm_load, gemm_half "
+                                 "and repack_block below, then count it here");
+
+/* Biased quant byte k of word u as a float in [-128, 127], exactly: the byte goes into
+ * the mantissa of 2^23 (one PRMT), then one FADD removes 2^23 + 128. */
+static __device__ __forceinline__ float q8_byte(uint32_t u, int k) {
+    return __int_as_float((int)__byte_perm(u, 0x4B000000u, 0x7540u | (uint32_t)k)) - 8388736.0f;
+}
+
+/* Nibble byte k of a masked word u (values 0..15) as a float in [-8, 7], exactly. */
+static __device__ __forceinline__ float q4_byte(uint32_t u, int k) {
+    return __int_as_float((int)__byte_perm(u, 0x4B000000u, 0x7540u | (uint32_t)k)) - 8388616.0f;
+}
+
+/* The two F16 or BF16 elements of a 32-bit word (the lower one first) as floats. */
+static __device__ __forceinline__ float2 pair_f32(uint32_t u, int wt) {
+    if (wt == CUDA_W_BF16)
+        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+    return __half22float2(*reinterpret_cast<const __half2 *>(&u));
+}
+
+static __device__ __forceinline__ float dot4_q8(uint32_t u, float4 x) {
+    return dot4(x, q8_byte(u, 0), q8_byte(u, 1), q8_byte(u, 2), q8_byte(u, 3));
+}
+
+/* low nibbles of u times lo, high nibbles times hi */
+static __device__ __forceinline__ float dot8_q4(uint32_t u, float4 lo, float4 hi) {
+    const uint32_t l = u & 0x0f0f0f0fu, h = (u >> 4) & 0x0f0f0f0fu;
+    return dot4(lo, q4_byte(l, 0), q4_byte(l, 1), q4_byte(l, 2), q4_byte(l, 3)) +
+           dot4(hi, q4_byte(h, 0), q4_byte(h, 1), q4_byte(h, 2), q4_byte(h, 3));
+}
+
+/* Dot of one 16-byte chunk v of a row in the device layout (scale d, from chunk_scale)
+ * with the CHUNK_ELEMS(WT) inputs it multiplies, in order, as float4s xv: the decode
+ * matvecs, the head, the fused wo. */
+template <int WT>
+static __device__ __forceinline__ float chunk_dot(uint4 v, float d, const float4 *xv) {
+    if (WT == CUDA_W_Q8_0) {
+        return d * (dot4_q8(v.x, xv[0]) + dot4_q8(v.y, xv[1]) + dot4_q8(v.z, xv[2]) + dot4_q8(v.w, xv[3]));
+    } else if (WT == CUDA_W_Q4_0) {
+        /* byte j: element j (low nibble) and j + 16 (high nibble) */
+        return d * (dot8_q4(v.x, xv[0], xv[4]) + dot8_q4(v.y, xv[1], xv[5]) + dot8_q4(v.z, xv[2], xv[6]) +
+                    dot8_q4(v.w, xv[3], xv[7]));
+    } else if (WT == CUDA_W_F32) {
+        return dot4(xv[0], __uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+    } else { /* F16, BF16 */
+        const float2 p0 = pair_f32(v.x, WT), p1 = pair_f32(v.y, WT), p2 = pair_f32(v.z, WT), p3 = pair_f32(v.w, WT);
+        return dot4(xv[0], p0.x, p0.y, p1.x, p1.y) + dot4(xv[1], p2.x, p2.y, p3.x, p3.y);
+    }
+}
+
+/* Scale of chunk c of a row (1 for the float types); d_row from the row's first element. */
+template <int WT>
+static __device__ __forceinline__ float chunk_scale(const __half *d_row, int c) {
+    return WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
+}
+
+/* One element of a row, for rows whose length is not a whole number of chunks, and the
+ * embedding lookup. */
+template <int WT>
+static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half *d_row, int i) {
+    if (WT == CUDA_W_Q8_0)
+        return (float)((int)w_row[i] - 128) * __half2float(d_row[i >> 5]);
+    if (WT == CUDA_W_Q4_0) {
+        const uint8_t b = w_row[(i >> 5) * 16 + (i & 15)];
+        return (float)((int)((i & 16) ? b >> 4 : b & 15) - 8) * __half2float(d_row[i >> 5]);
+    }
+    if (WT == CUDA_W_F32)
+        return reinterpret_cast<const float *>(w_row)[i];
+    const uint16_t h = reinterpret_cast<const uint16_t *>(w_row)[i];
+    if (WT == CUDA_W_BF16)
+        return __uint_as_float((uint32_t)h << 16);
+    return __half2float(__ushort_as_half(h));
+}
+
+/* The prefill GEMM (gemm.cu) takes a row 16 elements at a time per thread, loaded into
+ * registers a step ahead (gemm_load) and rounded to F16 when stored (gemm_half), once
+ * per weight, as a dequantization to F16 followed by an F16 GEMM would round it. */
+typedef struct w_regs {
+    uint4 raw[4]; /* Q8_0/Q4_0: raw[0]; F16/BF16: raw[0..1]; F32: raw[0..3] */
+    __half d;     /* Q8_0/Q4_0: the block's scale */
+} w_regs;
+
+/* Elements k0 + 16 part .. + 15 (k0 a multiple of 32) of row `row` (its quants at w_row;
+ * d: all the scales; n_in its length) into r. */
+template <int WT>
+static __device__ __forceinline__ void gemm_load(const uint8_t *w_row, const __half *d, int64_t row, int64_t n_in,
+                                                 int k0, int part, w_regs &r) {
+    const int k = k0 + 16 * part;
+    if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
+        /* Q4_0: all 16 bytes of the block; this part's elements are one nibble of each */
+        r.raw[0] = __ldg(reinterpret_cast<const uint4 *>(w_row + (WT == CUDA_W_Q8_0 ? k : k0 / 2)));
+        r.d = d[(size_t)row * (n_in / 32) + k0 / 32];
+    } else {
+        const int n16 = WT == CUDA_W_F32 ? 4 : 2;
+        const uint4 *src = reinterpret_cast<const uint4 *>(w_row + (size_t)k * (WT == CUDA_W_F32 ? 4 : 2));
+#pragma unroll
+        for (int i = 0; i < n16; i++)
+            r.raw[i] = __ldg(src + i);
+    }
+}
+
+/* Biased quant bytes (Q8_0: q + 128) or nibbles (Q4_0: q + 8) of word u as two F16
+ * pairs of q, exactly: each byte goes under the exponent of 1024 (0x64xx = 1024 + byte),
+ * then one subtraction removes 1024 + bias. */
+static __device__ __forceinline__ void bytes_to_half2(uint32_t u, __half2 bias, __half2 d, uint32_t out[2]) {
+    const uint32_t lo = __byte_perm(u, 0x64646464u, 0x4140), hi = __byte_perm(u, 0x64646464u, 0x4342);
+    const __half2 a = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&lo), bias), d);
+    const __half2 b = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&hi), bias), d);
+    out[0] = *reinterpret_cast<const uint32_t *>(&a);
+    out[1] = *reinterpret_cast<const uint32_t *>(&b);
+}
+
+/* The 16 elements of gemm_load as 8 F16 pairs h, the lower element first. For Q8_0 and
+ * Q4_0, exact integer arithmetic in F16 and one rounded multiply. */
+template <int WT>
+static __device__ __forceinline__ void gemm_half(const w_regs &r, int part, uint32_t h[8]) {
+    if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
+        const __half2 d = __half2half2(r.d);
+        const __half2 bias = __float2half2_rn(WT == CUDA_W_Q8_0 ? 1152.0f : 1032.0f);
+        const uint32_t words[4] = {r.raw[0].x, r.raw[0].y, r.raw[0].z, r.raw[0].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t u = WT == CUDA_W_Q8_0 ? words[i] : (words[i] >> (4 * part)) & 0x0f0f0f0fu;
+            bytes_to_half2(u, bias, d, h + 2 * i);
+        }
+    } else if (WT == CUDA_W_F16) {
+        h[0] = r.raw[0].x, h[1] = r.raw[0].y, h[2] = r.raw[0].z, h[3] = r.raw[0].w;
+        h[4] = r.raw[1].x, h[5] = r.raw[1].y, h[6] = r.raw[1].z, h[7] = r.raw[1].w;
+    } else if (WT == CUDA_W_BF16) {
+        const uint32_t words[8] = {r.raw[0].x, r.raw[0].y, r.raw[0].z, r.raw[0].w,
+                                   r.raw[1].x, r.raw[1].y, r.raw[1].z, r.raw[1].w};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float2 f = pair_f32(words[i], WT);
+            h[i] = half2_bits(f.x, f.y);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float4 f = *reinterpret_cast<const float4 *>(&r.raw[i]);
+            h[2 * i] = half2_bits(f.x, f.y);
+            h[2 * i + 1] = half2_bits(f.z, f.w);
+        }
+    }
+}
+
+/* Upload: file block b (RAW bytes at src) into the device layout, quants qs and scales d;
+ * one thread per block (elementwise.cu, k_repack), only for the types with RAW > 0. */
+template <int WT>
+static __device__ __forceinline__ void repack_block(const uint8_t *src, int64_t b, uint8_t *qs, uint16_t *d) {
+    if (WT == CUDA_W_Q8_0) { /* d (f16) then 32 int8 */
+        d[b] = (uint16_t)(src[0] | (src[1] << 8));
+        for (int j = 0; j < 32; j++)
+            qs[b * 32 + j] = (uint8_t)((int)(int8_t)src[2 + j] + 128);
+    } else if (WT == CUDA_W_Q4_0) { /* d (f16) then 16 nibble bytes, kept as they are */
+        d[b] = (uint16_t)(src[0] | (src[1] << 8));
+        for (int j = 0; j < 16; j++)
+            qs[b * 16 + j] = src[2 + j];
+    }
+}
+
+#endif /* __CUDACC__ */
+#endif
