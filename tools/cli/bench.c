@@ -457,12 +457,13 @@ int cmd_bench(int argc, char **argv) {
         printf("\n");
     }
     if (profile && ctx->ops->profile) { /* a backend without one (the CPU) times nothing more */
-        char report[8192];
-        if ((st = context_profile(ctx, n_prompt + n / 2, pp_ids, pp, report, sizeof report)) != ER_OK) {
+        char report[8192] = "";
+        st = context_profile(ctx, n_prompt + n / 2, pp_ids, pp, report, sizeof report);
+        fputs(report, stderr); /* what was timed before any failure */
+        if (st != ER_OK) {
             rc = cli_fail_status(st);
             goto done;
         }
-        fputs(report, stderr);
     }
     rc = 0;
 done:
