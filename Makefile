@@ -5,6 +5,7 @@
 #                     and the AVX2 FMA peak (bench/matvec_bench.c)
 #   make debug        the same binaries with AddressSanitizer + UBSan, in build/debug
 #   make fuzz         libFuzzer on the GGUF parser for FUZZ_SECONDS (default 600)
+#   make fuzz-json    the same on the JSON reader and writer (src/core/json.c)
 #   make format       clang-format the sources
 
 CC := gcc
@@ -39,7 +40,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test unit debug fuzz format clean bench
+.PHONY: all test unit debug fuzz fuzz-json format clean bench
 all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool $(EXAMPLES) $(BUILD)/tests/sampler_tool
 
 $(BUILD)/libedgerunner.a: $(LIB_OBJ)
@@ -108,6 +109,15 @@ fuzz: build/fuzz/fuzz_gguf
 build/fuzz/fuzz_gguf: $(FUZZ_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $(FUZZ_SRC)
+
+FUZZ_JSON_SRC := tests/fuzz/fuzz_json.c src/core/json.c src/core/utf8.c
+fuzz-json: build/fuzz/fuzz_json
+	@mkdir -p build/fuzz/corpus_json
+	build/fuzz/fuzz_json -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 build/fuzz/corpus_json
+
+build/fuzz/fuzz_json: $(FUZZ_JSON_SRC) $(wildcard src/core/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $(FUZZ_JSON_SRC)
 
 format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/backend/*/*.h include/*.h)

@@ -1,7 +1,7 @@
 /*
- * unicode.h - what the tokenizer needs of Unicode: UTF-8 decoding that never fails (a byte
- * that does not start a valid sequence stands for itself), the character classes of the
- * pre-tokenizer regexes (\p{L}, \p{N}, \s) and NFC normalization.
+ * unicode.h - what the tokenizer needs of Unicode: UTF-8 (core/utf8.h, which never fails: a
+ * byte that does not start a valid sequence stands for itself), the character classes of
+ * the pre-tokenizer regexes (\p{L}, \p{N}, \s) and NFC normalization.
  *
  * Versions follow Hugging Face tokenizers, the reference: classes from Unicode 16.0 (its
  * regex engine, Oniguruma), NFC from Unicode 9.0 (its normalization crate); see
@@ -13,18 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/utf8.h" /* utf8_next, utf8_put */
 #include "edgerunner.h"
 
 /* Character class bits (unicode_data.h defines the same values). */
 enum { UNI_LETTER = 1, UNI_NUMBER = 2, UNI_SPACE = 4, UNI_NFC = 8 };
-
-/* Decodes the code point at s[*i] (i < n) and advances *i. A byte that does not begin a
- * well-formed sequence (overlong, surrogate, beyond U+10FFFF, truncated) is consumed
- * alone and returned as -1 - byte, so that callers can keep invalid input byte-exact. */
-int32_t utf8_next(const unsigned char *s, size_t n, size_t *i);
-
-/* Writes cp (0..0x10FFFF) as UTF-8 into out; returns the length (1..4). */
-int utf8_put(uint32_t cp, char *out);
 
 /* The class bits of a code point; 0 for the invalid-byte values utf8_next returns. */
 uint8_t unicode_class(int32_t cp);
