@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
         {"types", test_types},
         {"model", test_model},
         {"tokenizer", test_tokenizer},
+        {"chat", test_chat},
         {"quant", test_quant},
         {"sampler", test_sampler},
         {"cpu", test_cpu},

@@ -29,6 +29,7 @@ void test_gguf(void);
 void test_types(void);
 void test_model(void);
 void test_tokenizer(void);
+void test_chat(void);
 void test_quant(void);
 void test_sampler(void);
 void test_cpu(void);

@@ -1,16 +1,18 @@
 /*
  * chat.c - chat templates: er_chat_apply_template and er_chat_render_json.
  *
- * The template is the file's tokenizer.chat_template, run by jinja.c with the variables
- * Hugging Face's apply_chat_template passes (messages, add_generation_prompt, and the
- * special tokens' texts bos_token and eos_token). A file without a template gets ChatML,
- * as llama.cpp does.
+ * The template is the file's tokenizer.chat_template, run by the Jinja engine (jinja.h)
+ * with the variables Hugging Face's apply_chat_template passes (messages,
+ * add_generation_prompt, and the special tokens' texts bos_token and eos_token), given to
+ * it as one JSON object (written with core/json.h's json_quote). A file without a template
+ * gets ChatML, as llama.cpp does.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/jinja.h"
+#include "core/json.h"
 #include "core/status.h"
-#include "tokenizer/jinja.h"
 #include "tokenizer/vocab.h"
 
 static const char chatml_template[] =
@@ -61,24 +63,13 @@ static er_status copy_out(const strbuf *s, char *buf, int64_t cap, int64_t *len)
     return ER_OK;
 }
 
-static er_status json_string(strbuf *b, const char *s) {
-    er_status st = strbuf_append(b, "\"", 1);
-    for (; st == ER_OK && *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\', esc[1] = (char)c;
-            st = strbuf_append(b, esc, 2);
-        } else if (c < 0x20) {
-            static const char hex[] = "0123456789abcdef";
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
-            st = strbuf_append(b, esc, 6);
-        } else {
-            st = strbuf_append(b, s, 1);
-        }
-    }
-    return st == ER_OK ? strbuf_append(b, "\"", 1) : st;
+/* Appends s as a JSON string. */
+static er_status put_quoted(strbuf *b, const char *s) {
+    const size_t n = strlen(s), quoted = json_quote(NULL, s, n, 0);
+    er_status st = strbuf_reserve(b, quoted);
+    if (st == ER_OK)
+        b->len += json_quote(b->data + b->len, s, n, 0);
+    return st;
 }
 
 er_status er_chat_apply_template(const er_vocab *v, const er_chat_message *messages, int64_t n_messages,
@@ -95,8 +86,8 @@ er_status er_chat_apply_template(const er_vocab *v, const er_chat_message *messa
             break;
         }
         if ((i && (st = strbuf_append(&json, ", ", 2)) != ER_OK) || (st = strbuf_append(&json, "{\"role\": ", 9)) != ER_OK ||
-            (st = json_string(&json, messages[i].role)) != ER_OK || (st = strbuf_append(&json, ", \"content\": ", 13)) != ER_OK ||
-            (st = json_string(&json, messages[i].content)) != ER_OK || (st = strbuf_append(&json, "}", 1)) != ER_OK)
+            (st = put_quoted(&json, messages[i].role)) != ER_OK || (st = strbuf_append(&json, ", \"content\": ", 13)) != ER_OK ||
+            (st = put_quoted(&json, messages[i].content)) != ER_OK || (st = strbuf_append(&json, "}", 1)) != ER_OK)
             break;
     }
     if (st == ER_OK)

@@ -15,9 +15,15 @@
  * expressions with Python's operators, slices, conditional expressions, list/dict/tuple
  * literals; the common filters, tests and str/dict methods. Anything else fails with
  * ER_ERR_UNSUPPORTED naming the construct and its line.
+ *
+ * This header is all that chat.c sees. The engine is six files that share engine.h:
+ * lex.c (template -> tokens), parse.c (tokens -> tree), eval.c (tree -> text, and
+ * jinja_render), value.c (values, the arena, Python's printing, JSON in and out),
+ * strings.c (Python's str methods on UTF-8) and filters.c (the filters, tests, methods
+ * and global functions, each a table of names).
  */
-#ifndef ER_TOKENIZER_JINJA_H
-#define ER_TOKENIZER_JINJA_H
+#ifndef ER_CHAT_JINJA_H
+#define ER_CHAT_JINJA_H
 
 #include <stddef.h>
 

@@ -1,0 +1,505 @@
+/*
+ * value.c - the values of the chat template engine and the arena they live in.
+ *
+ *   arena      blocks of 64 KiB (or one larger allocation), freed together by
+ *              jinja_arena_free; jinja_grow doubles arrays within it
+ *   values     lists and dicts (keys in insertion order, found by a backward scan: template
+ *              dicts are small); Python's ==, < (TypeError where Python raises one)
+ *   printing   str() and repr() as Python prints them, floats as float.__repr__
+ *   JSON       the variables read with core/json.h into values; tojson as json.dumps
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "chat/engine.h"
+#include "core/json.h"
+
+/* ---- arena and buffers ---------------------------------------------------------------- */
+
+struct ablock {
+    struct ablock *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[]; /* (cap) */
+};
+
+void jinja_fail(state *S, er_status st, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = line > 0 ? snprintf(S->msg, sizeof S->msg, "chat template line %d: ", line)
+                     : snprintf(S->msg, sizeof S->msg, "chat template: ");
+    vsnprintf(S->msg + k, sizeof S->msg - (size_t)k, fmt, ap);
+    va_end(ap);
+    S->status = st;
+    longjmp(S->fail, 1);
+}
+
+void *jinja_alloc(state *S, size_t size) {
+    size = (size + 15) & ~(size_t)15;
+    if (!S->arena || S->arena->cap - S->arena->used < size) {
+        const size_t cap = size > 65536 ? size : 65536;
+        ablock *b = malloc(sizeof *b + cap);
+        if (!b)
+            jinja_fail(S, ER_ERR_NO_MEMORY, 0, "out of memory");
+        b->next = S->arena;
+        b->used = 0;
+        b->cap = cap;
+        S->arena = b;
+    }
+    void *p = S->arena->data + S->arena->used;
+    S->arena->used += size;
+    return p;
+}
+
+void *jinja_zalloc(state *S, size_t size) { return memset(jinja_alloc(S, size), 0, size); }
+
+void *jinja_grow(state *S, void *items, size_t n, size_t need, size_t *cap, size_t size, size_t first_cap) {
+    if (*cap - n >= need)
+        return items;
+    size_t c = *cap ? 2 * *cap : first_cap;
+    while (c - n < need)
+        c *= 2;
+    void *p = jinja_alloc(S, c * size);
+    if (n)
+        memcpy(p, items, n * size);
+    *cap = c;
+    return p;
+}
+
+void jinja_arena_free(state *S) {
+    while (S->arena) {
+        ablock *next = S->arena->next;
+        free(S->arena);
+        S->arena = next;
+    }
+}
+
+jstr jinja_strdup(state *S, const char *s, size_t n) {
+    char *p = jinja_alloc(S, n + 1);
+    if (n)
+        memcpy(p, s, n);
+    p[n] = 0;
+    return (jstr){p, n};
+}
+
+void jinja_sb_put(state *S, sbuf *b, const char *s, size_t n) {
+    b->p = jinja_grow(S, b->p, b->n, n, &b->cap, 1, 256);
+    if (n)
+        memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+
+void jinja_sb_printf(state *S, sbuf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    jinja_sb_put(S, b, tmp, k < 0 ? 0 : (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+
+/* ---- values --------------------------------------------------------------------------- */
+
+jlist *jinja_list_new(state *S, size_t cap) {
+    jlist *l = jinja_zalloc(S, sizeof *l);
+    if (cap) {
+        l->items = jinja_alloc(S, cap * sizeof *l->items);
+        l->cap = cap;
+    }
+    return l;
+}
+
+void jinja_list_push(state *S, jlist *l, jv v) {
+    l->items = jinja_grow(S, l->items, l->n, 1, &l->cap, sizeof *l->items, 8);
+    l->items[l->n++] = v;
+}
+
+jdict *jinja_dict_new(state *S) { return jinja_zalloc(S, sizeof(jdict)); }
+
+jv *jinja_dict_find(const jdict *d, jstr key) {
+    for (size_t i = d->n; i-- > 0;)
+        if (jstr_same(d->keys[i], key))
+            return &d->vals[i];
+    return NULL;
+}
+
+void jinja_dict_set(state *S, jdict *d, jstr key, jv v) {
+    jv *slot = jinja_dict_find(d, key);
+    if (slot) {
+        *slot = v;
+        return;
+    }
+    size_t cap = d->cap; /* keys and values grow together */
+    d->keys = jinja_grow(S, d->keys, d->n, 1, &cap, sizeof *d->keys, 8);
+    d->vals = jinja_grow(S, d->vals, d->n, 1, &d->cap, sizeof *d->vals, 8);
+    d->keys[d->n] = key;
+    d->vals[d->n++] = v;
+}
+
+jlist *jinja_dict_items(state *S, const jdict *d) {
+    jlist *l = jinja_list_new(S, d->n);
+    for (size_t i = 0; i < d->n; i++) {
+        jlist *pair = jinja_list_new(S, 2);
+        pair->tuple = 1;
+        jinja_list_push(S, pair, v_str(d->keys[i]));
+        jinja_list_push(S, pair, d->vals[i]);
+        jinja_list_push(S, l, v_list(pair));
+    }
+    return l;
+}
+
+const char *jinja_type_name(jv v) {
+    switch (v.t) {
+    case J_UNDEF: return "undefined";
+    case J_NONE: return "NoneType";
+    case J_BOOL: return "bool";
+    case J_INT: return "int";
+    case J_FLOAT: return "float";
+    case J_STR: return "str";
+    case J_LIST: return v.l->tuple ? "tuple" : "list";
+    case J_DICT: return v.d->ns ? "Namespace" : "dict";
+    case J_LOOP: return "LoopContext";
+    default: return "function";
+    }
+}
+
+int jinja_truthy(jv v) {
+    switch (v.t) {
+    case J_UNDEF:
+    case J_NONE: return 0;
+    case J_BOOL: return v.b;
+    case J_INT: return v.i != 0;
+    case J_FLOAT: return v.f != 0;
+    case J_STR: return v.s.n != 0;
+    case J_LIST: return v.l->n != 0;
+    case J_DICT: return v.d->n != 0 || v.d->ns;
+    default: return 1;
+    }
+}
+
+int jinja_eq(jv a, jv b) {
+    if (jv_is_num(a) && jv_is_num(b)) {
+        if (a.t != J_FLOAT && b.t != J_FLOAT)
+            return jv_int(a) == jv_int(b);
+        return jv_num(a) == jv_num(b);
+    }
+    if (a.t != b.t)
+        return 0;
+    switch (a.t) {
+    case J_UNDEF:
+    case J_NONE: return 1;
+    case J_STR: return jstr_same(a.s, b.s);
+    case J_LIST:
+        if (a.l->n != b.l->n || a.l->tuple != b.l->tuple)
+            return 0;
+        for (size_t i = 0; i < a.l->n; i++)
+            if (!jinja_eq(a.l->items[i], b.l->items[i]))
+                return 0;
+        return 1;
+    case J_DICT:
+        if (a.d->n != b.d->n)
+            return 0;
+        for (size_t i = 0; i < a.d->n; i++) {
+            const jv *o = jinja_dict_find(b.d, a.d->keys[i]);
+            if (!o || !jinja_eq(a.d->vals[i], *o))
+                return 0;
+        }
+        return 1;
+    case J_MACRO: return a.macro == b.macro;
+    case J_BUILTIN: return a.builtin == b.builtin;
+    default: return 0;
+    }
+}
+
+/* -1, 0, 1; fails (Python's TypeError) on values that have no order. */
+int jinja_cmp(state *S, int line, jv a, jv b) {
+    if (jv_is_num(a) && jv_is_num(b)) {
+        if (a.t != J_FLOAT && b.t != J_FLOAT) {
+            const int64_t x = jv_int(a), y = jv_int(b);
+            return x < y ? -1 : x > y;
+        }
+        return jv_num(a) < jv_num(b) ? -1 : jv_num(a) > jv_num(b);
+    }
+    if (a.t == J_STR && b.t == J_STR) {
+        const size_t n = a.s.n < b.s.n ? a.s.n : b.s.n;
+        const int c = n ? memcmp(a.s.s, b.s.s, n) : 0; /* UTF-8 byte order is code point order */
+        return c ? (c < 0 ? -1 : 1) : a.s.n < b.s.n ? -1 : a.s.n > b.s.n;
+    }
+    if (a.t == J_LIST && b.t == J_LIST) {
+        for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
+            if (!jinja_eq(a.l->items[i], b.l->items[i]))
+                return jinja_cmp(S, line, a.l->items[i], b.l->items[i]);
+        }
+        return a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
+    }
+    jinja_fail(S, ER_ERR_INVALID_ARG, line, "cannot compare %s and %s", jinja_type_name(a), jinja_type_name(b));
+}
+
+/* ---- Python printing ------------------------------------------------------------------ */
+
+/* float.__repr__: the shortest digits that round-trip, fixed notation for exponents in
+ * [-4, 16), else d.ddde+XX. */
+static void put_float(state *S, sbuf *b, double f) {
+    if (isnan(f)) {
+        sb_puts(S, b, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        sb_puts(S, b, f < 0 ? "-inf" : "inf");
+        return;
+    }
+    char e[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, f);
+        if (strtod(e, NULL) == f)
+            break;
+    }
+    /* e = [-]d[.ddd]e(+|-)XX */
+    const char *p = e;
+    if (*p == '-') {
+        jinja_sb_put(S, b, "-", 1);
+        p++;
+    }
+    char digits[24];
+    int nd = 0;
+    for (; *p && *p != 'e'; p++)
+        if (*p != '.')
+            digits[nd++] = *p;
+    const int exp = atoi(p + 1);
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    if (exp >= -4 && exp < 16) {
+        if (exp < 0) {
+            jinja_sb_put(S, b, "0.", 2);
+            for (int i = 0; i < -exp - 1; i++)
+                jinja_sb_put(S, b, "0", 1);
+            jinja_sb_put(S, b, digits, (size_t)nd);
+        } else {
+            for (int i = 0; i <= exp; i++)
+                jinja_sb_put(S, b, i < nd ? &digits[i] : "0", 1);
+            jinja_sb_put(S, b, ".", 1);
+            if (nd > exp + 1)
+                jinja_sb_put(S, b, digits + exp + 1, (size_t)(nd - exp - 1));
+            else
+                jinja_sb_put(S, b, "0", 1);
+        }
+    } else {
+        jinja_sb_put(S, b, digits, 1);
+        if (nd > 1) {
+            jinja_sb_put(S, b, ".", 1);
+            jinja_sb_put(S, b, digits + 1, (size_t)nd - 1);
+        }
+        jinja_sb_printf(S, b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+}
+
+static void put_repr(state *S, sbuf *b, jv v);
+
+/* repr() of a string: single quotes unless it has ' and no ". */
+static void put_str_repr(state *S, sbuf *b, jstr s) {
+    const int dq = memchr(s.s, '\'', s.n) && !memchr(s.s, '"', s.n);
+    const char q = dq ? '"' : '\'';
+    jinja_sb_put(S, b, &q, 1);
+    for (size_t i = 0; i < s.n; i++) {
+        const unsigned char c = (unsigned char)s.s[i];
+        if (c == '\\' || c == (unsigned char)q) {
+            jinja_sb_put(S, b, "\\", 1);
+            jinja_sb_put(S, b, &s.s[i], 1);
+        } else if (c == '\n') {
+            sb_puts(S, b, "\\n");
+        } else if (c == '\r') {
+            sb_puts(S, b, "\\r");
+        } else if (c == '\t') {
+            sb_puts(S, b, "\\t");
+        } else if (c < 0x20 || c == 0x7f) {
+            jinja_sb_printf(S, b, "\\x%02x", c);
+        } else {
+            jinja_sb_put(S, b, &s.s[i], 1);
+        }
+    }
+    jinja_sb_put(S, b, &q, 1);
+}
+
+/* str(): what {{ v }} prints. */
+void jinja_print(state *S, sbuf *b, jv v) {
+    switch (v.t) {
+    case J_UNDEF: break;
+    case J_NONE: sb_puts(S, b, "None"); break;
+    case J_BOOL: sb_puts(S, b, v.b ? "True" : "False"); break;
+    case J_INT: jinja_sb_printf(S, b, "%lld", (long long)v.i); break;
+    case J_FLOAT: put_float(S, b, v.f); break;
+    case J_STR: jinja_sb_put(S, b, v.s.s, v.s.n); break;
+    default: put_repr(S, b, v); break;
+    }
+}
+
+static void put_repr(state *S, sbuf *b, jv v) {
+    switch (v.t) {
+    case J_STR: put_str_repr(S, b, v.s); break;
+    case J_LIST:
+    case J_DICT: { /* [a, b], (a,), {'k': v}, <Namespace {'k': v}> */
+        const int dict = v.t == J_DICT;
+        const size_t n = dict ? v.d->n : v.l->n;
+        sb_puts(S, b, dict ? (v.d->ns ? "<Namespace {" : "{") : v.l->tuple ? "(" : "[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                sb_puts(S, b, ", ");
+            if (dict) {
+                put_str_repr(S, b, v.d->keys[i]);
+                sb_puts(S, b, ": ");
+            }
+            put_repr(S, b, dict ? v.d->vals[i] : v.l->items[i]);
+        }
+        sb_puts(S, b, dict ? (v.d->ns ? "}>" : "}") : v.l->tuple ? (n == 1 ? ",)" : ")") : "]");
+        break;
+    }
+    case J_UNDEF: sb_puts(S, b, "Undefined"); break;
+    case J_MACRO:
+    case J_BUILTIN:
+    case J_METHOD: sb_puts(S, b, "<function>"); break;
+    case J_LOOP: sb_puts(S, b, "<LoopContext>"); break;
+    default: jinja_print(S, b, v); break;
+    }
+}
+
+jstr jinja_str(state *S, jv v) {
+    if (v.t == J_STR)
+        return v.s;
+    sbuf b = {0};
+    jinja_print(S, &b, v);
+    return sb_str(&b);
+}
+
+/* ---- JSON ----------------------------------------------------------------------------- */
+
+static void next_item(state *S, json_reader *r, json_item *it) {
+    if (!json_next(r, it))
+        jinja_fail(S, ER_ERR_INVALID_ARG, 0, "variables JSON: %s at byte %zu", r->error, r->error_at);
+}
+
+static jstr json_text(state *S, json_str s) {
+    char *p = jinja_alloc(S, s.len + 1);
+    json_decode(s, p);
+    p[s.len] = 0;
+    return (jstr){p, s.len};
+}
+
+/* The value `it` starts; for a container, its members up to its JSON_END. The reader's
+ * depth limit bounds this recursion. A repeated key keeps its first place and its last
+ * value, as Python's dict does. */
+static jv from_json(state *S, json_reader *r, const json_item *it) {
+    switch (it->kind) {
+    case JSON_NULL: return v_none();
+    case JSON_BOOL: return v_bool(it->boolean);
+    case JSON_INT: return v_int(it->i);
+    case JSON_FLOAT: return v_float(it->f);
+    case JSON_STRING: return v_str(json_text(S, it->str));
+    default: break;
+    }
+    const int object = it->kind == JSON_OBJECT;
+    jlist *l = object ? NULL : jinja_list_new(S, 0);
+    jdict *d = object ? jinja_dict_new(S) : NULL;
+    json_item m;
+    for (next_item(S, r, &m); m.kind != JSON_END; next_item(S, r, &m)) {
+        const jv x = from_json(S, r, &m);
+        if (object)
+            jinja_dict_set(S, d, json_text(S, m.key), x);
+        else
+            jinja_list_push(S, l, x);
+    }
+    return object ? v_dict(d) : v_list(l);
+}
+
+jdict *jinja_read_json(state *S, const char *json, size_t n) {
+    json_reader r;
+    json_item it;
+    json_init(&r, json, n, JINJA_MAX_DEPTH);
+    next_item(S, &r, &it);
+    const jv vars = from_json(S, &r, &it);
+    next_item(S, &r, &it); /* the end of the text: nothing may follow the object */
+    if (vars.t != J_DICT)
+        jinja_fail(S, ER_ERR_INVALID_ARG, 0, "the variables must be a JSON object");
+    return vars.d;
+}
+
+static void dump_string(state *S, sbuf *b, jstr s, int ensure_ascii) {
+    const size_t n = json_quote(NULL, s.s, s.n, ensure_ascii);
+    b->p = jinja_grow(S, b->p, b->n, n, &b->cap, 1, 256);
+    b->n += json_quote(b->p + b->n, s.s, s.n, ensure_ascii);
+}
+
+static void dump_newline(state *S, sbuf *b, const jinja_json_opts *o, int level) {
+    jinja_sb_put(S, b, "\n", 1);
+    for (int i = 0; i < level; i++)
+        jinja_sb_put(S, b, o->indent_str.s, o->indent_str.n);
+}
+
+/* The order json.dumps writes a dict's keys in: as inserted, or sorted. */
+static size_t *key_order(state *S, int line, const jdict *d, int sort_keys) {
+    size_t *order = jinja_alloc(S, d->n * sizeof *order);
+    for (size_t i = 0; i < d->n; i++)
+        order[i] = i;
+    if (sort_keys) /* insertion sort: dicts in templates are small */
+        for (size_t i = 1; i < d->n; i++)
+            for (size_t j = i; j > 0 && jinja_cmp(S, line, v_str(d->keys[order[j - 1]]), v_str(d->keys[order[j]])) > 0; j--) {
+                const size_t t = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = t;
+            }
+    return order;
+}
+
+static void dump_json(state *S, int line, sbuf *b, jv v, const jinja_json_opts *o, int level) {
+    if (level > JINJA_MAX_DEPTH)
+        jinja_fail(S, ER_ERR_INVALID_ARG, line, "tojson: nesting too deep");
+    switch (v.t) {
+    case J_NONE: sb_puts(S, b, "null"); break;
+    case J_BOOL: sb_puts(S, b, v.b ? "true" : "false"); break;
+    case J_INT: jinja_sb_printf(S, b, "%lld", (long long)v.i); break;
+    case J_FLOAT:
+        if (isnan(v.f))
+            sb_puts(S, b, "NaN");
+        else if (isinf(v.f))
+            sb_puts(S, b, v.f < 0 ? "-Infinity" : "Infinity");
+        else
+            put_float(S, b, v.f);
+        break;
+    case J_STR: dump_string(S, b, v.s, o->ensure_ascii); break;
+    case J_LIST:
+    case J_DICT: {
+        if (v.t == J_DICT && v.d->ns)
+            jinja_fail(S, ER_ERR_INVALID_ARG, line, "tojson: a namespace is not JSON serializable");
+        const char *brackets = v.t == J_LIST ? "[]" : "{}";
+        const size_t n = v.t == J_LIST ? v.l->n : v.d->n;
+        if (!n) {
+            jinja_sb_put(S, b, brackets, 2);
+            break;
+        }
+        const size_t *order = v.t == J_DICT ? key_order(S, line, v.d, o->sort_keys) : NULL;
+        jinja_sb_put(S, b, brackets, 1);
+        for (size_t k = 0; k < n; k++) {
+            if (k)
+                jinja_sb_put(S, b, o->item_sep.s, o->item_sep.n);
+            if (o->indent >= 0)
+                dump_newline(S, b, o, level + 1);
+            if (order) {
+                dump_string(S, b, v.d->keys[order[k]], o->ensure_ascii);
+                jinja_sb_put(S, b, o->key_sep.s, o->key_sep.n);
+            }
+            dump_json(S, line, b, order ? v.d->vals[order[k]] : v.l->items[k], o, level + 1);
+        }
+        if (o->indent >= 0)
+            dump_newline(S, b, o, level);
+        jinja_sb_put(S, b, brackets + 1, 1);
+        break;
+    }
+    default: jinja_fail(S, ER_ERR_INVALID_ARG, line, "tojson: Object of type %s is not JSON serializable", jinja_type_name(v));
+    }
+}
+
+jstr jinja_tojson(state *S, int line, jv v, const jinja_json_opts *o) {
+    sbuf out = {0};
+    dump_json(S, line, &out, v, o, 0);
+    return sb_str(&out);
+}
