@@ -67,7 +67,7 @@ def main():
                     b = logits(exe, model, "cuda", ids, tmp)
                     err = float(np.abs(a - b).max() / np.abs(a).max())
                     same_argmax = int((a.argmax(1) == b.argmax(1)).sum())
-                    # prompts of more than 4 tokens take the batched prefill (cuda.c SMALL_PROMPT)
+                    # prompts of more than 4 tokens take the batched prefill (CUDA_SMALL_PROMPT in src/backend/cuda/internal.h)
                     bound = PREFILL_BOUND if n_prompt > 4 else BOUND
                     report(err <= bound and np.isfinite(b).all() and same_argmax == n_prompt,
                            f"logits {name} {n_prompt}-token prompt: err {err:.2e} (bound {bound:.0e}), "

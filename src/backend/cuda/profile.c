@@ -109,14 +109,15 @@ static er_status kernels_of(cudaGraph_t g, kernel_list *k) {
             order[n_order++] = nodes[i];
     }
     for (size_t head = 0; head < n_order; head++) {
+        cudaGraphNode_t next[8];
+        cudaGraphEdgeData edges[8]; /* programmatic (PDL) edges refuse a query without it */
         size_t n_next = 0;
         CUDA_TRY(cudaGraphNodeGetDependentNodes(order[head], NULL, NULL, &n_next));
-        cudaGraphNode_t next[8];
         if (n_next > 8) {
             st = er_fail(ER_ERR_UNSUPPORTED, "profile: a graph node with %zu dependents", n_next);
             goto fail;
         }
-        CUDA_TRY(cudaGraphNodeGetDependentNodes(order[head], next, NULL, &n_next));
+        CUDA_TRY(cudaGraphNodeGetDependentNodes(order[head], next, edges, &n_next));
         for (size_t j = 0; j < n_next; j++)
             for (size_t i = 0; i < n; i++)
                 if (nodes[i] == next[j] && --n_deps[i] == 0)

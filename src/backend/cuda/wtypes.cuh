@@ -21,7 +21,8 @@
  *      (the build stops without it); the test then runs every kernel on the new type
  *      against doubles on the host.
  *
- * The part before __CUDACC__ is plain C, which cuda.c and the tests see through kernels.h.
+ * The part before __CUDACC__ is plain C, which the host files (upload.c, step.c) and the
+ * tests see through kernels.h.
  */
 #ifndef ER_BACKEND_CUDA_WTYPES_CUH
 #define ER_BACKEND_CUDA_WTYPES_CUH
@@ -50,7 +51,7 @@
  *               the choice): Q4_0's rows of 1,024 are one 16-byte chunk per lane, so it takes 3
  *               (the Qwen3-0.6B Q4_0 step on the H200: 517 us, against 520 with 2)
  *   FOLD_WO     1: the decode attention folds in the output projection, wo; only where
- *               that measured faster (cuda.c, enqueue_step, has the numbers: Q8_0 and Q4_0;
+ *               that measured faster (step.c, cuda_enqueue_step, has the numbers: Q8_0 and Q4_0;
  *               the float types are not measured yet) */
 #define CUDA_WTYPES(X, A)                                                                 \
     /*   NAME  name  ER_TYPE       BLK QE QB  SE SB  RAW HEAD_ROWS FOLD_WO */              \
