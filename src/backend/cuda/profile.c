@@ -9,7 +9,10 @@
  * host's launches; each alone-replay still carries a few microseconds of event and
  * launch overhead, and loses the overlap with its neighbours (programmatic dependent
  * launch), so the one-by-one sum exceeds the graph's time. Kernels are grouped by name
- * (cudaFuncGetName), with their template arguments: matvec.cu's <type, mode>, ...
+ * (cudaFuncGetName) with their template arguments: k_matvec<type, mode> is enum
+ * cuda_wtype (4: Q4_0, 3: Q8_0, ...) and enum cuda_matvec_mode (1: += residual, wo and
+ * down; 2: RMSNorm folded in, qkv; 3: SwiGLU, gate|up), k_attention_decode<dims per
+ * lane, wo's type or -1>, k_gemm<type, tokens, rows per tile>.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -32,6 +35,7 @@ typedef struct kernel_list {
     char names[MAX_GROUPS][96];
     int n_groups;
     int n_other; /* nodes that are not kernels (memsets): not timed one by one */
+    int listed_order; /* the graph's edges could not be read: nodes as the runtime lists them */
 } kernel_list;
 
 static double now_us(void) {
@@ -81,6 +85,42 @@ static void kernels_free(kernel_list *k) {
     memset(k, 0, sizeof *k);
 }
 
+/* order (n) = nodes (n) in Kahn's order: a node goes once every node it depends on has
+ * gone; n_deps: scratch (n). */
+static er_status dependency_order(const cudaGraphNode_t *nodes, size_t n, int *n_deps, cudaGraphNode_t *order,
+                                  size_t *n_order_out) {
+    er_status st = ER_OK;
+    size_t n_order = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = 0;
+        CUDA_TRY(cudaGraphNodeGetDependencies(nodes[i], NULL, NULL, &d));
+        n_deps[i] = (int)d;
+        if (d == 0)
+            order[n_order++] = nodes[i];
+    }
+    for (size_t head = 0; head < n_order; head++) {
+        cudaGraphNode_t next[8];
+        cudaGraphEdgeData edges[8]; /* programmatic (PDL) edges refuse a query without it */
+        size_t n_next = 0;
+        CUDA_TRY(cudaGraphNodeGetDependentNodes(order[head], NULL, NULL, &n_next));
+        if (n_next == 0)
+            continue; /* the last node: asking for none is an invalid argument */
+        if (n_next > 8)
+            return er_fail(ER_ERR_UNSUPPORTED, "profile: a graph node with %zu dependents", n_next);
+        CUDA_TRY(cudaGraphNodeGetDependentNodes(order[head], next, edges, &n_next));
+        for (size_t j = 0; j < n_next; j++)
+            for (size_t i = 0; i < n; i++)
+                if (nodes[i] == next[j] && --n_deps[i] == 0)
+                    order[n_order++] = nodes[i];
+    }
+    if (n_order != n)
+        return er_fail(ER_ERR_DEVICE, "profile: %zu of %zu graph nodes ordered", n_order, n);
+    *n_order_out = n_order;
+    return ER_OK;
+fail:
+    return st;
+}
+
 /* The kernel nodes of graph g in dependency order (a captured stream is a chain). */
 static er_status kernels_of(cudaGraph_t g, kernel_list *k) {
     er_status st = ER_OK;
@@ -99,29 +139,14 @@ static er_status kernels_of(cudaGraph_t g, kernel_list *k) {
         goto fail;
     }
     CUDA_TRY(cudaGraphGetNodes(g, nodes, &n));
-    /* Kahn's order: a node goes once every node it depends on has gone */
     size_t n_order = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = 0;
-        CUDA_TRY(cudaGraphNodeGetDependencies(nodes[i], NULL, NULL, &d));
-        n_deps[i] = (int)d;
-        if (d == 0)
-            order[n_order++] = nodes[i];
-    }
-    for (size_t head = 0; head < n_order; head++) {
-        cudaGraphNode_t next[8];
-        cudaGraphEdgeData edges[8]; /* programmatic (PDL) edges refuse a query without it */
-        size_t n_next = 0;
-        CUDA_TRY(cudaGraphNodeGetDependentNodes(order[head], NULL, NULL, &n_next));
-        if (n_next > 8) {
-            st = er_fail(ER_ERR_UNSUPPORTED, "profile: a graph node with %zu dependents", n_next);
-            goto fail;
-        }
-        CUDA_TRY(cudaGraphNodeGetDependentNodes(order[head], next, edges, &n_next));
-        for (size_t j = 0; j < n_next; j++)
-            for (size_t i = 0; i < n; i++)
-                if (nodes[i] == next[j] && --n_deps[i] == 0)
-                    order[n_order++] = nodes[i];
+    if (dependency_order(nodes, n, n_deps, order, &n_order) != ER_OK) {
+        /* the order cudaGraphGetNodes lists them in (the report says so); and the failed
+         * call's error must not surface at the next launcher's cudaGetLastError */
+        cudaGetLastError();
+        memcpy(order, nodes, n * sizeof *nodes);
+        n_order = n;
+        k->listed_order = 1;
     }
     for (size_t i = 0; i < n_order; i++) {
         enum cudaGraphNodeType type;
@@ -236,6 +261,8 @@ static size_t table(char *report, size_t cap, size_t len, const kernel_list *k, 
     for (int g = 0; g < k->n_groups && len < cap; g++)
         len += (size_t)snprintf(report + len, cap - len, "  %-30s %4d launches %8.1f us %5.1f%%\n", k->names[g],
                                 count[g] / reps, us[g] / reps, 100.0 * us[g] / reps / sum);
+    if (k->listed_order && len < cap)
+        len += (size_t)snprintf(report + len, cap - len, "  (kernels replayed in the order the graph lists them)\n");
     if (k->n_other && len < cap)
         len += (size_t)snprintf(report + len, cap - len, "  (%d other nodes, memsets, not timed alone)\n", k->n_other);
     return len;
