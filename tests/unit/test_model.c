@@ -130,6 +130,28 @@ static void test_kv_types(er_model *m) {
     }
 }
 
+/* A backend refuses a model that needs a feature it lacks, by the feature's name; every
+ * architecture's row is found by its name and needs only features the CPU implements. */
+static void test_backend_features(er_model *m) {
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
+    const backend_ops *cpu = backend_get(BACKEND_CPU), *ref = backend_get(BACKEND_CPU_REFERENCE);
+    backend_ops lacking = *cpu;
+    lacking.name = "test";
+    lacking.features = ER_FEAT_QK_NORM;
+    er_model needs = *m; /* a shallow copy: only its config and arch are read */
+    needs.view.config.features = ER_FEAT_QK_NORM | ER_FEAT_POST_NORMS | ER_FEAT_GEGLU;
+    needs.arch = arch_find("gemma3", 6);
+    CHECK(model_check_backend(&needs, &lacking) == ER_ERR_UNSUPPORTED &&
+              strstr(er_last_error(), "gemma3 model needs post-attention and post-FFN norms, which the test backend"),
+          "refused by the first missing feature: %s", er_last_error());
+    CHECK(model_check_backend(&needs, cpu) == ER_OK && model_check_backend(m, ref) == ER_OK, "the CPU runs it");
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        const arch_desc *a = arch_find(archs[i], strlen(archs[i]));
+        CHECK(a && !strcmp(a->name, archs[i]) && (a->features & ~cpu->features) == 0, "architecture %s", archs[i]);
+    }
+    CHECK(!arch_find("llama2", 6) && !arch_find("llam", 4), "no row for other names");
+}
+
 static void test_misuse(er_model *m) {
     er_model *none = (er_model *)1;
     er_context *ctx = new_context(m, 4, 0);
@@ -175,6 +197,7 @@ void test_model(void) {
     test_prefill_equals_decode(m);
     test_generation(m);
     test_kv_types(m);
+    test_backend_features(m);
     test_misuse(m);
     er_model_free(m);
 }
