@@ -679,6 +679,24 @@ void test_cuda(void) {
                 printf("  attention + %s wo at position 1000: error %.2e\n", cuda_wtype_name(t), err);
         }
     }
+    /* the dense Qwen3 sizes' attention (heads, KV heads, n_embd: 0.6B, 1.7B, 4B, 8B, 14B,
+     * 32B), wo folded in wherever the kernel takes it, for every type: every launch must
+     * succeed (Qwen3-4B's did not: its folded wo and static arrays passed 48 KB) */
+    static const int sizes[][3] = {{16, 8, 1024}, {16, 8, 2048}, {32, 8, 2560}, {32, 8, 4096}, {40, 8, 5120},
+                                   {64, 8, 5120}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (int t = -1; t < CUDA_W_COUNT; t++) {
+            const cuda_attn_params p = {sizes[i][0], sizes[i][1], 128, 128, 128, 1, 1e-6f, NULL, NULL, NULL, 1};
+            const cuda_weight w = {t, sizes[i][0] * 128, sizes[i][2], NULL, NULL};
+            if (t >= 0 && !cuda_attention_can_project(&p, &w))
+                continue; /* wo runs as a matvec: the matvec cases above */
+            int cache_ok = 0;
+            const double err = attention_case(sizes[i][0], sizes[i][1], 128, 129, 1, 1, t, sizes[i][2], &cache_ok);
+            CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of 128, %s wo, n_embd %d: error %.3g, cache %s",
+                  sizes[i][0], sizes[i][1], t >= 0 ? cuda_wtype_name(t) : "no", sizes[i][2], err,
+                  cache_ok ? "written" : "NOT written");
+        }
+    }
     {
         /* heads of 8 or 80 dims: not whole chunks of every type; wo runs as a matvec */
         const cuda_attn_params p8 = {8, 4, 8, 8, 8, 0, 1e-6f, NULL, NULL, NULL, 1};
