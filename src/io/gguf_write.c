@@ -5,15 +5,23 @@
  * tensor offsets are the running sum of the tensor sizes, each rounded up to the
  * alignment. Writes go through stdio with a large buffer; the first failing write is
  * remembered and reported by every later call, so callers may check only at the end.
+ *
+ * The file is written under a temporary name beside the target and renamed over it only
+ * once complete and fsync'ed: a failure, a kill or a crash leaves the target as it was
+ * (at worst a stray temporary file after a kill), never half written under its name.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "io/gguf_write.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/status.h"
 #include "quant/types.h"
@@ -42,7 +50,8 @@ struct gguf_writer {
     uint64_t n_tensors, cap_tensors;
     /* while writing */
     FILE *f;
-    char *path;
+    char *path;     /* the target, replaced by finish */
+    char *tmp_path; /* what f writes, beside path; removed unless renamed */
     uint64_t alignment;
     uint64_t pos;       /* bytes written so far */
     uint64_t n_written; /* tensors written */
@@ -68,9 +77,9 @@ er_status gguf_writer_create(gguf_writer **out) {
 void gguf_writer_free(gguf_writer *w) {
     if (!w)
         return;
-    if (w->f) { /* begun, never finished: do not leave a truncated file behind */
+    if (w->f) { /* begun, never finished: the target was never touched */
         fclose(w->f);
-        remove(w->path);
+        unlink(w->tmp_path);
     }
     for (uint64_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
@@ -81,6 +90,7 @@ void gguf_writer_free(gguf_writer *w) {
     free(w->kv);
     free(w->tensors);
     free(w->path);
+    free(w->tmp_path);
     free(w);
 }
 
@@ -317,11 +327,59 @@ static er_status io_error(gguf_writer *w, const char *what) {
                    strerror(w->errno_saved));
 }
 
+/* The target must be absent or a regular file: rename replaces a directory entry of any
+ * kind (a FIFO, a device such as /dev/full, a symbolic link rather than what it points
+ * to), and what is not a model file is not ours to replace. */
+static er_status check_target(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode))
+        return ER_OK; /* absent (or unreachable: creating the temporary file says why) */
+    const char *kind = S_ISDIR(sb.st_mode)                          ? "a directory"
+                       : S_ISLNK(sb.st_mode)                        ? "a symbolic link"
+                       : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                       : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                    : "not a regular file";
+    return er_fail(ER_ERR_INVALID_ARG, "%s: is %s; the output must be a new or regular file (it is never replaced)",
+                   path, kind);
+}
+
+/* w->f: a new file beside w->path (rename does not cross file systems), created with
+ * O_EXCL and mode 0666 less the umask, as fopen would create the target (mkstemp's 0600
+ * would make the model unreadable to other users). */
+static er_status create_temp(gguf_writer *w) {
+    const size_t cap = strlen(w->path) + 48;
+    struct timespec ts;
+    int fd = -1;
+    if (!(w->tmp_path = malloc(cap)))
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", w->path);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
+    for (int attempt = 0; fd < 0 && attempt < 100; attempt++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        snprintf(w->tmp_path, cap, "%s.%ld-%06x.tmp", w->path, (long)getpid(), (unsigned)(x >> 40));
+        fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0)
+        return er_fail(ER_ERR_IO, "%s: cannot create %s: %s", w->path, w->tmp_path, strerror(errno));
+    if (!(w->f = fdopen(fd, "wb"))) {
+        const int e = errno;
+        close(fd);
+        unlink(w->tmp_path);
+        return er_fail(ER_ERR_IO, "%s: cannot open %s: %s", w->path, w->tmp_path, strerror(e));
+    }
+    return ER_OK;
+}
+
 er_status gguf_writer_begin(gguf_writer *w, const char *path) {
+    er_status st;
     if (!w || !path)
         return er_fail(ER_ERR_INVALID_ARG, "gguf_writer_begin: NULL argument");
     if (w->f || w->path)
         return er_fail(ER_ERR_INVALID_ARG, "gguf writer: begun twice");
+    if ((st = check_target(path)) != ER_OK)
+        return st;
     w->alignment = GGUF_DEFAULT_ALIGNMENT;
     const wkv *al = find_kv(w, "general.alignment", strlen("general.alignment"));
     if (al) {
@@ -337,9 +395,8 @@ er_status gguf_writer_begin(gguf_writer *w, const char *path) {
     w->path = strdup(path);
     if (!w->path)
         return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", path);
-    w->f = fopen(path, "wb");
-    if (!w->f)
-        return er_fail(ER_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    if ((st = create_temp(w)) != ER_OK)
+        return st;
     setvbuf(w->f, NULL, _IOFBF, 1 << 20);
     put(w, "GGUF", 4);
     put_u32(w, 3);
@@ -379,6 +436,7 @@ er_status gguf_writer_write_tensor(gguf_writer *w, const void *data, size_t size
 }
 
 er_status gguf_writer_finish(gguf_writer *w) {
+    er_status st;
     if (!w || !w->f)
         return er_fail(ER_ERR_INVALID_ARG, "gguf_writer_finish: no file begun");
     if (w->n_written != w->n_tensors)
@@ -386,7 +444,10 @@ er_status gguf_writer_finish(gguf_writer *w) {
                        (unsigned long long)w->n_written, (unsigned long long)w->n_tensors);
     FILE *f = w->f;
     w->f = NULL;
-    if (fflush(f) != 0 && !w->failed) {
+    /* on the disk before the rename makes it the target: a crash then leaves the old file
+     * or the whole new one (the rename itself is durable once the directory is synced,
+     * which is left to the system) */
+    if ((fflush(f) != 0 || fsync(fileno(f)) != 0) && !w->failed) {
         w->failed = 1;
         w->errno_saved = errno;
     }
@@ -395,8 +456,17 @@ er_status gguf_writer_finish(gguf_writer *w) {
         w->errno_saved = errno;
     }
     if (w->failed) {
-        remove(w->path);
-        return io_error(w, "closing");
+        st = io_error(w, "closing");
+        goto fail;
+    }
+    if ((st = check_target(w->path)) != ER_OK) /* again: the write may have taken minutes */
+        goto fail;
+    if (rename(w->tmp_path, w->path) != 0) {
+        st = er_fail(ER_ERR_IO, "%s: cannot rename %s to it: %s", w->path, w->tmp_path, strerror(errno));
+        goto fail;
     }
     return ER_OK;
+fail:
+    unlink(w->tmp_path);
+    return st;
 }

@@ -13,6 +13,11 @@
  *   gguf_writer_write_tensor(w, data, size) once per tensor, in the order added
  *   gguf_writer_finish(w);                  checks every tensor was written, closes the file
  *   gguf_writer_free(w);
+ * Everything is written to a new temporary file beside `path` (PATH.PID-XXXXXX.tmp);
+ * finish fsyncs it and renames it over `path`. Until then `path` is untouched, and a
+ * failure or a writer freed unfinished removes only the temporary file. `path` must be
+ * absent or a regular file: anything else (a directory, FIFO, device, symbolic link) is
+ * refused by begin, before anything is written.
  * The data section is aligned to general.alignment when the metadata sets it (a u32 power
  * of two), else 32; every tensor starts on a multiple of it and is zero-padded to the next.
  * Values passed to gguf_writer_set are views (strings and arrays are not copied): what
@@ -31,7 +36,7 @@
 typedef struct gguf_writer gguf_writer;
 
 er_status gguf_writer_create(gguf_writer **out);
-/* NULL-safe. A file begun but not finished is closed and removed. */
+/* NULL-safe. A file begun but not finished is closed and its temporary file removed. */
 void gguf_writer_free(gguf_writer *w);
 
 er_status gguf_writer_set(gguf_writer *w, gguf_string key, const gguf_value *value);

@@ -349,6 +349,79 @@ if expect_ok "run --cache-type-k f16 --cache-type-v f16" -- run -m "$STORIES" --
     if [ "$(cat "$TMP/out")" = "$default_ids" ]; then pass "an f16 cache gives the default's ids"; else fail "an f16 cache gives the default's ids" "'$(cat "$TMP/out")' vs '$default_ids'"; fi
 fi
 
+# ---- quantize: OUT is replaced only by a whole file --------------------------------------
+# (written under a temporary name beside OUT, fsync'ed, then renamed: src/io/gguf_write.h)
+qdir=$TMP/quantize
+mkdir -p "$qdir"
+# only_files DIR NAME...: DIR holds exactly these names (no temporary file left behind)
+only_files() {
+    local dir=$1
+    shift
+    [ "$(cd "$dir" && ls -A | sort | tr '\n' ' ')" = "$(printf '%s\n' "$@" | sort | tr '\n' ' ')" ]
+}
+printf 'precious\n' >"$qdir/out.gguf"
+cp "$qdir/out.gguf" "$TMP/precious"
+# a file size limit (SIGXFSZ ignored) makes the write fail half way: EFBIG
+old_fsize=$(ulimit -S -f)
+ulimit -S -f 64
+trap '' XFSZ
+invoke quantize "$STORIES" "$qdir/out.gguf" Q8_0
+ulimit -S -f "$old_fsize"
+trap - XFSZ
+if [ -n "$(sanitizer_problem)" ] || [ "$rc" -ne 1 ] || ! tail -n 1 "$TMP/err" | grep -qE '^edgerunner: .*out\.gguf.*too large'; then
+    fail "quantize failing mid-write" "exit $rc $(sanitizer_problem), last stderr line: $(tail -n 1 "$TMP/err")"
+elif ! cmp -s "$qdir/out.gguf" "$TMP/precious"; then
+    fail "quantize failing mid-write" "the existing output was changed"
+elif ! only_files "$qdir" out.gguf; then
+    fail "quantize failing mid-write" "files left behind: $(ls -A "$qdir" | tr '\n' ' ')"
+else
+    pass "quantize failing mid-write leaves the existing output byte for byte, and no temporary file"
+fi
+mkfifo "$qdir/fifo.gguf"
+mkdir "$qdir/dir.gguf"
+expect_error "quantize to a FIFO is refused" "fifo\.gguf.*FIFO" -- quantize "$STORIES" "$qdir/fifo.gguf" Q8_0
+if [ -p "$qdir/fifo.gguf" ]; then pass "the FIFO is still there"; else fail "quantize to a FIFO" "the FIFO is gone"; fi
+expect_error "quantize to a directory is refused" "dir\.gguf.*directory" -- quantize "$STORIES" "$qdir/dir.gguf" Q8_0
+if [ -d "$qdir/dir.gguf" ]; then pass "the directory is still there"; else fail "quantize to a directory" "the directory is gone"; fi
+if expect_ok "quantize over an existing file" -- quantize "$STORIES" "$qdir/out.gguf" Q8_0; then
+    if only_files "$qdir" out.gguf fifo.gguf dir.gguf && "$BIN" info -m "$qdir/out.gguf" 2>/dev/null | grep -q 'Q8_0'; then
+        pass "the output is replaced by the quantized model, and no temporary file is left"
+    else
+        fail "quantize over an existing file" "files: $(ls -A "$qdir" | tr '\n' ' ')"
+    fi
+fi
+# kill -9 while it writes (its output has appeared, under whatever name): nothing under
+# the final name. A 64 MiB F32 tensor (a sparse file) takes about 0.5 s on one thread;
+# if quantize ever finishes before the kill, the check says so and passes.
+python3 -c '
+import struct, sys
+def s(b): return struct.pack("<Q", len(b)) + b
+h = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + s(b"blk.0.ffn_up.weight") + struct.pack("<IQQIQ", 2, 4096, 4096, 0, 0)
+h += bytes(-len(h) % 32)
+with open(sys.argv[1], "wb") as f:
+    f.write(h)
+    f.truncate(len(h) + 4096 * 4096 * 4)
+' "$qdir/big.gguf"
+mkdir "$qdir/kill"
+"$BIN" quantize "$qdir/big.gguf" "$qdir/kill/out.gguf" Q8_0 -t 1 >/dev/null 2>&1 &
+qpid=$!
+for _ in $(seq 500); do
+    compgen -G "$qdir/kill/out.gguf*" >/dev/null && break
+    kill -0 "$qpid" 2>/dev/null || break
+    sleep 0.01
+done
+kill -9 "$qpid" 2>/dev/null
+wait "$qpid" 2>/dev/null # (no "Killed" notice)
+qrc=$?
+if [ "$qrc" -ne 137 ]; then
+    pass "quantize killed mid-write (vacuous: it finished first, exit $qrc)"
+elif [ -e "$qdir/kill/out.gguf" ]; then
+    fail "quantize killed mid-write" "a partial file is left under the final name"
+else
+    pass "quantize killed mid-write leaves nothing under the final name"
+fi
+rm -rf "$qdir"
+
 # The CUDA backend: a machine without a usable GPU (CI) gets one clear line and exit 1
 # (the debug build has no CUDA backend and says so); with a GPU, the same ids as the CPU.
 if "$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids >/dev/null 2>&1; then

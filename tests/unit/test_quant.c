@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
@@ -579,6 +581,75 @@ static void test_gguf_write(void) {
     CHECK(access(path, F_OK) != 0, "an unfinished file is removed");
 }
 
+/* Entries in dir other than . and .. */
+static int n_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The target is replaced only by a finished file: an existing one survives a writer
+ * freed unfinished byte for byte, a directory or a FIFO is refused (and stays), and no
+ * temporary file is left behind either way. */
+static void test_gguf_write_replace(void) {
+    char dir[] = "/tmp/er-test-replace-XXXXXX", path[64], fifo[64], sub[64], buf[16] = {0};
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo.gguf", dir);
+    snprintf(sub, sizeof sub, "%s/dir.gguf", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite("precious", 1, 8, f) == 8 && fclose(f) == 0, "write %s", path);
+    const int64_t ne[1] = {8};
+    const float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    gguf_writer *w = NULL;
+    CHECK(gguf_writer_create(&w) == ER_OK && gguf_writer_add_tensor(w, gs("t"), 1, ne, ER_TYPE_F32) == ER_OK &&
+              gguf_writer_begin(w, path) == ER_OK && gguf_writer_write_tensor(w, data, sizeof data) == ER_OK,
+          "begin over an existing file: %s", er_last_error());
+    CHECK(n_entries(dir) == 2, "the temporary file is beside the target");
+    gguf_writer_free(w);
+    f = fopen(path, "rb");
+    CHECK(f && fread(buf, 1, sizeof buf, f) == 8 && !memcmp(buf, "precious", 8), "an unfinished writer leaves the old file");
+    if (f)
+        fclose(f);
+    CHECK(n_entries(dir) == 1, "and removes its temporary file");
+
+    CHECK(mkfifo(fifo, 0600) == 0 && mkdir(sub, 0700) == 0, "mkfifo, mkdir");
+    const char *const refused[2] = {fifo, sub};
+    for (int i = 0; i < 2; i++) {
+        struct stat sb;
+        CHECK(gguf_writer_create(&w) == ER_OK && gguf_writer_add_tensor(w, gs("t"), 1, ne, ER_TYPE_F32) == ER_OK &&
+                  gguf_writer_begin(w, refused[i]) == ER_ERR_INVALID_ARG && strstr(er_last_error(), refused[i]) &&
+                  strstr(er_last_error(), i ? "directory" : "FIFO"),
+              "%s refused: %s", refused[i], er_last_error());
+        gguf_writer_free(w);
+        CHECK(stat(refused[i], &sb) == 0 && (i ? S_ISDIR(sb.st_mode) : S_ISFIFO(sb.st_mode)), "%s is still there",
+              refused[i]);
+    }
+    CHECK(n_entries(dir) == 3, "nothing else was created");
+
+    gguf_file *g = NULL;
+    CHECK(gguf_writer_create(&w) == ER_OK && gguf_writer_add_tensor(w, gs("t"), 1, ne, ER_TYPE_F32) == ER_OK &&
+              gguf_writer_begin(w, path) == ER_OK && gguf_writer_write_tensor(w, data, sizeof data) == ER_OK &&
+              gguf_writer_finish(w) == ER_OK,
+          "replace an existing file: %s", er_last_error());
+    gguf_writer_free(w);
+    CHECK(n_entries(dir) == 3 && gguf_open(path, &g) == ER_OK && g->n_tensors == 1 &&
+              !memcmp(g->tensors[0].data, data, sizeof data),
+          "the finished file replaces it, and no temporary file is left");
+    gguf_close(g);
+    unlink(path);
+    unlink(fifo);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 /* ---- quantize targets: which tensor gets which type (the rest: tests/quant vs llama.cpp) --- */
 
 static void test_mix(void) {
@@ -623,5 +694,6 @@ void test_quant(void) {
     test_act_quantize();
     test_dots();
     test_gguf_write();
+    test_gguf_write_replace();
     test_mix();
 }

@@ -8,6 +8,10 @@
  *
  * Weights that are already quantized are only re-quantized with --allow-requantize (as in
  * llama.cpp: quantizing twice compounds the error).
+ *
+ * OUT is replaced only by a whole file (the writer's temporary file, renamed when done):
+ * a failure, Ctrl-C or kill -9 leaves an existing OUT as it was; OUT must be absent or a
+ * regular file.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -132,7 +136,7 @@ int cmd_quantize(int argc, char **argv) {
     er_status st = gguf_open(pos[0], &in);
     if (st != ER_OK)
         return cli_fail_status(st);
-    struct stat si, so; /* writing OUT truncates it: it must not be the mapped IN */
+    struct stat si, so; /* OUT is replaced when done: never by a quantized copy of IN itself */
     if (!strcmp(pos[0], pos[1]) ||
         (stat(pos[0], &si) == 0 && stat(pos[1], &so) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)) {
         cli_fail("quantize: IN and OUT must be different files");
@@ -243,7 +247,7 @@ int cmd_quantize(int argc, char **argv) {
 fail_status:
     rc = cli_fail_status(st);
 done:
-    gguf_writer_free(w); /* removes OUT if it was begun but not finished */
+    gguf_writer_free(w); /* begun but not finished: removes its temporary file, OUT is untouched */
     if (names)
         for (uint64_t i = 0; i < in->n_tensors; i++)
             free(names[i]);
