@@ -96,7 +96,9 @@ typedef enum er_kv_type {
 typedef struct er_context_params {
     int64_t n_ctx;   /* KV cache length in tokens; 0 = the model's training context, capped at 4096 */
     int64_t n_batch; /* most tokens processed in one pass; 0 = 512 */
-    int n_threads;   /* 0 = all online cores */
+    int n_threads;   /* 0 = every CPU this process may use (its affinity mask and cgroup CPU
+                        quota), at most 64; more than it may use is capped to that number
+                        (er_context_n_threads says how many) */
     int reference;   /* CPU backend: 1 = the plain-C reference kernels (F32 activations and KV
                         cache, one summation order): the oracle every faster path is checked against */
     er_kv_type type_k; /* the cache's K rows; 0 = ER_KV_DEFAULT */
@@ -110,6 +112,7 @@ void er_context_free(er_context *ctx); /* NULL-safe */
 
 int64_t er_context_n_ctx(const er_context *ctx);
 int64_t er_context_n_past(const er_context *ctx); /* tokens in the KV cache */
+int er_context_n_threads(const er_context *ctx);  /* the CPU threads it computes with */
 
 /* Appends `n_tokens` tokens to the context (a prompt in batches of n_batch, or one
  * generated token). If `logits_all` is not NULL it receives the logits of every token

@@ -7,8 +7,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "core/cpus.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -48,10 +48,11 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
         p.n_batch = DEFAULT_N_BATCH;
     if (p.n_batch > p.n_ctx)
         p.n_batch = p.n_ctx;
-    if (p.n_threads == 0) {
-        long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
-        p.n_threads = n_cpu < 1 ? 1 : n_cpu > 64 ? 64 : (int)n_cpu;
-    }
+    const int n_cpus = er_usable_cpus();
+    if (p.n_threads == 0)
+        p.n_threads = n_cpus > 64 ? 64 : n_cpus;
+    else if (p.n_threads > n_cpus) /* threads that cannot all run spin at every barrier */
+        p.n_threads = n_cpus;
     /* the backend that holds the weights, else the CPU's path the caller asked for */
     const backend_ops *ops = model->device ? model->device : backend_get(p.reference ? BACKEND_CPU_REFERENCE : BACKEND_CPU);
     backend_ctx_params bp = {p.n_ctx, p.n_batch, p.n_threads, 0, 0, {NULL, NULL}};
@@ -105,6 +106,7 @@ void er_context_free(er_context *ctx) {
 
 int64_t er_context_n_ctx(const er_context *ctx) { return ctx ? ctx->n_ctx : 0; }
 int64_t er_context_n_past(const er_context *ctx) { return ctx ? ctx->n_past : 0; }
+int er_context_n_threads(const er_context *ctx) { return ctx ? ctx->n_threads : 0; }
 const float *er_context_logits(const er_context *ctx) { return ctx && ctx->has_logits ? ctx->logits : NULL; }
 
 er_status er_context_decode(er_context *ctx, const int32_t *tokens, int64_t n_tokens, float *logits_all) {

@@ -422,6 +422,28 @@ else
 fi
 rm -rf "$qdir"
 
+# ---- threads: as many as the CPUs this process may use (taskset, cgroups), never more ---
+if command -v taskset >/dev/null 2>&1 && taskset -c 0 true 2>/dev/null; then
+    mkdir -p "$TMP/cache" # bench caches the reference ids there
+    want=$(timeout 20 "$BIN" run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
+    if XDG_CACHE_HOME=$TMP/cache timeout 20 taskset -c 0 "$BIN" bench -m "$STORIES" -n 4 --runs 1 --warmup 0 \
+        --warmup-seconds 0 -pp 0 --json >"$TMP/out" 2>"$TMP/err" && grep -q '"threads": 1,' "$TMP/out"; then
+        pass "bench under taskset -c 0 uses 1 thread by default"
+    else
+        fail "bench under taskset -c 0" "$(grep -o '"threads": [0-9]*' "$TMP/out" || head -c 300 "$TMP/out")"
+    fi
+    timeout 20 taskset -c 0 "$BIN" run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids -t 64 >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ "$rc" -eq 0 ] && [ -z "$(sanitizer_problem)" ] && [ "$(cat "$TMP/out")" = "$want" ] &&
+        grep -q '^edgerunner: warning: -t 64 is more than the 1 CPU(s) this process may use; using 1 thread(s)$' "$TMP/err"; then
+        pass "run -t 64 under taskset -c 0 says it uses 1 thread, and gives the same ids"
+    else
+        fail "run -t 64 under taskset -c 0" "exit $rc, ids '$(cat "$TMP/out")' vs '$want'"
+    fi
+else
+    pass "threads under taskset (skipped: no usable taskset)"
+fi
+
 # The CUDA backend: a machine without a usable GPU (CI) gets one clear line and exit 1
 # (the debug build has no CUDA backend and says so); with a GPU, the same ids as the CPU.
 if "$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids >/dev/null 2>&1; then

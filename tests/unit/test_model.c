@@ -4,10 +4,14 @@
  * limit, and misuse of the API. (Correctness against independent references is in
  * tests/oracle/.)
  */
+#define _GNU_SOURCE /* sched_setaffinity */
+
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpus.h"
 #include "edgerunner.h"
 #include "model/model.h"
 #include "test.h"
@@ -152,6 +156,43 @@ static void test_backend_features(er_model *m) {
     CHECK(!arch_find("llama2", 6) && !arch_find("llam", 4), "no row for other names");
 }
 
+/* Threads: the default and any larger request are the CPUs this thread may use (what
+ * `taskset -c 0` sets; a cgroup's CPU quota is taken the same way), and cpu.max lines. */
+static void test_threads(er_model *m) {
+    CHECK(er_cpus_of_quota("max 100000\n") == 0 && er_cpus_of_quota("150000 100000\n") == 2 &&
+              er_cpus_of_quota("100000 100000") == 1 && er_cpus_of_quota("1 100000") == 1 &&
+              er_cpus_of_quota("-1 100000") == 0 && er_cpus_of_quota("") == 0 && er_cpus_of_quota("50000 0") == 0 &&
+              er_cpus_of_quota("50000") == 0 && er_cpus_of_quota("5x 100") == 0 && er_cpus_of_quota(NULL) == 0,
+          "cpu.max lines");
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) != 0) {
+        CHECK(0, "sched_getaffinity");
+        return;
+    }
+    const int n = er_usable_cpus();
+    CHECK(n >= 1 && n <= CPU_COUNT(&all), "%d usable of %d in the affinity mask", n, CPU_COUNT(&all));
+    CPU_ZERO(&one);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &all)) {
+            CPU_SET(cpu, &one);
+            break;
+        }
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0 && er_usable_cpus() == 1, "one CPU in the mask: %d usable",
+          er_usable_cpus());
+    static const int asked[3] = {0, 1, 1024};
+    for (int i = 0; i < 3; i++) {
+        er_context_params cp = er_context_default_params();
+        er_context *ctx = NULL;
+        cp.n_ctx = 16;
+        cp.n_threads = asked[i];
+        CHECK(er_context_create(m, &cp, &ctx) == ER_OK && er_context_n_threads(ctx) == 1,
+              "on one CPU, %d threads asked: %d used", asked[i], er_context_n_threads(ctx));
+        er_context_free(ctx);
+    }
+    sched_setaffinity(0, sizeof all, &all);
+    CHECK(er_context_n_threads(NULL) == 0, "NULL context");
+}
+
 static void test_misuse(er_model *m) {
     er_model *none = (er_model *)1;
     er_context *ctx = new_context(m, 4, 0);
@@ -198,6 +239,7 @@ void test_model(void) {
     test_generation(m);
     test_kv_types(m);
     test_backend_features(m);
+    test_threads(m);
     test_misuse(m);
     er_model_free(m);
 }

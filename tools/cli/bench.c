@@ -302,6 +302,7 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_fail_status(st);
         goto done;
     }
+    cli_warn_threads(&mo, ctx);
     const double load_ms = 1e3 * (now_s() - t_load0);
     const size_t rss_after_load = rss_now_bytes();
     const int64_t n_vocab = er_model_n_vocab(model);

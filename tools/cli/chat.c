@@ -355,6 +355,7 @@ int cmd_chat(int argc, char **argv) {
         rc = cli_fail_status(st);
         goto done;
     }
+    cli_warn_threads(&mo, c.ctx);
     if (!(c.vocab = er_model_vocab(model))) {
         cli_fail("chat: the model file has no tokenizer");
         goto done;

@@ -52,6 +52,9 @@ void cli_model_opts_init(cli_model_opts *o, int64_t n_ctx, int64_t n_ctx_min);
 int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cli_model_opts *o, int *took_value);
 /* The context parameters these flags ask for. */
 er_context_params cli_model_opts_context(const cli_model_opts *o);
+/* After the context is made: says on stderr when -t asked for more threads than the
+ * CPUs this process may use (the library caps it to them). */
+void cli_warn_threads(const cli_model_opts *o, const er_context *ctx);
 
 /* The sampler flags every generating subcommand takes:
  *   --temp T  --top-k K  --top-p P  --min-p P  --repeat-penalty R  --repeat-last-n N

@@ -85,6 +85,7 @@ int cmd_perplexity(int argc, char **argv) {
         rc = cli_fail_status(st);
         goto done;
     }
+    cli_warn_threads(&mo, ctx);
     const er_vocab *vocab = er_model_vocab(model);
     if (!vocab) {
         cli_fail("perplexity: the model file has no tokenizer");

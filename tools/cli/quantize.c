@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "core/cpus.h"
 #include "io/gguf.h"
 #include "io/gguf_write.h"
 #include "quant/mix.h"
@@ -101,7 +101,7 @@ static int usage_error(const char *what) {
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3] = {NULL, NULL, NULL};
     int n_pos = 0, allow_requant = 0;
-    int64_t n_threads = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t n_threads = er_usable_cpus();
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             if (!cli_parse_i64(argv[++i], 1, MAX_THREADS, &n_threads))

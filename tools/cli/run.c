@@ -108,6 +108,7 @@ int cmd_run(int argc, char **argv) {
         rc = cli_fail_status(st);
         goto done;
     }
+    cli_warn_threads(&mo, ctx);
     if (prompt_text) { /* BOS as the model asks (add_bos_token); special tokens only with --special */
         const er_vocab *vocab = er_model_vocab(model);
         const int64_t len = (int64_t)strlen(prompt_text);

@@ -128,6 +128,13 @@ er_context_params cli_model_opts_context(const cli_model_opts *o) {
     return cp;
 }
 
+void cli_warn_threads(const cli_model_opts *o, const er_context *ctx) {
+    const int n = er_context_n_threads(ctx);
+    if (o->n_threads > n)
+        fprintf(stderr, "edgerunner: warning: -t %lld is more than the %d CPU(s) this process may use; using %d thread(s)\n",
+                (long long)o->n_threads, n, n);
+}
+
 int cli_parse_kv_type(const char *s, er_kv_type *out) {
     if (!strcmp(s, "f32"))
         *out = ER_KV_F32;
