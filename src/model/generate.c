@@ -6,7 +6,14 @@
  * is full, else feed it. Where the backend has a device-side greedy loop
  * (backend_ops.generate_greedy: CUDA) and the choice is greedy straight after the prompt,
  * that loop runs instead, with the same stops and the same n_past afterwards.
+ *
+ * Logits that are not all finite are an error (ER_ERR_FORMAT), checked before each
+ * choice: the output head has no mask, so a NaN or an infinity means the numbers broke
+ * (a NaN weight, metadata the load checks could not catch), and argmax would pass over
+ * it silently (a model whose every logit was NaN printed "0 0 0 ..." and exited 0).
  */
+#include <math.h>
+
 #include "core/status.h"
 #include "model/model.h"
 #include "sampler/sampler.h"
@@ -36,6 +43,31 @@ int32_t er_argmax(const float *logits, int64_t n_vocab) {
     return 0;
 }
 
+/* One more pass over the row, vectorised like er_argmax's first (x - x is 0 for a finite
+ * x, NaN otherwise): 13 us for Qwen3's 151,936 logits just written (60 us from DRAM),
+ * under 0.1% of a CPU decode step even of SmolLM2-135M (29 ms on 2 cores; measured). The
+ * loop that names the culprit runs only on failure. */
+static er_status check_logits(const er_context *ctx) {
+    const float *x = ctx->logits;
+    const int64_t n = ctx->model->view.config.n_vocab;
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sum = 0.0f;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            lane[k] += x[i + k] - x[i + k];
+    for (; i < n; i++)
+        sum += x[i] - x[i];
+    for (int k = 0; k < 8; k++)
+        sum += lane[k];
+    if (sum == 0.0f)
+        return ER_OK;
+    for (i = 0; i < n - 1 && isfinite(x[i]); i++)
+        ;
+    return er_fail(ER_ERR_FORMAT, "%s: the logits of position %lld are not finite (token %lld: %g); the model's "
+                   "weights or metadata are broken", ctx->model->path, (long long)(ctx->n_past - 1), (long long)i,
+                   (double)x[i]);
+}
+
 typedef struct accept_then_call {
     er_sampler *sampler;
     er_token_callback on_token;
@@ -58,12 +90,21 @@ static er_status generate(er_context *ctx, const er_generate_params *params, er_
     const model_config *c = &ctx->model->view.config;
     accept_then_call a = {sampler, on_token, user};
     if (after_prompt && ctx->ops->generate_greedy && (!sampler || er_sampler_is_greedy(sampler))) {
+        /* The device loop takes each step's argmax on the device and reports a chunk's
+         * tokens before the host sees any logits: only the prompt's logits (before) and
+         * the last step's (after) are checked here, not the steps in between. */
         const backend_greedy g = {params->n_predict, c->eos, params->ignore_eos};
+        if (params->n_predict > 0 && (st = check_logits(ctx)) != ER_OK)
+            goto done;
         st = ctx->ops->generate_greedy(ctx->bctx, ctx->n_past, &g, accept_then_call_cb, &a, &n_gen, &ctx->n_past,
                                        ctx->logits);
+        if (st == ER_OK && n_gen > 0)
+            st = check_logits(ctx);
     } else {
         while (n_gen < params->n_predict) {
             int32_t token;
+            if ((st = check_logits(ctx)) != ER_OK)
+                break;
             if (sampler) {
                 if ((st = er_sampler_sample(sampler, ctx->logits, &token)) != ER_OK)
                     break;
@@ -79,6 +120,7 @@ static er_status generate(er_context *ctx, const er_generate_params *params, er_
                 break;
         }
     }
+done:
     if (n_generated)
         *n_generated = n_gen;
     return st;

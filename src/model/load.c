@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,8 +110,13 @@ static er_status read_config(loader *ld) {
     if ((st = get_float(ld, "attention.layer_norm_rms_epsilon", 1e-5, &eps)) != ER_OK ||
         (st = get_float(ld, "rope.freq_base", 10000.0, &base)) != ER_OK)
         return st;
-    if (eps < 0 || base <= 0)
-        return er_fail(ER_ERR_FORMAT, "%s: norm epsilon %g or RoPE base %g out of range", ld->path, eps, base);
+    /* the forward pass uses them as floats: a base that overflows or vanishes there rotates
+     * nothing, an epsilon of 1e300 zeroes every activation (greedy printed "0 0 0 ...") */
+    if (!(eps >= 0 && eps < 1))
+        return er_fail(ER_ERR_FORMAT, "%s: %s.attention.layer_norm_rms_epsilon is %g, outside [0, 1)", ld->path,
+                       ld->arch, eps);
+    if (!(base > 0 && base <= FLT_MAX && (float)base > 0))
+        return er_fail(ER_ERR_FORMAT, "%s: %s.rope.freq_base is %g, not a positive float", ld->path, ld->arch, base);
 
     /* RoPE scaling: none or linear (positions divided by the factor). */
     char key[128];
@@ -127,6 +133,9 @@ static er_status read_config(loader *ld) {
     }
     if (scale <= 0)
         return er_fail(ER_ERR_FORMAT, "%s: RoPE scaling factor %g is not positive", ld->path, scale);
+    if (!(1.0 / scale <= FLT_MAX && (float)(1.0 / scale) > 0)) /* 1e-300: infinite angles, NaN logits */
+        return er_fail(ER_ERR_FORMAT, "%s: RoPE scaling factor %g: its inverse, the position scale, is not a "
+                       "positive float", ld->path, scale);
 
     c->norm_eps = (float)eps;
     c->rope_base = (float)base;
@@ -196,6 +205,12 @@ static er_status bind_vector(loader *ld, const char *name, int64_t n, int option
     if (!traits->to_f32)
         return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has unsupported type %s", ld->path, name, traits->name);
     traits->to_f32(t->data, *arena, n);
+    /* cheap here, where every 1-D tensor is converted anyway (the matrices are too large
+     * to scan at load: a NaN there shows up as non-finite logits, which generation refuses) */
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite((*arena)[i]))
+            return er_fail(ER_ERR_FORMAT, "%s: tensor '%s' element %lld is %g: not finite", ld->path, name, (long long)i,
+                           (double)(*arena)[i]);
     *out = *arena;
     *arena += n;
     return ER_OK;
@@ -238,6 +253,10 @@ static er_status bind_weights(loader *ld) {
     if ((st = bind_vector(ld, "output_norm.weight", c->n_embd, 0, &arena, &v->output_norm)) != ER_OK ||
         (st = bind_vector(ld, "rope_freqs.weight", c->n_rot / 2, 1, &arena, &m->rope_freqs)) != ER_OK)
         return st;
+    for (int64_t i = 0; m->rope_freqs && i < c->n_rot / 2; i++) /* divisors of the angles */
+        if (!(m->rope_freqs[i] > 0))
+            return er_fail(ER_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' element %lld is %g: not positive", ld->path,
+                           (long long)i, (double)m->rope_freqs[i]);
     for (int64_t il = 0; il < c->n_layer; il++) {
         layer_weights *l = &v->layers[il];
         for (size_t i = 0; i < arch_n_layer_tensors; i++) {

@@ -444,6 +444,28 @@ else
     pass "threads under taskset (skipped: no usable taskset)"
 fi
 
+# ---- non-finite numbers: refused at load (metadata, 1-D tensors) or by generation ------
+# (a NaN weight in output.weight's row 5 makes logit 5 NaN at every position; an epsilon
+# of 3e38 is finite but zeroes every activation: greedy printed "0 0 0 ...")
+out_off=$("$BIN" info -m "$STORIES" | awk '$1 == "output.weight" { print $NF }')
+python3 - "$STORIES" "$TMP" "$out_off" <<'PY'
+import struct, sys
+src, out, off = sys.argv[1], sys.argv[2], int(sys.argv[3])
+b = open(src, 'rb').read()
+nan = bytearray(b)
+nan[off + 4 * (5 * 64 + 7):off + 4 * (5 * 64 + 8)] = struct.pack('<f', float('nan'))
+open(out + '/nan_output.gguf', 'wb').write(nan)
+key = b'llama.attention.layer_norm_rms_epsilon'
+at = b.index(key) + len(key)
+assert struct.unpack_from('<I', b, at)[0] == 6  # f32
+eps = bytearray(b)
+eps[at + 4:at + 8] = struct.pack('<f', 3e38)
+open(out + '/eps_huge.gguf', 'wb').write(eps)
+PY
+expect_error "greedy run on NaN logits" "logits of position 0 are not finite" -- run -m "$TMP/nan_output.gguf" --prompt-ids 1 -n 4 --temp 0 --ids
+expect_error "sampled run on NaN logits" "logits of position 1 are not finite" -- run -m "$TMP/nan_output.gguf" --prompt-ids 1,2 -n 4 --seed 1 --ids
+expect_error "run with a norm epsilon of 3e38" "layer_norm_rms_epsilon is 3" -- run -m "$TMP/eps_huge.gguf" --prompt-ids 1 -n 4 --temp 0 --ids
+
 # The CUDA backend: a machine without a usable GPU (CI) gets one clear line and exit 1
 # (the debug build has no CUDA backend and says so); with a GPU, the same ids as the CPU.
 if "$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids >/dev/null 2>&1; then

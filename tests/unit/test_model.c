@@ -8,11 +8,14 @@
 
 #include <math.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cpus.h"
 #include "edgerunner.h"
+#include "io/gguf_write.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -193,6 +196,131 @@ static void test_threads(er_model *m) {
     CHECK(er_context_n_threads(NULL) == 0, "NULL context");
 }
 
+/* One change to stories260K: a metadata value set (key), one float of a tensor's data
+ * replaced (tensor, at, x), or rope_freqs.weight added (freqs: n_rot / 2 = 4 floats). */
+typedef struct variant {
+    const char *key;
+    gguf_value value;
+    const char *tensor;
+    int64_t at;
+    float x;
+    const float *freqs;
+} variant;
+
+/* Writes the variant to path (through our GGUF writer); 0 on failure. */
+static int write_variant(const char *path, const variant *v) {
+    gguf_file *f = NULL;
+    gguf_writer *w = NULL;
+    uint8_t *patched = NULL;
+    int ok = gguf_open(STORIES, &f) == ER_OK && gguf_writer_create(&w) == ER_OK;
+    for (uint64_t i = 0; ok && i < f->n_kv; i++)
+        ok = gguf_writer_set(w, f->kv[i].key, &f->kv[i].value) == ER_OK;
+    if (ok && v->key)
+        ok = gguf_writer_set(w, (gguf_string){v->key, strlen(v->key)}, &v->value) == ER_OK;
+    for (uint64_t i = 0; ok && i < f->n_tensors; i++)
+        ok = gguf_writer_add_tensor(w, f->tensors[i].name, f->tensors[i].n_dims, f->tensors[i].ne, f->tensors[i].type) == ER_OK;
+    const int64_t n_freqs = 4;
+    if (ok && v->freqs)
+        ok = gguf_writer_add_tensor(w, (gguf_string){"rope_freqs.weight", 17}, 1, &n_freqs, ER_TYPE_F32) == ER_OK;
+    ok = ok && gguf_writer_begin(w, path) == ER_OK;
+    for (uint64_t i = 0; ok && i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        const void *data = t->data;
+        if (v->tensor && gguf_string_eq(t->name, v->tensor)) {
+            if (!(patched = malloc(t->size)))
+                ok = 0;
+            else {
+                memcpy(patched, t->data, t->size);
+                memcpy(patched + v->at * (int64_t)sizeof(float), &v->x, sizeof(float));
+                data = patched;
+            }
+        }
+        ok = ok && gguf_writer_write_tensor(w, data, t->size) == ER_OK;
+    }
+    if (ok && v->freqs)
+        ok = gguf_writer_write_tensor(w, v->freqs, (size_t)n_freqs * sizeof(float)) == ER_OK;
+    ok = ok && gguf_writer_finish(w) == ER_OK;
+    CHECK(ok, "writing a variant of %s: %s", STORIES, er_last_error());
+    free(patched);
+    gguf_writer_free(w);
+    gguf_close(f);
+    return ok;
+}
+
+static int count_token(int32_t token, void *user) {
+    (void)token;
+    ++*(int *)user;
+    return 0;
+}
+
+/* Values that make every logit NaN (or every activation 0) are refused at load; a NaN in
+ * a matrix, which the load does not scan, is refused by generation, greedy or sampled. */
+static void test_non_finite(void) {
+    char path[] = "/tmp/er-test-nan-XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) {
+        CHECK(0, "mkstemp");
+        return;
+    }
+    close(fd);
+    const float zeros[4] = {0, 0, 0, 0};
+    const float nan = NAN, inf = INFINITY;
+    gguf_value f64 = {.type = GGUF_TYPE_FLOAT64};
+    static const struct {
+        const char *what, *key;
+        double f64;
+        const char *tensor;
+        int64_t at;
+        int nan, zero_freqs;
+        const char *error;
+    } bad[] = {
+        {"RoPE scale 1e-300", "llama.rope.scale_linear", 1e-300, NULL, 0, 0, 0, "RoPE scaling factor 1e-300"},
+        {"RoPE scale 1e300", "llama.rope.scale_linear", 1e300, NULL, 0, 0, 0, "RoPE scaling factor 1e+300"},
+        {"norm epsilon 1e300", "llama.attention.layer_norm_rms_epsilon", 1e300, NULL, 0, 0, 0, "epsilon is 1e+300"},
+        {"RoPE base 1e300", "llama.rope.freq_base", 1e300, NULL, 0, 0, 0, "freq_base is 1e+300"},
+        {"all-zero rope_freqs", NULL, 0, NULL, 0, 0, 1, "'rope_freqs.weight' element 0 is 0"},
+        {"NaN in a norm", NULL, 0, "blk.2.ffn_norm.weight", 3, 1, 0, "'blk.2.ffn_norm.weight' element 3 is nan"},
+        {"inf in the output norm", NULL, 0, "output_norm.weight", 63, 0, 0, "'output_norm.weight' element 63 is inf"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        variant v = {bad[i].key, f64, bad[i].tensor, bad[i].at, bad[i].nan ? nan : inf, bad[i].zero_freqs ? zeros : NULL};
+        v.value.f64 = bad[i].f64;
+        er_model *m = NULL;
+        if (!write_variant(path, &v))
+            continue;
+        CHECK(er_model_load(path, NULL, &m) == ER_ERR_FORMAT && !m && strstr(er_last_error(), path) &&
+                  strstr(er_last_error(), bad[i].error),
+              "%s refused at load: %s", bad[i].what, er_last_error());
+        er_model_free(m);
+    }
+
+    /* one NaN weight of the output head: the logit of token 5 */
+    const variant v = {NULL, f64, "output.weight", 5 * 64 + 7, nan, NULL};
+    er_model *m = NULL;
+    if (write_variant(path, &v) && er_model_load(path, NULL, &m) == ER_OK) {
+        er_context *ctx = new_context(m, 16, 0);
+        er_sampler *s = NULL;
+        er_generate_params gp = {4, 0};
+        int64_t n_gen = -1;
+        int n_called = 0;
+        const er_sampler_params sp = er_sampler_default_params();
+        CHECK(er_generate_greedy(ctx, prompt, 2, &gp, count_token, &n_called, &n_gen) == ER_ERR_FORMAT &&
+                  strstr(er_last_error(), "the logits of position 1 are not finite (token 5: nan)") && n_gen == 0 &&
+                  n_called == 0,
+              "greedy generation refuses NaN logits: %s", er_last_error());
+        CHECK(er_context_rewind(ctx, 0) == ER_OK && er_sampler_create(&sp, er_model_n_vocab(m), &s) == ER_OK &&
+                  er_generate(ctx, prompt, 1, &gp, s, count_token, &n_called, &n_gen) == ER_ERR_FORMAT &&
+                  strstr(er_last_error(), "the logits of position 0 are not finite") && n_gen == 0 && n_called == 0,
+              "sampled generation too: %s", er_last_error());
+        er_sampler_free(s);
+        er_context_free(ctx);
+    } else {
+        CHECK(0, "a NaN in output.weight loads (matrices are not scanned): %s", er_last_error());
+    }
+    er_model_free(m);
+    remove(path);
+}
+
 static void test_misuse(er_model *m) {
     er_model *none = (er_model *)1;
     er_context *ctx = new_context(m, 4, 0);
@@ -240,6 +368,7 @@ void test_model(void) {
     test_kv_types(m);
     test_backend_features(m);
     test_threads(m);
+    test_non_finite();
     test_misuse(m);
     er_model_free(m);
 }
