@@ -67,6 +67,9 @@ int er_cuda_available(void);
 
 er_model_params er_model_default_params(void);
 
+/* The file stays mapped until er_model_free and must not be truncated or rewritten
+ * meanwhile: reading a page that is gone raises SIGBUS, which the library does not catch
+ * (it installs no signal handlers). */
 er_status er_model_load(const char *path, const er_model_params *params, er_model **out);
 void er_model_free(er_model *model); /* NULL-safe */
 

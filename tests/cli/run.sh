@@ -466,6 +466,33 @@ expect_error "greedy run on NaN logits" "logits of position 0 are not finite" --
 expect_error "sampled run on NaN logits" "logits of position 1 are not finite" -- run -m "$TMP/nan_output.gguf" --prompt-ids 1,2 -n 4 --seed 1 --ids
 expect_error "run with a norm epsilon of 3e38" "layer_norm_rms_epsilon is 3" -- run -m "$TMP/eps_huge.gguf" --prompt-ids 1 -n 4 --temp 0 --ids
 
+# ---- a model file truncated while a run has it mapped: SIGBUS, one line naming it -------
+# A long run (a 65536-token context fills in minutes) is cut once it has printed a token
+# (the model is loaded and read at every step); if it ever ends first, the check passes
+# and says so.
+cp "$STORIES" "$TMP/victim.gguf"
+timeout 20 "$BIN" run -m "$TMP/victim.gguf" --prompt-ids 1 -n 1000000 -c 65536 --ignore-eos --temp 0 --ids -t 1 \
+    >"$TMP/out" 2>"$TMP/err" &
+bpid=$!
+for _ in $(seq 1500); do # (its first token may be slow on a loaded machine)
+    [ -s "$TMP/out" ] && break
+    kill -0 "$bpid" 2>/dev/null || break
+    sleep 0.01
+done
+: >"$TMP/victim.gguf"
+wait "$bpid"
+rc=$?
+if [ "$rc" -eq 0 ]; then
+    pass "a model truncated while in use (vacuous: the run ended first)"
+elif [ -n "$(sanitizer_problem)" ] || [ "$rc" -ne 1 ]; then
+    fail "a model truncated while in use" "exit $rc $(sanitizer_problem)"
+elif [ "$(awk 'END { print NR }' "$TMP/err")" -ne 1 ] ||
+    ! grep -qE "^edgerunner: .*victim\.gguf: the file was truncated or changed while in use \(SIGBUS\)" "$TMP/err"; then
+    fail "a model truncated while in use" "stderr is not the one line naming the file"
+else
+    pass "a model truncated while in use: one line naming the file, exit 1"
+fi
+
 # The CUDA backend: a machine without a usable GPU (CI) gets one clear line and exit 1
 # (the debug build has no CUDA backend and says so); with a GPU, the same ids as the CPU.
 if "$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids >/dev/null 2>&1; then

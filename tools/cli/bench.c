@@ -263,6 +263,7 @@ int cmd_bench(int argc, char **argv) {
     const er_model_params mp = mo.model;
     if (!model_path)
         return cli_fail("bench: -m MODEL is required");
+    cli_catch_sigbus(model_path); /* the reference's child process too */
 
     int rc = 1;
     er_status st;

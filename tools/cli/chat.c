@@ -270,6 +270,7 @@ static int render_json(const char *model_path, const char *json_path, const char
         fprintf(stderr, "edgerunner: chat: cannot read %s: %s\n", json ? template_path : json_path, strerror(errno));
         goto done;
     }
+    cli_catch_sigbus(model_path);
     if ((st = er_vocab_load(model_path, &vocab)) != ER_OK ||
         (st = er_chat_render_json(vocab, tmpl, json, NULL, 0, &len)) != ER_OK) {
         rc = cli_fail_status(st);
@@ -351,6 +352,7 @@ int cmd_chat(int argc, char **argv) {
     c.n_predict = n_predict;
     c.verbose = verbose;
     const er_context_params cp = cli_model_opts_context(&mo);
+    cli_catch_sigbus(mo.path);
     if ((st = er_model_load(mo.path, &mo.model, &model)) != ER_OK || (st = er_context_create(model, &cp, &c.ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;

@@ -19,6 +19,10 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 
+/* From now on a SIGBUS (the mapped model file truncated under us) prints one line naming
+ * `path` on stderr and exits 1. Called by each subcommand before it maps a model file. */
+void cli_catch_sigbus(const char *path);
+
 /* Print "edgerunner: WHAT" (or the last library error) on stderr; return 1. */
 int cli_fail(const char *what);
 int cli_fail_status(er_status st);

@@ -94,6 +94,7 @@ int cmd_info(int argc, char **argv) {
     if (!path)
         return cli_fail("info: -m MODEL is required");
     gguf_file *f = NULL;
+    cli_catch_sigbus(path);
     er_status st = gguf_open(path, &f);
     if (st != ER_OK)
         return cli_fail_status(st);

@@ -4,10 +4,46 @@
  * Flags follow llama.cpp's where one exists. Output meant for programs (ids, text)
  * goes to stdout; logs and errors to stderr. Any error: one line on stderr, exit 1.
  */
+#define _POSIX_C_SOURCE 200809L
+
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+
+/* A model file truncated while mapped: reading a page that is gone raises SIGBUS, which
+ * no load-time check can prevent. The library installs no handlers (that is the
+ * program's business); here it gives the one line naming the file, then exit 1. The
+ * handler must be async-signal-safe: the line is formatted beforehand, it only writes. */
+static char sigbus_line[1024];
+static size_t sigbus_len;
+
+static void on_sigbus(int sig) {
+    (void)sig;
+    if (write(STDERR_FILENO, sigbus_line, sigbus_len) < 0) {
+        /* nothing more can be done */
+    }
+    _exit(1);
+}
+
+void cli_catch_sigbus(const char *path) {
+    int n = snprintf(sigbus_line, sizeof sigbus_line - 1, "edgerunner: %.900s: the file was truncated or changed "
+                     "while in use (SIGBUS); do not modify a model file while it is loaded", path);
+    if (n < 0)
+        n = 0;
+    sigbus_len = (size_t)n < sizeof sigbus_line - 2 ? (size_t)n : sizeof sigbus_line - 2;
+    for (size_t i = 0; i < sigbus_len; i++) /* one line, whatever the path holds */
+        if ((unsigned char)sigbus_line[i] < 0x20)
+            sigbus_line[i] = '?';
+    sigbus_line[sigbus_len++] = '\n';
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
 
 static void usage(FILE *out) {
     fprintf(out,

@@ -80,6 +80,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     er_context_params cp = cli_model_opts_context(&mo);
     cp.n_batch = mo.n_batch ? mo.n_batch : n_ctx; /* a whole chunk in one pass */
+    cli_catch_sigbus(mo.path);
     if ((st = er_model_load(mo.path, &mo.model, &model)) != ER_OK ||
         (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);

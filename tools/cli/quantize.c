@@ -133,6 +133,7 @@ int cmd_quantize(int argc, char **argv) {
     uint32_t *types = NULL;
     char **names = NULL;
     int rc = 1;
+    cli_catch_sigbus(pos[0]);
     er_status st = gguf_open(pos[0], &in);
     if (st != ER_OK)
         return cli_fail_status(st);

@@ -103,6 +103,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     const er_context_params cp = cli_model_opts_context(&mo);
+    cli_catch_sigbus(mo.path);
     if ((st = er_model_load(mo.path, &mo.model, &model)) != ER_OK ||
         (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);

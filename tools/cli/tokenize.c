@@ -137,6 +137,7 @@ int cmd_tokenize(int argc, char **argv) {
         return 1;
     }
     er_vocab *vocab = NULL;
+    cli_catch_sigbus(model_path);
     er_status st = er_vocab_load(model_path, &vocab);
     int rc = 1;
     if (st != ER_OK) {
