@@ -362,12 +362,12 @@ only_files() {
 printf 'precious\n' >"$qdir/out.gguf"
 cp "$qdir/out.gguf" "$TMP/precious"
 # a file size limit (SIGXFSZ ignored) makes the write fail half way: EFBIG
-old_fsize=$(ulimit -S -f)
-ulimit -S -f 64
-trap '' XFSZ
-invoke quantize "$STORIES" "$qdir/out.gguf" Q8_0
-ulimit -S -f "$old_fsize"
-trap - XFSZ
+(
+    trap '' XFSZ
+    ulimit -S -f 64
+    exec timeout 20 "$BIN" quantize "$STORIES" "$qdir/out.gguf" Q8_0 >"$TMP/out" 2>"$TMP/err"
+)
+rc=$?
 if [ -n "$(sanitizer_problem)" ] || [ "$rc" -ne 1 ] || ! tail -n 1 "$TMP/err" | grep -qE '^edgerunner: .*out\.gguf.*too large'; then
     fail "quantize failing mid-write" "exit $rc $(sanitizer_problem), last stderr line: $(tail -n 1 "$TMP/err")"
 elif ! cmp -s "$qdir/out.gguf" "$TMP/precious"; then
