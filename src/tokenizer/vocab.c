@@ -87,17 +87,23 @@ int vocab_merge_find(const vocab *v, int32_t left, int32_t right, int32_t *rank,
 /* A shortened string for messages. */
 #define SHOW(s) (int)((s).len > 40 ? 40 : (s).len), (s).data
 
+/* The pair `key` when it has the type asked for (an array of INT32 also accepts any
+ * integer elements); NULL when it is absent (*st ER_OK) or has another type (*st says
+ * which), so that no caller can go on to read a value of the wrong type. */
 static const gguf_kv *find_typed(const gguf_file *f, const char *key, enum gguf_value_type type,
                                  enum gguf_value_type elem, const char *path, er_status *st) {
     const gguf_kv *kv = gguf_find_kv(f, key);
     *st = ER_OK;
     if (!kv)
         return NULL;
-    if (kv->value.type != type || (type == GGUF_TYPE_ARRAY && kv->value.arr.type != elem &&
-                                   !(elem == GGUF_TYPE_INT32 && kv->value.arr.raw)))
-        *st = er_fail(ER_ERR_FORMAT, "%s: tokenizer metadata '%s' has type %s, expected %s%s", path, key,
-                      gguf_type_name(kv->value.type), type == GGUF_TYPE_ARRAY ? "an array of " : "",
-                      gguf_type_name(type == GGUF_TYPE_ARRAY ? elem : type));
+    const gguf_value *v = &kv->value;
+    if (v->type != type || (type == GGUF_TYPE_ARRAY && v->arr.type != elem && !(elem == GGUF_TYPE_INT32 && v->arr.raw))) {
+        *st = er_fail(ER_ERR_FORMAT, "%s: tokenizer metadata '%s' has type %s%s%s, expected %s%s", path, key,
+                      gguf_type_name(v->type), v->type == GGUF_TYPE_ARRAY ? " of " : "",
+                      v->type == GGUF_TYPE_ARRAY ? gguf_type_name(v->arr.type) : "",
+                      type == GGUF_TYPE_ARRAY ? "an array of " : "", gguf_type_name(type == GGUF_TYPE_ARRAY ? elem : type));
+        return NULL;
+    }
     return kv;
 }
 

@@ -505,5 +505,123 @@ else
 fi
 expect_error "run with an unknown backend" "backend" -- run -m "$STORIES" --backend tpu --prompt-ids 1 -n 4
 
+# ---- hostile vocabularies (issue 23) ---------------------------------------------------
+# vocab.py rewrites stories260K's tokenizer metadata (the tensors stay as they are) and
+# writes vocab-only files: a mistyped key, vocabularies that make a byte many ids (no
+# U+2581 token: a space is 3 byte tokens; Qwen2's NFC turns U+0958 into 2 characters),
+# and vocabularies of another size than the 512 embedding rows.
+cat >"$TMP/vocab.py" <<'PY'
+import os, struct, sys
+
+out, stories_path = sys.argv[1], sys.argv[2]
+
+def u32(v): return struct.pack('<I', v)
+def u64(v): return struct.pack('<Q', v)
+def s(b):
+    b = b.encode() if isinstance(b, str) else b
+    return u64(len(b)) + b
+def v_str(v): return u32(8) + s(v)
+def v_strs(items): return u32(9) + u32(8) + u64(len(items)) + b''.join(s(x) for x in items)
+def v_scalars(code, fmt, items): return u32(9) + u32(code) + u64(len(items)) + struct.pack('<%d%s' % (len(items), fmt), *items)
+
+SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+FMT = {4: 'I', 5: 'i', 6: 'f'}
+
+def split(b):
+    """(ordered {key: raw value}, n_tensors, raw tensor infos, data section) of a GGUF v3
+    file aligned to 32 bytes (stories260K has no general.alignment)"""
+    pos, kvs = 24, {}
+    n_tensors, n_kv = struct.unpack_from('<QQ', b, 8)
+    def skip_string(p): return p + 8 + struct.unpack_from('<Q', b, p)[0]
+    def skip_value(p, t):
+        if t == 8: return skip_string(p)
+        if t == 9:
+            et, n = struct.unpack_from('<IQ', b, p)
+            p += 12
+            for _ in range(n): p = skip_value(p, et)
+            return p
+        return p + SIZES[t]
+    for _ in range(n_kv):
+        k0 = pos
+        pos = skip_string(pos)
+        v0 = pos
+        pos = skip_value(pos + 4, struct.unpack_from('<I', b, pos)[0])
+        kvs[b[k0 + 8:v0].decode()] = b[v0:pos]
+    t0 = pos
+    for _ in range(n_tensors):
+        pos = skip_string(pos)
+        pos += 4 + 8 * struct.unpack_from('<I', b, pos)[0] + 4 + 8
+    return kvs, n_tensors, b[t0:pos], b[(pos + 31) // 32 * 32:]
+
+def decode_array(raw):
+    et, n = struct.unpack_from('<IIQ', raw, 0)[1:]
+    if et == 8:
+        items, p = [], 16
+        for _ in range(n):
+            ln = struct.unpack_from('<Q', raw, p)[0]
+            items.append(raw[p + 8:p + 8 + ln])
+            p += 8 + ln
+        return items
+    return list(struct.unpack_from('<%d%s' % (n, FMT[et]), raw, 16))
+
+def write(name, kvs, n_tensors=0, infos=b'', data=b''):
+    b = b'GGUF' + u32(3) + u64(n_tensors) + u64(len(kvs))
+    b += b''.join(s(k) + v for k, v in kvs.items()) + infos
+    b += b'\0' * (-len(b) % 32) + data
+    with open(os.path.join(out, name + '.gguf'), 'wb') as f:
+        f.write(b)
+
+stories = open(stories_path, 'rb').read()
+kvs, n_tensors, infos, data = split(stories)
+def model(name, **changes):
+    k = dict(kvs)
+    for key, v in changes.items():
+        key = 'tokenizer.ggml.' + key
+        if v is None:
+            k.pop(key, None)
+        else:
+            k[key] = v
+    write(name, k, n_tensors, infos, data)
+
+# byte-level BPE: GPT-2's 256 byte characters, padded to the 512 rows, no merges
+def byte_char(b):
+    if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255:
+        return chr(b)
+    return chr(0x100 + sum(1 for x in range(b) if not (33 <= x <= 126 or 161 <= x <= 172 or 174 <= x <= 255)))
+bpe = [byte_char(b) for b in range(256)]
+bpe512 = bpe + ['[PAD%d]' % i for i in range(256, 512)]
+qwen2 = dict(model=v_str('gpt2'), pre=v_str('qwen2'), tokens=v_strs(bpe512), scores=None,
+             token_type=v_scalars(5, 'i', [1] * 512))
+
+# 1. tokenizer.ggml.merges as an array of u32 (it was a NULL dereference)
+merges_u32 = v_scalars(4, 'I', [1, 2])
+write('vocab_merges_u32', {'tokenizer.ggml.model': v_str('gpt2'), 'tokenizer.ggml.tokens': v_strs(bpe),
+                           'tokenizer.ggml.merges': merges_u32})
+model('stories_merges_u32', merges=merges_u32, **{k: v for k, v in qwen2.items() if k != 'pre'})
+# 2. a byte becomes more than one id: no U+2581 token; NFC expansion under qwen2
+tokens = decode_array(kvs['tokenizer.ggml.tokens'])
+assert tokens.count('\u2581'.encode()) == 1 and '\u2580'.encode() not in tokens
+model('stories_no_space_token', tokens=v_strs([b'\xe2\x96\x80' if t == '\u2581'.encode() else t for t in tokens]))
+write('vocab_qwen2_bytes', {'tokenizer.ggml.model': v_str('gpt2'), 'tokenizer.ggml.pre': v_str('qwen2'),
+                            'tokenizer.ggml.tokens': v_strs(bpe)})
+model('stories_qwen2_bytes', **qwen2)
+# 3. fewer and more tokens than the 512 embedding rows
+scores, types = decode_array(kvs['tokenizer.ggml.scores']), decode_array(kvs['tokenizer.ggml.token_type'])
+model('stories_300_tokens', tokens=v_strs(tokens[:300]), scores=v_scalars(6, 'f', scores[:300]),
+      token_type=v_scalars(5, 'i', types[:300]))
+model('stories_600_tokens', tokens=v_strs(tokens + [b'[X%d]' % i for i in range(88)]),
+      scores=v_scalars(6, 'f', scores + [0.0] * 88), token_type=v_scalars(5, 'i', types + [1] * 88))
+PY
+if python3 "$TMP/vocab.py" "$TMP" "$STORIES"; then
+    pass "hostile vocabularies written"
+else
+    fail "hostile vocabularies" "vocab.py failed"
+fi
+V=$TMP
+
+expect_error "tokenize with merges stored as u32" "tokenizer.ggml.merges.*array of u32" -- tokenize -m "$V/vocab_merges_u32.gguf" ab
+expect_error "run with merges stored as u32" "tokenizer.ggml.merges.*array of u32" -- run -m "$V/stories_merges_u32.gguf" -p ab -n 1
+expect_error "chat with merges stored as u32" "tokenizer.ggml.merges.*array of u32" -- chat -m "$V/stories_merges_u32.gguf" -n 1 </dev/null
+
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

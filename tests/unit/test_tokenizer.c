@@ -49,6 +49,7 @@ typedef struct tok_spec {
     const int32_t *types;        /* (n_types) or NULL */
     int n_types;
     int64_t bos;                 /* -2: no key */
+    int merges_u32;              /* merges written as an array of u32 (their indices) */
 } tok_spec;
 
 static size_t count(const char *const *v) {
@@ -82,10 +83,14 @@ static mbuf build_gguf(const tok_spec *t) {
     if (t->merges) {
         put_str(&b, "tokenizer.ggml.merges");
         put_u32(&b, GGUF_TYPE_ARRAY);
-        put_u32(&b, GGUF_TYPE_STRING);
+        put_u32(&b, t->merges_u32 ? GGUF_TYPE_UINT32 : GGUF_TYPE_STRING);
         put_u64(&b, count(t->merges));
-        for (size_t i = 0; i < count(t->merges); i++)
-            put_str(&b, t->merges[i]);
+        for (size_t i = 0; i < count(t->merges); i++) {
+            if (t->merges_u32)
+                put_u32(&b, (uint32_t)i);
+            else
+                put_str(&b, t->merges[i]);
+        }
     }
     if (t->types) {
         put_str(&b, "tokenizer.ggml.token_type");
@@ -245,7 +250,7 @@ static void test_bpe(void) {
     int32_t types[260];
     for (int i = 0; i < 260; i++)
         types[i] = i == 259 ? TOKEN_CONTROL : TOKEN_NORMAL;
-    tok_spec spec = {"gpt2", "gpt-2", tokens, merges, types, 260, -2};
+    tok_spec spec = {"gpt2", "gpt-2", tokens, merges, types, 260, -2, 0};
     mbuf b;
     gguf_file *f;
     vocab v;
@@ -297,12 +302,16 @@ static void test_hostile(void) {
     static const char *const nospace[] = {"ab", NULL};
     static const int32_t short_types[] = {1};
     static const int32_t bad_types[] = {1, 1, 42};
-    tok_spec s = {"gpt2", "gpt-2", ab, missing, NULL, 0, -2};
+    tok_spec s = {"gpt2", "gpt-2", ab, missing, NULL, 0, -2, 0};
     expect_bad_vocab("merge names a missing token", &s, "'c' is not in the vocabulary");
     s.merges = result;
     expect_bad_vocab("merge result missing", &s, "'ba' is not in the vocabulary");
     s.merges = nospace;
     expect_bad_vocab("merge without a space", &s, "not two tokens");
+    s.merges = missing;
+    s.merges_u32 = 1; /* was a NULL dereference: the type error was reported, then the strings read */
+    expect_bad_vocab("merges stored as u32", &s, "'tokenizer.ggml.merges' has type array of u32, expected an array of string");
+    s.merges_u32 = 0;
     s.merges = NULL;
     s.tokens = none;
     expect_bad_vocab("empty vocabulary", &s, "is empty");
