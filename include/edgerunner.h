@@ -307,8 +307,11 @@ enum {
 
 /* Text (len bytes, any bytes) -> token ids, the same ids as the model's own tokenizer
  * (Hugging Face tokenizers; llama.cpp's test vectors). Writes at most `cap` ids and sets
- * *n_ids to the number the whole text needs, like snprintf: when that exceeds cap, call
- * again with a larger buffer. A text never needs more than len + 3 ids. */
+ * *n_ids to the number the whole text needs, like snprintf: when that exceeds cap, only
+ * the first cap ids were written; call again with a buffer of *n_ids (cap 0 and ids NULL
+ * ask for the count alone). No bound on the count follows from len: a byte the vocabulary
+ * lacks falls back to byte tokens (a space without SentencePiece's U+2581 token is 3),
+ * and NFC normalization can make the text longer. */
 er_status er_tokenize(const er_vocab *vocab, const char *text, int64_t len, int flags, int32_t *ids,
                       int64_t cap, int64_t *n_ids);
 

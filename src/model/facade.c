@@ -36,6 +36,33 @@ er_text_params er_text_default_params(void) {
     return p;
 }
 
+/* The ids of text[0..len) in a malloc'd *ids, sized by the count er_tokenize reports:
+ * len + 3 holds ordinary text, but a vocabulary without U+2581 or an NFC expansion needs
+ * more, and the count alone says how many. */
+static er_status tokenize_all(const er_vocab *voc, const char *text, int64_t len, int flags, int32_t **ids,
+                              int64_t *n_ids) {
+    int64_t cap = len + 3;
+    er_status st;
+    *ids = NULL;
+    for (;;) {
+        int32_t *grown = realloc(*ids, (size_t)cap * sizeof **ids);
+        if (!grown) {
+            st = er_fail(ER_ERR_NO_MEMORY, "er_stream_text: out of memory for the %lld ids of a %lld-byte prompt",
+                         (long long)cap, (long long)len);
+            break;
+        }
+        *ids = grown;
+        if ((st = er_tokenize(voc, text, len, flags, *ids, cap, n_ids)) != ER_OK || *n_ids <= cap)
+            break;
+        cap = *n_ids;
+    }
+    if (st != ER_OK) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return st;
+}
+
 typedef struct text_stream {
     const er_vocab *vocab;
     const er_text_params *params;
@@ -142,11 +169,9 @@ er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_para
     text_stream ts = {voc, &p, NULL, on_text, user, NULL, 0, 0, 0, 0, ER_OK};
     const int64_t len = (int64_t)strlen(prompt);
     int64_t n_ids = 0, n_gen = 0;
-    int32_t *ids = malloc((size_t)(len + 3) * sizeof *ids);
-    if (!ids)
-        return er_fail(ER_ERR_NO_MEMORY, "er_stream_text: out of memory for a %lld-byte prompt", (long long)len);
+    int32_t *ids = NULL;
     const int flags = (ctx->n_past == 0 ? ER_TOKENIZE_ADD_SPECIAL : 0) | (p.parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0);
-    if ((st = er_tokenize(voc, prompt, len, flags, ids, len + 3, &n_ids)) != ER_OK)
+    if ((st = tokenize_all(voc, prompt, len, flags, &ids, &n_ids)) != ER_OK)
         goto done;
     int32_t *first = ids;
     const int32_t bos = er_vocab_bos(voc);

@@ -618,10 +618,33 @@ else
     fail "hostile vocabularies" "vocab.py failed"
 fi
 V=$TMP
+spaces="                                        " # 40: 124 ids with BOS, 3 per space and the prefix
+deva=$(printf '\xe0\xa5\x98\xe0\xa5\x98\xe0\xa5\x98\xe0\xa5\x98') # U+0958 x 4: 12 bytes, 24 ids after NFC
+
+# ids on one line: expect_ids NAME COUNT -- ARGS...
+expect_ids() {
+    local name=$1 want=$2
+    shift 3
+    if expect_ok "$name" -- "$@"; then
+        local got
+        got=$(wc -w <"$TMP/out")
+        if [ "$got" -eq "$want" ]; then pass "$name gives $want ids"; else fail "$name" "$got ids, expected $want"; fi
+    fi
+}
 
 expect_error "tokenize with merges stored as u32" "tokenizer.ggml.merges.*array of u32" -- tokenize -m "$V/vocab_merges_u32.gguf" ab
 expect_error "run with merges stored as u32" "tokenizer.ggml.merges.*array of u32" -- run -m "$V/stories_merges_u32.gguf" -p ab -n 1
 expect_error "chat with merges stored as u32" "tokenizer.ggml.merges.*array of u32" -- chat -m "$V/stories_merges_u32.gguf" -n 1 </dev/null
+expect_ids "tokenize 40 spaces without a U+2581 token" 124 -- tokenize -m "$V/stories_no_space_token.gguf" --ids "$spaces"
+expect_ids "tokenize U+0958 x 4 under qwen2 NFC" 24 -- tokenize -m "$V/vocab_qwen2_bytes.gguf" --ids "$deva"
+expect_ids "run -p 40 spaces without a U+2581 token" 2 -- run -m "$V/stories_no_space_token.gguf" -p "$spaces" -n 2 --temp 0 --ids
+expect_ids "run -p U+0958 x 4 under qwen2 NFC" 2 -- run -m "$V/stories_qwen2_bytes.gguf" -p "$deva" -n 2 --temp 0 --ids
+printf '%s' "$spaces" >"$TMP/spaces.txt"
+if expect_ok "perplexity on 40 spaces without a U+2581 token" -- perplexity -m "$V/stories_no_space_token.gguf" -f "$TMP/spaces.txt" -c 16; then
+    if grep -q "in 7 chunks of 16" "$TMP/out"; then pass "perplexity sees the 124 ids"; else fail "perplexity" "$(cat "$TMP/out")"; fi
+fi
+printf '%s\n' "$spaces" >"$TMP/chat.txt"
+expect_ok "chat on a line of 40 spaces without a U+2581 token" -- chat -m "$V/stories_no_space_token.gguf" -n 2 --temp 0 <"$TMP/chat.txt"
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

@@ -6,9 +6,13 @@
  * hostile tokenizer metadata, the streaming detokenizer, and the Jinja engine's errors.
  * (Agreement with Hugging Face and llama.cpp on real vocabularies: tests/tokenizer/.)
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "edgerunner.h"
 #include "io/gguf.h"
@@ -350,6 +354,109 @@ static void test_hostile(void) {
     CHECK(er_vocab_load(TEST_DATA "does-not-exist.gguf", &ev) == ER_ERR_IO && !ev, "missing file");
 }
 
+/* The number of ids is not bounded by the text's length: a SentencePiece vocabulary
+ * without the U+2581 token makes each space 3 byte tokens, and Qwen2's NFC turns U+0958
+ * (3 bytes) into U+0915 U+093C (6 bytes, 6 byte-level ids). er_tokenize reports the full
+ * count and never writes past cap, and er_stream_text sizes its buffer from the count. */
+static void check_count(const er_vocab *v, const char *what, const char *text, int64_t want) {
+    const int64_t len = (int64_t)strlen(text), cap = len + 3;
+    int32_t *ids = malloc((size_t)(want + 8) * sizeof *ids);
+    for (int64_t i = 0; i < want + 8; i++)
+        ids[i] = -7;
+    int64_t n = -1;
+    CHECK(er_tokenize(v, text, len, ER_TOKENIZE_ADD_SPECIAL, NULL, 0, &n) == ER_OK && n == want,
+          "%s: the count alone is %lld, expected %lld", what, (long long)n, (long long)want);
+    CHECK(er_tokenize(v, text, len, ER_TOKENIZE_ADD_SPECIAL, ids, cap, &n) == ER_OK && n == want && n > cap &&
+              ids[cap - 1] != -7 && ids[cap] == -7,
+          "%s: cap %lld (len + 3) is filled, not passed, and the count is %lld", what, (long long)cap, (long long)n);
+    CHECK(er_tokenize(v, text, len, ER_TOKENIZE_ADD_SPECIAL, ids, want, &n) == ER_OK && n == want &&
+              ids[want - 1] != -7 && ids[want] == -7,
+          "%s: a buffer of the count holds them all", what);
+    free(ids);
+}
+
+static void test_many_ids_per_byte(void) {
+    static const char spaces[] = "                                        "; /* 40 */
+    static const char deva[] = "\xe0\xa5\x98\xe0\xa5\x98\xe0\xa5\x98\xe0\xa5\x98"; /* U+0958 x 4 */
+    /* SentencePiece: <unk>, then the 256 byte tokens; no U+2581 */
+    const char *tokens[258] = {"<unk>"};
+    char bytes[256][8];
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        tokens[1 + b] = bytes[b];
+    }
+    tok_spec spm = {"llama", NULL, tokens, NULL, NULL, 0, -2, 0};
+    mbuf b;
+    gguf_file *f;
+    vocab v;
+    CHECK(load_spec(&spm, &b, &f, &v) == ER_OK, "byte-only SentencePiece vocab: %s", er_last_error());
+    if (f) {
+        check_count(&v, "40 spaces, no U+2581 token", spaces, 3 * 41); /* the prefix space too */
+        vocab_free(&v);
+    }
+    gguf_close(f);
+    free(b.p);
+    /* byte-level BPE: the 256 byte characters, no merges */
+    char chars[256][4];
+    for (int c = 0; c < 256; c++) {
+        int cp = c;
+        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)) {
+            int k = 0;
+            for (int x = 0; x < c; x++)
+                k += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+            cp = 0x100 + k;
+        }
+        chars[c][utf8_put((uint32_t)cp, chars[c])] = 0;
+        tokens[c] = chars[c];
+    }
+    tokens[256] = NULL;
+    tok_spec bpe = {"gpt2", "qwen2", tokens, NULL, NULL, 0, -2, 0};
+    CHECK(load_spec(&bpe, &b, &f, &v) == ER_OK, "byte-only qwen2 vocab: %s", er_last_error());
+    if (f) {
+        check_count(&v, "U+0958 x 4 under NFC", deva, 24);
+        vocab_free(&v);
+    }
+    gguf_close(f);
+    free(b.p);
+
+    /* er_stream_text on stories260K with its U+2581 token renamed to U+2580 (same length) */
+    FILE *in = fopen(STORIES, "rb");
+    uint8_t *model = malloc(2u << 20);
+    const size_t n_model = in ? fread(model, 1, 2u << 20, in) : 0;
+    if (in)
+        fclose(in);
+    static const uint8_t space_token[11] = {3, 0, 0, 0, 0, 0, 0, 0, 0xe2, 0x96, 0x81};
+    size_t at = 0, found = 0;
+    for (size_t i = 0; i + sizeof space_token <= n_model; i++)
+        if (!memcmp(model + i, space_token, sizeof space_token))
+            at = i, found++;
+    CHECK(found == 1, "stories260K has one U+2581 token (%zu)", found);
+    char path[] = "/tmp/er_test_nospace_XXXXXX";
+    const int fd = mkstemp(path);
+    if (found == 1 && fd >= 0) {
+        model[at + 10] = 0x80;
+        CHECK(write(fd, model, n_model) == (ssize_t)n_model, "write %s", path);
+        er_model *m = NULL;
+        er_context *ctx = NULL;
+        er_text_params tp = er_text_default_params();
+        tp.max_tokens = 1;
+        tp.sampling = er_sampler_greedy_params();
+        char *text = NULL;
+        CHECK(er_model_load(path, NULL, &m) == ER_OK && er_context_create(m, NULL, &ctx) == ER_OK,
+              "load %s: %s", path, er_last_error());
+        CHECK(ctx && er_generate_text(ctx, spaces, &tp, &text, NULL) == ER_OK && er_context_n_past(ctx) >= 1 + 3 * 41,
+              "er_stream_text feeds all %d ids of 40 spaces: %s", 1 + 3 * 41, er_last_error());
+        er_free(text);
+        er_context_free(ctx);
+        er_model_free(m);
+    }
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(model);
+}
+
 static void test_templates(void) {
     er_vocab *v = NULL;
     CHECK(er_vocab_load(STORIES, &v) == ER_OK, "load: %s", er_last_error());
@@ -399,5 +506,6 @@ void test_tokenizer(void) {
     test_spm();
     test_bpe();
     test_hostile();
+    test_many_ids_per_byte();
     test_templates();
 }

@@ -131,11 +131,9 @@ static er_status render(const chat *c, char **out, int64_t *len) {
 /* Tokenizes text[0..n) (special tokens parsed when `special`) and feeds it. */
 static er_status feed(chat *c, const char *text, size_t n, int special, int add_bos) {
     int64_t n_ids = 0;
-    int32_t *ids = malloc((n + 3) * sizeof *ids);
-    if (!ids)
-        return ER_ERR_NO_MEMORY;
+    int32_t *ids = NULL;
     const int flags = (special ? ER_TOKENIZE_PARSE_SPECIAL : 0) | (add_bos ? ER_TOKENIZE_ADD_SPECIAL : 0);
-    er_status st = er_tokenize(c->vocab, text, (int64_t)n, flags, ids, (int64_t)n + 3, &n_ids);
+    er_status st = cli_tokenize(c->vocab, text, (int64_t)n, flags, &ids, &n_ids);
     const int32_t bos = er_vocab_bos(c->vocab);
     int64_t from = 0;
     if (st == ER_OK && add_bos && n_ids >= 2 && ids[0] == bos && ids[1] == bos)

@@ -79,6 +79,11 @@ int cli_parse_sampling(const char *cmd, const char *flag, const char *value, cli
 /* The sampler parameters, with -1 values resolved for a context of n_ctx tokens. */
 er_sampler_params cli_sampling_resolve(const cli_sampling *s, int64_t n_ctx);
 
+/* The ids of text[0..len) in a malloc'd *ids (free it), *n_ids of them, sized by the
+ * count er_tokenize reports rather than by len: a hostile vocabulary makes a byte many
+ * ids. ER_ERR_NO_MEMORY without a library message when the buffer cannot grow. */
+er_status cli_tokenize(const er_vocab *vocab, const char *text, int64_t len, int flags, int32_t **ids, int64_t *n_ids);
+
 /* "1,2,3" or "1 2 3" -> a malloc'd array of ids; returns the count, or -1. */
 int64_t cli_parse_ids(const char *s, int32_t **out);
 

@@ -93,12 +93,8 @@ int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     int64_t n_tokens = 0;
-    if (!(tokens = malloc((len + 3) * sizeof *tokens))) {
-        cli_fail("perplexity: out of memory");
-        goto done;
-    }
-    if ((st = er_tokenize(vocab, text, (int64_t)len, ER_TOKENIZE_ADD_SPECIAL, tokens, (int64_t)len + 3, &n_tokens)) != ER_OK) {
-        rc = cli_fail_status(st);
+    if ((st = cli_tokenize(vocab, text, (int64_t)len, ER_TOKENIZE_ADD_SPECIAL, &tokens, &n_tokens)) != ER_OK) {
+        rc = st == ER_ERR_NO_MEMORY ? cli_fail("perplexity: out of memory") : cli_fail_status(st);
         goto done;
     }
     const int32_t bos = er_model_bos(model);

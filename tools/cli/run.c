@@ -117,13 +117,9 @@ int cmd_run(int argc, char **argv) {
             cli_fail("run: the model file has no tokenizer; use --prompt-ids");
             goto done;
         }
-        if (!(prompt = malloc((size_t)(len + 3) * sizeof *prompt))) {
-            cli_fail("run: out of memory");
-            goto done;
-        }
-        if ((st = er_tokenize(vocab, prompt_text, len, ER_TOKENIZE_ADD_SPECIAL | (parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0),
-                              prompt, len + 3, &n_prompt)) != ER_OK) {
-            rc = cli_fail_status(st);
+        if ((st = cli_tokenize(vocab, prompt_text, len, ER_TOKENIZE_ADD_SPECIAL | (parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0),
+                               &prompt, &n_prompt)) != ER_OK) {
+            rc = st == ER_ERR_NO_MEMORY ? cli_fail("run: out of memory") : cli_fail_status(st);
             goto done;
         }
         if (n_prompt == 0) {

@@ -24,7 +24,7 @@ typedef struct tok_opts {
 
 /* --bench: tokenizes the input (after a warm-up) and prints the speed on stderr. */
 static int bench(const tok_opts *o, const char *text, size_t len) {
-    int64_t cap = (int64_t)len + 3, n = 0;
+    int64_t cap = (int64_t)len + 3, n = 0; /* only the count is read; ids past cap are not written */
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     if (!ids)
         return cli_fail("tokenize: out of memory");
@@ -44,15 +44,11 @@ static int bench(const tok_opts *o, const char *text, size_t len) {
 }
 
 static int print_tokens(const tok_opts *o, const char *text, size_t len) {
-    int64_t cap = (int64_t)len + 3, n = 0; /* er_tokenize never needs more */
-    int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    if (!ids)
-        return cli_fail("tokenize: out of memory");
-    er_status st = er_tokenize(o->vocab, text, (int64_t)len, o->flags, ids, cap, &n);
-    if (st != ER_OK) {
-        free(ids);
-        return cli_fail_status(st);
-    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    er_status st = cli_tokenize(o->vocab, text, (int64_t)len, o->flags, &ids, &n);
+    if (st != ER_OK)
+        return st == ER_ERR_NO_MEMORY ? cli_fail("tokenize: out of memory") : cli_fail_status(st);
     for (int64_t i = 0; i < n; i++) {
         if (o->print_ids) {
             printf(i ? " %d" : "%d", ids[i]);

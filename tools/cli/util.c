@@ -30,6 +30,29 @@ int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 1;
 }
 
+er_status cli_tokenize(const er_vocab *vocab, const char *text, int64_t len, int flags, int32_t **ids, int64_t *n_ids) {
+    int64_t cap = len + 3; /* enough for ordinary text: one call */
+    er_status st = ER_OK;
+    *ids = NULL;
+    *n_ids = 0;
+    for (;;) {
+        int32_t *grown = realloc(*ids, (size_t)cap * sizeof **ids);
+        if (!grown) {
+            st = ER_ERR_NO_MEMORY;
+            break;
+        }
+        *ids = grown;
+        if ((st = er_tokenize(vocab, text, len, flags, *ids, cap, n_ids)) != ER_OK || *n_ids <= cap)
+            break;
+        cap = *n_ids;
+    }
+    if (st != ER_OK) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return st;
+}
+
 int64_t cli_parse_ids(const char *s, int32_t **out) {
     int64_t cap = 16, n = 0;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
