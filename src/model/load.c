@@ -310,6 +310,21 @@ static er_status place_weights(er_model *m) {
     return ER_OK;
 }
 
+/* One token per embedding row, as llama.cpp asks: it sizes token_embd and output by the
+ * vocabulary (n_vocab = vocab.n_tokens()) and refuses any other shape ("tensor
+ * 'token_embd.weight' has wrong shape"), fewer tokens than rows included; its converter
+ * pads a vocabulary to the rows with [PAD<id>] tokens. More tokens than rows would be
+ * ids that cannot be embedded; fewer, rows the model can generate but no text stands for.
+ * A tokenizer we do not know (VOCAB_NONE) has no tokens to compare: ids only. */
+static er_status check_vocab_size(const er_model *m) {
+    const int64_t n_tokens = m->vocab.n_tokens, n_rows = m->view.config.n_vocab;
+    if (m->vocab.kind == VOCAB_NONE || n_tokens == n_rows)
+        return ER_OK;
+    return er_fail(ER_ERR_FORMAT, "%s: the vocabulary has %lld tokens but token_embd.weight has %lld rows (%s); "
+                   "they must be equal", m->path, (long long)n_tokens, (long long)n_rows,
+                   n_tokens > n_rows ? "ids without an embedding" : "rows without a token");
+}
+
 er_status er_model_load(const char *path, const er_model_params *params, er_model **out) {
     er_status st;
     const er_model_params p = params ? *params : er_model_default_params();
@@ -331,7 +346,8 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
         goto fail;
     }
     if ((st = gguf_open(path, &m->file)) != ER_OK || (st = read_config(&ld)) != ER_OK ||
-        (st = bind_weights(&ld)) != ER_OK || (st = vocab_load(m->file, path, &m->vocab)) != ER_OK)
+        (st = bind_weights(&ld)) != ER_OK || (st = vocab_load(m->file, path, &m->vocab)) != ER_OK ||
+        (st = check_vocab_size(m)) != ER_OK)
         goto fail;
     m->view.path = m->path;
     m->view.config.bos = token_id_or_none(m->file, "tokenizer.ggml.bos_token_id", m->view.config.n_vocab);

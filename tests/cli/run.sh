@@ -645,6 +645,8 @@ if expect_ok "perplexity on 40 spaces without a U+2581 token" -- perplexity -m "
 fi
 printf '%s\n' "$spaces" >"$TMP/chat.txt"
 expect_ok "chat on a line of 40 spaces without a U+2581 token" -- chat -m "$V/stories_no_space_token.gguf" -n 2 --temp 0 <"$TMP/chat.txt"
+expect_error "run with 300 tokens for 512 embedding rows" "300 tokens.*512 rows" -- run -m "$V/stories_300_tokens.gguf" -p a -n 1
+expect_error "run with 600 tokens for 512 embedding rows" "600 tokens.*512 rows" -- run -m "$V/stories_600_tokens.gguf" --prompt-ids 1 -n 1
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]
