@@ -82,7 +82,7 @@ const char *er_model_arch(const er_model *model);
 /* The text of token `id` as stored in the vocabulary, decoded to bytes: SentencePiece
  * spaces and <0xNN> byte tokens, or GPT-2 byte-level characters. Writes at most
  * `cap` bytes (no NUL) and returns the number written, or -1 when the model has no
- * vocabulary or the id is out of range. Control tokens decode to "". */
+ * vocabulary, the id is out of range or cap is negative. Control tokens decode to "". */
 int64_t er_token_to_piece(const er_model *model, int32_t id, char *buf, int64_t cap);
 
 /* ---- context ------------------------------------------------------------------------ */

@@ -383,7 +383,7 @@ const char *er_model_arch(const er_model *m) { return m && m->arch ? m->arch->na
 const er_vocab *er_model_vocab(const er_model *m) { return m && m->vocab.kind != VOCAB_NONE ? &m->vocab : NULL; }
 
 int64_t er_token_to_piece(const er_model *m, int32_t id, char *buf, int64_t cap) {
-    if (!m || (!buf && cap > 0))
+    if (!m || cap < 0 || (!buf && cap > 0))
         return -1;
     return vocab_token_to_piece(&m->vocab, id, buf, cap);
 }

@@ -521,5 +521,5 @@ int64_t vocab_piece(const vocab *v, int32_t id, int special, char *buf, int64_t 
 
 int64_t vocab_token_to_piece(const vocab *v, int32_t id, char *buf, int64_t cap) {
     const int64_t n = vocab_piece(v, id, 0, buf, cap);
-    return n < cap ? n : cap;
+    return n < 0 ? -1 : n < cap ? n : cap; /* -1 (a bad id or cap) is not a length to clamp */
 }

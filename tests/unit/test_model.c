@@ -46,6 +46,8 @@ static void test_load(er_model *m) {
     int64_t n = er_token_to_piece(m, 403, piece, sizeof piece);
     CHECK(n == 5 && !memcmp(piece, " Once", 5), "piece of 403 is ' Once'");
     CHECK(er_token_to_piece(m, 512, piece, sizeof piece) == -1, "piece of an id out of range");
+    CHECK(er_token_to_piece(m, 403, piece, -5) == -1 && er_token_to_piece(m, 403, NULL, -1) == -1,
+          "a negative size is refused with -1, not returned as a length");
 }
 
 /* Prefill of the whole prompt, in batches of any size, and one token at a time all

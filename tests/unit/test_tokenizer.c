@@ -200,6 +200,7 @@ static void test_spm(void) {
     CHECK(er_detokenize(v, ids, n, 0, back, 1, &nb) == ER_OK && nb == len + 1, "detokenize reports the full length");
     int32_t bad = 9999;
     CHECK(er_detokenize(v, &bad, 1, 0, back, sizeof back, &nb) == ER_ERR_INVALID_ARG, "id out of range refused");
+    CHECK(vocab_token_to_piece(v, 403, back, -5) == -1, "a negative size gives -1, not the size");
 
     /* streaming: the three byte tokens of U+4F60 come out only when complete */
     er_detokenizer *d = NULL;
