@@ -648,5 +648,23 @@ expect_ok "chat on a line of 40 spaces without a U+2581 token" -- chat -m "$V/st
 expect_error "run with 300 tokens for 512 embedding rows" "300 tokens.*512 rows" -- run -m "$V/stories_300_tokens.gguf" -p a -n 1
 expect_error "run with 600 tokens for 512 embedding rows" "600 tokens.*512 rows" -- run -m "$V/stories_600_tokens.gguf" --prompt-ids 1 -n 1
 
+# ---- -- ends the options ----------------------------------------------------------------
+if expect_ok "tokenize -- -x" -- tokenize -m "$STORIES" --ids -- "-x"; then
+    dashed=$(cat "$TMP/out")
+    expect_ok "tokenize -p -x" -- tokenize -m "$STORIES" --ids -p "-x"
+    if [ -n "$dashed" ] && [ "$(cat "$TMP/out")" = "$dashed" ]; then pass "-- TEXT is the text"; else fail "-- TEXT" "'$dashed' vs '$(cat "$TMP/out")'"; fi
+fi
+expect_ok "tokenize -- --ids (the text, not the flag)" -- tokenize -m "$STORIES" -- --ids
+if grep -q -- "-> '" "$TMP/out"; then pass "-- --ids is tokenized as text"; else fail "-- --ids" "$(head -c 200 "$TMP/out")"; fi
+expect_error "tokenize -- with two texts" "once" -- tokenize -m "$STORIES" -- a b
+expect_ok "run -m M --prompt-ids 1 -n 1 --" -- run -m "$STORIES" --prompt-ids 1 -n 1 --temp 0 --ids --
+expect_error "run with an operand after --" "unexpected argument 'x' after --" -- run -m "$STORIES" --prompt-ids 1 -- x
+expect_ok "info -m M --" -- info -m "$STORIES" --
+expect_error "info with an operand after --" "unexpected argument" -- info -- -m "$STORIES"
+expect_error "perplexity with an operand after --" "unexpected argument" -- perplexity -m "$STORIES" -- -f x
+expect_error "chat with an operand after --" "unexpected argument" -- chat -m "$STORIES" -- x
+expect_error "bench with an operand after --" "unexpected argument" -- bench -m "$STORIES" -- x
+expect_error "quantize -- with a missing input named -x" "\-x" -- quantize -- -x "$TMP/q.gguf" Q8_0
+
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

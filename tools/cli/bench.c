@@ -216,6 +216,11 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int took_value = 0, parsed;
+        if (!strcmp(a, "--")) {
+            if (cli_no_operands("bench", argc, argv, i))
+                return 1;
+            break;
+        }
         if ((parsed = cli_parse_model_opt("bench", a, v, &mo, &took_value)) != 0) {
             if (parsed < 0)
                 return 1;

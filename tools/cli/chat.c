@@ -302,6 +302,11 @@ int cmd_chat(int argc, char **argv) {
     cli_sampling_init(&sampling);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--")) {
+            if (cli_no_operands("chat", argc, argv, i))
+                return 1;
+            break;
+        }
         if (!strcmp(a, "--verbose")) {
             verbose = 1;
             continue;

@@ -84,6 +84,10 @@ er_sampler_params cli_sampling_resolve(const cli_sampling *s, int64_t n_ctx);
  * ids. ER_ERR_NO_MEMORY without a library message when the buffer cannot grow. */
 er_status cli_tokenize(const er_vocab *vocab, const char *text, int64_t len, int flags, int32_t **ids, int64_t *n_ids);
 
+/* `--` at argv[i] ends the options, as getopt's: for the subcommands that take no
+ * operands, 0 when nothing follows it, else 1 after printing the one line. */
+int cli_no_operands(const char *cmd, int argc, char **argv, int i);
+
 /* "1,2,3" or "1 2 3" -> a malloc'd array of ids; returns the count, or -1. */
 int64_t cli_parse_ids(const char *s, int32_t **out);
 

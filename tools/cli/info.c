@@ -84,6 +84,11 @@ static const char *file_type_name(int64_t ftype) {
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            if (cli_no_operands("info", argc, argv, i))
+                return 1;
+            break;
+        }
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc)
             path = argv[++i];
         else {

@@ -45,6 +45,11 @@ int cmd_perplexity(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int parsed, took_value = 1;
+        if (!strcmp(a, "--")) {
+            if (cli_no_operands("perplexity", argc, argv, i))
+                return 1;
+            break;
+        }
         if ((parsed = cli_parse_model_opt("perplexity", a, v, &mo, &took_value)) != 0) {
             if (parsed < 0)
                 return 1;

@@ -100,10 +100,16 @@ static int usage_error(const char *what) {
 
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3] = {NULL, NULL, NULL};
-    int n_pos = 0, allow_requant = 0;
+    int n_pos = 0, allow_requant = 0, operands_only = 0;
     int64_t n_threads = er_usable_cpus();
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+        if (!operands_only && !strcmp(argv[i], "--")) {
+            operands_only = 1; /* the end of options: IN or OUT may start with '-' */
+        } else if (operands_only) {
+            if (n_pos == 3)
+                return usage_error("too many arguments");
+            pos[n_pos++] = argv[i];
+        } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             if (!cli_parse_i64(argv[++i], 1, MAX_THREADS, &n_threads))
                 return usage_error("-t takes a thread count from 1 to 64");
         } else if (!strcmp(argv[i], "--allow-requantize")) {

@@ -50,6 +50,11 @@ int cmd_run(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes_value = 1, parsed;
+        if (!strcmp(a, "--")) {
+            if (cli_no_operands("run", argc, argv, i))
+                return 1;
+            break;
+        }
         if ((parsed = cli_parse_model_opt("run", a, v, &mo, &takes_value)) != 0) {
             if (parsed < 0)
                 return 1;

@@ -88,11 +88,17 @@ static int print_decoded(const tok_opts *o, const char *line) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model_path = NULL, *file = NULL, *text = NULL;
-    int batch = 0, decode = 0, no_bos = 0, do_bench = 0;
+    int batch = 0, decode = 0, no_bos = 0, do_bench = 0, operands_only = 0;
     tok_opts o = {NULL, ER_TOKENIZE_ADD_SPECIAL, 0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--ids")) {
+        if (operands_only) {
+            if (text)
+                return cli_fail("tokenize: give the text once (as one argument, with -p, or with -f FILE)");
+            text = a;
+        } else if (!strcmp(a, "--")) {
+            operands_only = 1; /* the end of options: a text may start with '-' */
+        } else if (!strcmp(a, "--ids")) {
             o.print_ids = 1;
         } else if (!strcmp(a, "--special")) {
             o.flags |= ER_TOKENIZE_PARSE_SPECIAL;

@@ -53,6 +53,13 @@ er_status cli_tokenize(const er_vocab *vocab, const char *text, int64_t len, int
     return st;
 }
 
+int cli_no_operands(const char *cmd, int argc, char **argv, int i) {
+    if (i + 1 >= argc)
+        return 0;
+    fprintf(stderr, "edgerunner: %s: unexpected argument '%s' after --\n", cmd, argv[i + 1]);
+    return 1;
+}
+
 int64_t cli_parse_ids(const char *s, int32_t **out) {
     int64_t cap = 16, n = 0;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
