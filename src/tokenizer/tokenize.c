@@ -314,7 +314,7 @@ er_status er_detokenizer_push(er_detokenizer *d, int32_t id, const char **text, 
     d->started |= d->text.len > before;
     d->n_held = incomplete_tail((const unsigned char *)d->text.data, d->text.len);
     d->text.len -= d->n_held;
-    *text = d->text.data;
+    *text = d->text.data ? d->text.data : ""; /* NULL until a piece has had bytes */
     *len = (int64_t)d->text.len;
     return ER_OK;
 }

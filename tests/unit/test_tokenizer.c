@@ -225,6 +225,9 @@ static void test_spm(void) {
     CHECK(er_detokenizer_flush(d, &text, &tn) == ER_OK && tn == 1 && (unsigned char)text[0] == 0xe4, "flush gives the rest");
     CHECK(er_detokenizer_push(d, 1, &text, &tn) == ER_OK && tn == 0, "control tokens print nothing");
     er_detokenizer_free(d);
+    CHECK(er_detokenizer_create(v, 0, &d) == ER_OK && er_detokenizer_push(d, 1, &text, &tn) == ER_OK && tn == 0 && text,
+          "a control token first gives \"\", not NULL");
+    er_detokenizer_free(d);
     CHECK(er_vocab_is_eog(v, 2) && !er_vocab_is_eog(v, 1), "EOS ends generation");
     er_vocab_free(v);
 }
