@@ -4,8 +4,10 @@
 #   make bench        CPU matvec throughput per weight type, read bandwidth (1 and 2 threads)
 #                     and the AVX2 FMA peak (bench/matvec_bench.c)
 #   make debug        the same binaries with AddressSanitizer + UBSan, in build/debug
-#   make fuzz         libFuzzer on the GGUF parser for FUZZ_SECONDS (default 600)
+#   make fuzz         every fuzz target below, one after the other, FUZZ_SECONDS each
+#   make fuzz-gguf    libFuzzer on the GGUF parser for FUZZ_SECONDS (default 600)
 #   make fuzz-json    the same on the JSON reader and writer (src/core/json.c)
+#   make fuzz-vocab   the same on the tokenizer, with vocabularies made from the input
 #   make format       clang-format the sources
 
 CC := gcc
@@ -16,6 +18,8 @@ LDLIBS := -lm -lpthread
 DEBUG_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRC := $(sort $(wildcard src/*/*.c src/backend/*/*.c))
+# make fuzz runs these, each as fuzz-NAME (a rule below)
+FUZZ_TARGETS := gguf json vocab
 
 # The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90 (H100/H200).
 # CUDA=0 forces a CPU-only build.
@@ -40,7 +44,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test unit debug fuzz fuzz-json format clean bench
+.PHONY: all test unit debug fuzz $(addprefix fuzz-,$(FUZZ_TARGETS)) format clean bench
 all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool $(EXAMPLES) $(BUILD)/tests/sampler_tool
 
 $(BUILD)/libedgerunner.a: $(LIB_OBJ)
@@ -100,8 +104,10 @@ test: all $(BUILD)/unit_tests debug
 	tests/models/run.sh $(BUILD)
 
 FUZZ_SECONDS ?= 600
+fuzz: $(addprefix fuzz-,$(FUZZ_TARGETS))
+
 FUZZ_SRC := tests/fuzz/fuzz_gguf.c src/io/gguf.c src/core/status.c $(wildcard src/quant/*.c)
-fuzz: build/fuzz/fuzz_gguf
+fuzz-gguf: build/fuzz/fuzz_gguf
 	@mkdir -p build/fuzz/corpus
 	cp -n tests/data/*.gguf build/fuzz/corpus/ 2>/dev/null || true
 	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 build/fuzz/corpus
@@ -118,6 +124,17 @@ fuzz-json: build/fuzz/fuzz_json
 build/fuzz/fuzz_json: $(FUZZ_JSON_SRC) $(wildcard src/core/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $(FUZZ_JSON_SRC)
+
+# UBSan reports end the run here, as in make debug (a report that only prints is easily missed)
+FUZZ_VOCAB_SRC := tests/fuzz/fuzz_vocab.c $(wildcard src/tokenizer/*.c) src/io/gguf.c src/core/status.c src/core/utf8.c \
+                  $(wildcard src/quant/*.c)
+fuzz-vocab: build/fuzz/fuzz_vocab
+	@mkdir -p build/fuzz/corpus_vocab
+	build/fuzz/fuzz_vocab -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 build/fuzz/corpus_vocab
+
+build/fuzz/fuzz_vocab: $(FUZZ_VOCAB_SRC) $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_VOCAB_SRC) -lm
 
 format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/backend/*/*.h include/*.h)
