@@ -8,6 +8,7 @@
  */
 #include "core/json.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,15 +33,15 @@ static void skip_ws(json_reader *r) {
         r->p++;
 }
 
-/* Four hex digits. A character that is not one adds 99 and fails only once the value
- * reaches 0x10000, so "\u000g" passes as U+0063: lenient as it always was (issue 23). */
+/* Four hex digits, each checked. */
 static int hex4(const char *p, uint32_t *out) {
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
         const char c = p[i];
-        v = v * 16 + (uint32_t)(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99);
-        if (v >= 0x10000)
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
             return 0;
+        v = v * 16 + (uint32_t)d;
     }
     *out = v;
     return 1;
@@ -111,25 +112,63 @@ void json_decode(json_str s, char *out) {
     scan_string(s.body, s.end, out, &n, &err);
 }
 
+/* The length of RFC 8259's number at s[0..n): -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?,
+ * or 0 when s does not start with one; *is_float when it has a fraction or an exponent. */
+static size_t number_len(const char *s, size_t n, int *is_float) {
+    size_t i = 0;
+    *is_float = 0;
+    if (i < n && s[i] == '-')
+        i++;
+    if (i < n && s[i] == '0') {
+        i++;
+    } else if (i < n && s[i] >= '1' && s[i] <= '9') {
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    } else {
+        return 0;
+    }
+    if (i < n && s[i] == '.') {
+        if (++i >= n || s[i] < '0' || s[i] > '9')
+            return 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        *is_float = 1;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        if (++i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (i >= n || s[i] < '0' || s[i] > '9')
+            return 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        *is_float = 1;
+    }
+    return i;
+}
+
+/* A number: the run of characters that can be part of one, which must be one number whole
+ * (so "01", "1." and "-.5" fail, as in Python's json). An integer is an int64, or an error:
+ * Python's big ints have no equal here. */
 static int read_number(json_reader *r, json_item *it) {
     const char *s = r->p;
-    int is_float = 0;
-    while (r->p < r->end && *r->p && strchr("+-0123456789.eE", *r->p)) {
-        is_float |= *r->p == '.' || *r->p == 'e' || *r->p == 'E';
+    while (r->p < r->end && *r->p && strchr("+-0123456789.eE", *r->p))
         r->p++;
-    }
-    char tmp[64], *e;
     const size_t n = (size_t)(r->p - s);
+    int is_float;
+    if (number_len(s, n, &is_float) != n)
+        return fail(r, "bad number");
+    char tmp[64];
     if (n >= sizeof tmp)
-        return fail(r, "number too long");
+        return fail(r, is_float ? "number too long" : "integer beyond 64 bits");
     memcpy(tmp, s, n);
     tmp[n] = 0;
     it->kind = is_float ? JSON_FLOAT : JSON_INT;
+    errno = 0;
     if (is_float)
-        it->f = strtod(tmp, &e);
+        it->f = strtod(tmp, NULL); /* beyond the doubles: +-inf or 0, as Python's float() */
     else
-        it->i = strtoll(tmp, &e, 10);
-    return *e ? fail(r, "bad number") : 1;
+        it->i = strtoll(tmp, NULL, 10);
+    return !is_float && errno == ERANGE ? fail(r, "integer beyond 64 bits") : 1;
 }
 
 /* A value at the current depth: a scalar whole, or the opening of a container. */

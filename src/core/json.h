@@ -17,12 +17,12 @@
  *                        closes it, and after the top value one more JSON_END for the end
  *                        of the text. 0: r.error, at byte r.error_at; every later call is 0.
  *
- * What it reads is what the chat engine has always read, Python's json.loads but for a
- * few leniencies kept on purpose until the templates are hardened (issue 23): a number is
- * a run of [-+0-9.eE] that strtoll (no '.', 'e', 'E') or strtod reads whole (so "01", "1."
- * and "-.5" pass, an integer beyond int64 saturates), at most 63 characters; a \u escape
- * with a character that is not a hex digit can pass (it counts 99: "\u000g" is U+0063);
- * a lone surrogate becomes its 3 UTF-8 bytes; bytes >= 0x80 are copied, not checked.
+ * What it reads is RFC 8259's JSON, as Python's json.loads reads it, with these
+ * differences: an integer must fit in int64 ("integer beyond 64 bits": Python's are
+ * unbounded), a number has at most 63 characters ("number too long"), a float beyond the
+ * doubles reads as +-inf or 0 (as Python's float()), NaN and Infinity (Python's extensions)
+ * are refused; a lone surrogate becomes its 3 UTF-8 bytes; bytes >= 0x80 are copied, not
+ * checked.
  */
 #ifndef ER_CORE_JSON_H
 #define ER_CORE_JSON_H

@@ -55,6 +55,9 @@ static void test_json_reader(void) {
     json_reader r;
     const char *got = walk(" {\"a\": [1, -2.5e1, \"x\\u00e9\\n\", true, null], \"b\": {}, \"\": false} ", 200, &r);
     CHECK(got && !strcmp(got, "{ a:[ 1 -25 'x\xc3\xa9\n' true null ) b:{ ) :false ) ) "), "walk: %s", got ? got : r.error);
+    got = walk("[-0, 0.5e-3, 1E+2, -9223372036854775808, 9223372036854775807, 1e400]", 200, &r);
+    CHECK(got && !strcmp(got, "[ 0 0.0005 100 -9223372036854775808 9223372036854775807 inf ) ) "), "numbers: %s",
+          got ? got : r.error);
     got = walk("\"\\ud83d\\ude00 \\ud800\"", 200, &r);
     CHECK(got && !strcmp(got, "'\xf0\x9f\x98\x80 \xed\xa0\x80' ) "), "a pair and a lone surrogate: %s", got ? got : r.error);
 
@@ -73,6 +76,19 @@ static void test_json_reader(void) {
         {"\"\\x\"", "bad escape", 3},
         {"[1.2.3]", "bad number", 6},
         {"{} x", "trailing characters", 3},
+        /* strict since issue 23: hex digits in \u, RFC 8259's numbers, integers in int64 */
+        {"\"\\u000g\"", "bad escape", 3},
+        {"\"\\ud800\\udc0g\"", "bad escape", 9},
+        {"01", "bad number", 2},
+        {"[1.]", "bad number", 3},
+        {"-.5", "bad number", 3},
+        {"+1", "unexpected character", 0},
+        {"[1e]", "bad number", 3},
+        {"-", "bad number", 1},
+        {"9223372036854775808", "integer beyond 64 bits", 19},
+        {"[-9223372036854775809]", "integer beyond 64 bits", 21},
+        {"123456789012345678901234567890123456789012345678901234567890123456", "integer beyond 64 bits", 66},
+        {"NaN", "unexpected character", 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         got = walk(bad[i].text, 200, &r);
