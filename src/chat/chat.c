@@ -48,7 +48,7 @@ static er_status render(const vocab *v, const char *template_source, const char 
         defaults[n++] = (jinja_var){"bos_token", bos, 0};
     if (token_text(v, v->eos, eos, sizeof eos))
         defaults[n++] = (jinja_var){"eos_token", eos, 0};
-    return jinja_render(tmpl, tmpl_len, json, json_len, defaults, n, out);
+    return jinja_render(tmpl, tmpl_len, json, json_len, defaults, n, NULL, out);
 }
 
 /* snprintf convention: at most cap bytes with a NUL, *len the full length. */

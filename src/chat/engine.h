@@ -14,8 +14,19 @@
  * error (a template that does not parse, an unsupported construct, raise_exception, an
  * undefined value used) goes through jinja_fail, which records the message and longjmps
  * back to jinja_render: with all memory in the arena there is nothing else to unwind, and
- * no function of the engine returns an error code. Recursion (expressions, nested tags,
- * macro calls, JSON) is bounded by JINJA_MAX_DEPTH.
+ * no function of the engine returns an error code.
+ *
+ * A template is hostile input, so one render is bounded three ways, each failing with a
+ * one-line message that names the limit:
+ *   depth   every recursive function of the parser, the evaluator and the printers (value
+ *           printing, tojson, ==, <) enters through jinja_enter, one counter for all,
+ *           at most JINJA_MAX_DEPTH levels: no input can exhaust the stack (the JSON
+ *           reader bounds the variables' nesting itself, JINJA_MAX_JSON_DEPTH);
+ *   steps   jinja_step counts the work (expression nodes, statements, loop iterations,
+ *           values visited by printing and comparing, sort comparisons, 16-byte blocks of
+ *           strings scanned) against jinja_limits.max_steps: no input can loop for long;
+ *   memory  the arena refuses to grow past jinja_limits.max_bytes.
+ * Integers are int64: a result Python would give as a big int fails ("integer overflow").
  */
 #ifndef ER_CHAT_ENGINE_H
 #define ER_CHAT_ENGINE_H
@@ -27,7 +38,18 @@
 #include "chat/jinja.h"
 #include "core/status.h"
 
-enum { JINJA_MAX_DEPTH = 200 }; /* nesting of JSON, expressions, tags and macro calls */
+/* The recursion limit of one render: levels of jinja_enter (parser, evaluator, printers)
+ * together. Chains of every construct at this limit need at most 384 KiB of stack built
+ * with -O2 and 768 KiB under AddressSanitizer (measured with ulimit -s; the parser's ~14
+ * frames per nested argument list are two levels, and eval.c keeps arrays out of the
+ * frames that recur). The real templates reach 17 levels; jinja2 itself stops at Python's
+ * 1000 frames (about 60 nested parentheses). */
+enum { JINJA_MAX_DEPTH = 500 };
+/* The nesting of the variables JSON (its values can then be printed within the limit above). */
+enum { JINJA_MAX_JSON_DEPTH = 200 };
+
+/* For the few functions kept out of a recursive caller's frame (see eval.c). */
+#define JINJA_NOINLINE __attribute__((noinline))
 
 /* ---- values --------------------------------------------------------------------------- */
 
@@ -74,6 +96,9 @@ struct jdict {
     jstr *keys; /* (cap), in insertion order */
     jv *vals;   /* (cap) */
     size_t n, cap;
+    uint32_t *slots; /* (n_slots, a power of 2, at least 2n) from 8 keys on: a hash index
+                        of the keys, each slot i + 1 for keys[i] or 0 (open addressing) */
+    size_t n_slots;
     int ns; /* a namespace(): the only mutable object */
 };
 
@@ -129,6 +154,7 @@ struct node {
     jstr *kwnames; /* (args.n) keyword names, {NULL, 0} for positional; macro parameters */
     nlist body, body2;
     int negate; /* E_TEST: is not */
+    int elif;   /* N_IF: an elif, the only statement of the else body of the if before it */
 };
 
 /* ---- the state of one render ---------------------------------------------------------- */
@@ -149,7 +175,11 @@ typedef struct state {
     int n_defaults;
     scope *root;
     int brk;   /* 1: break, 2: continue pending */
-    int depth; /* recursion guard */
+    int line;  /* the line being evaluated, for messages from deep inside (printing) */
+    int depth; /* levels of jinja_enter now */
+    int depth_max;
+    int64_t steps, max_steps; /* jinja_step's count and its limit */
+    size_t bytes, max_bytes;  /* the arena's size and its limit */
 } state;
 
 /* Evaluated call arguments. */
@@ -192,6 +222,24 @@ static inline int64_t jv_int(jv v) { return v.t == J_INT ? v.i : v.b; } /* J_INT
 /* ---- value.c -------------------------------------------------------------------------- */
 
 _Noreturn void jinja_fail(state *S, er_status st, int line, const char *fmt, ...) ER_PRINTF(4, 5);
+/* One level deeper into a recursion; beyond JINJA_MAX_DEPTH fails with st, "<what> nested
+ * too deeply". jinja_leave on the way out (a failure needs none: the render is over). */
+_Noreturn void jinja_depth_fail(state *S, er_status st, int line, const char *what);
+static inline void jinja_enter(state *S, er_status st, int line, const char *what) {
+    if (++S->depth > JINJA_MAX_DEPTH)
+        jinja_depth_fail(S, st, line, what);
+    if (S->depth > S->depth_max)
+        S->depth_max = S->depth;
+}
+static inline void jinja_leave(state *S) { S->depth--; }
+/* n units of work (see the header); beyond the budget the render fails. */
+_Noreturn void jinja_steps_fail(state *S, int line);
+static inline void jinja_step(state *S, int line, int64_t n) {
+    if ((S->steps += n) > S->max_steps)
+        jinja_steps_fail(S, line);
+}
+/* Work on n bytes of a string that allocates nothing (a scan, a comparison). */
+static inline void jinja_step_bytes(state *S, int line, size_t n) { jinja_step(S, line, 1 + (int64_t)(n >> 4)); }
 void *jinja_alloc(state *S, size_t size);
 void *jinja_zalloc(state *S, size_t size);
 /* items (n used of *cap, `size` bytes each) with room for `need` more: the arena has no
@@ -208,15 +256,18 @@ static inline jstr sb_str(const sbuf *b) { return (jstr){b->p ? b->p : "", b->n}
 jlist *jinja_list_new(state *S, size_t cap);
 void jinja_list_push(state *S, jlist *l, jv v);
 jdict *jinja_dict_new(state *S);
-jv *jinja_dict_find(const jdict *d, jstr key);
+jv *jinja_dict_find(state *S, const jdict *d, jstr key);
 void jinja_dict_set(state *S, jdict *d, jstr key, jv v);
 jlist *jinja_dict_items(state *S, const jdict *d); /* [(key, value), ...] */
 
 const char *jinja_type_name(jv v);
 int jinja_truthy(jv v);
-int jinja_eq(jv a, jv b);                       /* Python's == */
+int jinja_eq(state *S, int line, jv a, jv b);  /* Python's == (a namespace equals only itself) */
 int jinja_cmp(state *S, int line, jv a, jv b); /* -1, 0, 1; fails as Python's < would */
 void jinja_print(state *S, sbuf *b, jv v);      /* str(v), what {{ v }} prints */
+/* Sorts idx[0..n) stably (equal elements keep their order, as in Python's sort) by
+ * less(ctx, a, b), with O(n log n) calls: a merge sort. */
+void jinja_sort(state *S, size_t *idx, size_t n, int (*less)(state *S, void *ctx, size_t a, size_t b), void *ctx);
 jstr jinja_str(state *S, jv v);
 
 /* The variables: a JSON object, else a failure naming what was wrong and where. */
@@ -230,6 +281,7 @@ int jinja_isspace(int32_t cp); /* Python's str.isspace, enough of it for templat
 size_t jinja_skip_space(const char *s, size_t n, size_t i);
 size_t jinja_n_chars(jstr s);
 size_t *jinja_char_offsets(state *S, jstr s, size_t *n); /* (n + 1) byte offsets of the code points */
+size_t jinja_char_at(jstr s, size_t i);                  /* the byte offset of code point i, or s.n */
 const char *jinja_find(jstr s, size_t from, jstr sub);
 jstr jinja_strip(jstr s, const jstr *chars, int left, int right); /* chars NULL: white space */
 jv jinja_split(state *S, jstr s, const jstr *sep, int64_t maxsplit, int from_right);

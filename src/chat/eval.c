@@ -28,11 +28,11 @@ static scope *new_scope(state *S, scope *parent) {
 
 static jv lookup(state *S, scope *sc, jstr name) {
     for (scope *p = sc; p; p = p->parent) {
-        const jv *v = jinja_dict_find(&p->vars, name);
+        const jv *v = jinja_dict_find(S, &p->vars, name);
         if (v)
             return *v;
     }
-    const jv *v = S->ctx ? jinja_dict_find(S->ctx, name) : NULL;
+    const jv *v = S->ctx ? jinja_dict_find(S, S->ctx, name) : NULL;
     if (v)
         return *v;
     for (int i = 0; i < S->n_defaults; i++)
@@ -137,7 +137,7 @@ jv jinja_get_attr(state *S, int line, jv obj, jstr name) {
         return (jv){.t = J_METHOD, .m = {self, method}};
     }
     if (obj.t == J_DICT) {
-        const jv *v = jinja_dict_find(obj.d, name);
+        const jv *v = jinja_dict_find(S, obj.d, name);
         return v ? *v : v_undef(name);
     }
     return obj.t == J_LOOP ? loop_attr(obj.loop, name) : v_undef(name);
@@ -158,7 +158,7 @@ jv jinja_get_item(state *S, int line, jv obj, jv key) {
     case J_UNDEF: undefined_fail(S, line, obj);
     case J_DICT:
         if (key.t == J_STR) {
-            const jv *v = jinja_dict_find(obj.d, key.s);
+            const jv *v = jinja_dict_find(S, obj.d, key.s);
             return v ? *v : v_undef(key.s);
         }
         return v_undef(cstr("item"));
@@ -171,10 +171,12 @@ jv jinja_get_item(state *S, int line, jv obj, jv key) {
         return v_undef(cstr("item"));
     }
     case J_STR: {
-        size_t n, i;
-        size_t *off = jinja_char_offsets(S, obj.s, &n);
-        if (key.t == J_INT && norm_index(key.i, n, &i))
-            return v_str((jstr){obj.s.s + off[i], off[i + 1] - off[i]});
+        size_t i;
+        jinja_step_bytes(S, line, obj.s.n);
+        if (key.t == J_INT && norm_index(key.i, jinja_n_chars(obj.s), &i)) {
+            const size_t b = jinja_char_at(obj.s, i);
+            return v_str((jstr){obj.s.s + b, jinja_char_at((jstr){obj.s.s + b, obj.s.n - b}, 1)});
+        }
         if (key.t == J_STR)
             return jinja_get_attr(S, line, obj, key.s);
         return v_undef(cstr("item"));
@@ -197,7 +199,7 @@ static int64_t slice_bound(const jv *v, int64_t def, int64_t n, int64_t step) {
     return i;
 }
 
-static jv get_slice(state *S, int line, jv obj, const jv *start, const jv *stop, const jv *stepv) {
+static JINJA_NOINLINE jv get_slice(state *S, int line, jv obj, const jv *start, const jv *stop, const jv *stepv) {
     int64_t step = 1;
     for (int k = 0; k < 3; k++) {
         const jv *v = k == 0 ? start : k == 1 ? stop : stepv;
@@ -208,10 +210,11 @@ static jv get_slice(state *S, int line, jv obj, const jv *start, const jv *stop,
         step = jv_int(*stepv);
     if (step == 0)
         jinja_fail(S, ER_ERR_INVALID_ARG, line, "slice step cannot be zero");
-    size_t n = 0, *off = NULL;
-    if (obj.t == J_STR)
-        off = jinja_char_offsets(S, obj.s, &n);
-    else if (obj.t == J_LIST)
+    size_t n = 0;
+    if (obj.t == J_STR) {
+        jinja_step_bytes(S, line, obj.s.n);
+        n = jinja_n_chars(obj.s);
+    } else if (obj.t == J_LIST)
         n = obj.l->n;
     else if (obj.t == J_UNDEF)
         undefined_fail(S, line, obj);
@@ -220,16 +223,28 @@ static jv get_slice(state *S, int line, jv obj, const jv *start, const jv *stop,
     const int64_t nn = (int64_t)n;
     const int64_t b = slice_bound(start, step < 0 ? nn - 1 : 0, nn, step);
     const int64_t e = slice_bound(stop, step < 0 ? -1 : nn, nn, step);
+    if (obj.t == J_STR && step == 1) { /* a part of the string itself */
+        const size_t from = jinja_char_at(obj.s, (size_t)b), to = b < e ? jinja_char_at(obj.s, (size_t)e) : from;
+        return v_str((jstr){obj.s.s + from, to - from});
+    }
+    /* i += step stops where it would overflow: past the end anyway */
     if (obj.t == J_STR) {
+        size_t *off = jinja_char_offsets(S, obj.s, &n);
         sbuf out = {0};
-        for (int64_t i = b; step > 0 ? i < e : i > e; i += step)
+        for (int64_t i = b; step > 0 ? i < e : i > e;) {
             jinja_sb_put(S, &out, obj.s.s + off[i], off[i + 1] - off[i]);
+            if (__builtin_add_overflow(i, step, &i))
+                break;
+        }
         return v_str(sb_str(&out));
     }
     jlist *l = jinja_list_new(S, 0);
     l->tuple = obj.l->tuple;
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step)
+    for (int64_t i = b; step > 0 ? i < e : i > e;) {
         jinja_list_push(S, l, obj.l->items[i]);
+        if (__builtin_add_overflow(i, step, &i))
+            break;
+    }
     return v_list(l);
 }
 
@@ -260,20 +275,23 @@ int jinja_contains(state *S, int line, jv container, jv item) {
     if (container.t == J_STR) {
         if (item.t != J_STR)
             jinja_fail(S, ER_ERR_INVALID_ARG, line, "'in <string>' requires string as left operand, not %s", jinja_type_name(item));
+        jinja_step_bytes(S, line, container.s.n);
         return jinja_find(container.s, 0, item.s) != NULL;
     }
     if (container.t == J_DICT)
-        return item.t == J_STR && jinja_dict_find(container.d, item.s) != NULL;
+        return item.t == J_STR && jinja_dict_find(S, container.d, item.s) != NULL;
     jlist *l = jinja_iter(S, line, container);
     for (size_t i = 0; i < l->n; i++)
-        if (jinja_eq(l->items[i], item))
+        if (jinja_eq(S, line, l->items[i], item))
             return 1;
     return 0;
 }
 
 size_t jinja_length(state *S, int line, jv v) {
     switch (v.t) {
-    case J_STR: return jinja_n_chars(v.s);
+    case J_STR:
+        jinja_step_bytes(S, line, v.s.n);
+        return jinja_n_chars(v.s);
     case J_LIST: return v.l->n;
     case J_DICT: return v.d->n;
     case J_UNDEF: return 0;
@@ -283,24 +301,65 @@ size_t jinja_length(state *S, int line, jv v) {
 
 /* ---- arithmetic ----------------------------------------------------------------------- */
 
-jv jinja_binop(state *S, int line, jstr op, jv a, jv b) {
-    if (jstr_eq(op, "~")) {
-        sbuf out = {0};
-        jinja_print(S, &out, a);
-        jinja_print(S, &out, b);
-        return v_str(sb_str(&out));
+/* Python's ints are unbounded; ours are int64, so a result beyond it fails (never wraps,
+ * never turns into a float). */
+static _Noreturn void overflow_fail(state *S, int line, const char *op) {
+    jinja_fail(S, ER_ERR_UNSUPPORTED, line, "integer overflow in %s (integers here are 64-bit)", op);
+}
+
+/* x ** y for y >= 0 by squaring: 63 steps at most, each product checked. */
+static int64_t int_pow(state *S, int line, int64_t x, int64_t y) {
+    int64_t r = 1;
+    for (uint64_t e = (uint64_t)y; e; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(r, x, &r))
+            overflow_fail(S, line, "**");
+        /* |x| >= 2 squared past int64 with bits left: the result would be past it too */
+        if (e > 1 && __builtin_mul_overflow(x, x, &x))
+            overflow_fail(S, line, "**");
     }
+    return r;
+}
+
+/* s * times (str or list; times <= 0: empty), its size checked before anything is copied. */
+static jv repeat(state *S, jv a, int64_t times) {
+    const size_t n = a.t == J_STR ? a.s.n : a.l->n, size = a.t == J_STR ? 1 : sizeof(jv);
+    const size_t k = times > 0 && n ? (size_t)times : 0;
+    if (k && k > SIZE_MAX / n / size)
+        jinja_alloc(S, SIZE_MAX); /* fails: more than the memory limit */
+    if (a.t == J_STR) {
+        char *p = jinja_alloc(S, k * n + 1);
+        for (size_t i = 0; i < k; i++)
+            memcpy(p + i * n, a.s.s, n);
+        return v_str((jstr){p, k * n});
+    }
+    jlist *l = jinja_list_new(S, k * n);
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = 0; j < n; j++)
+            l->items[l->n++] = a.l->items[j];
+    return v_list(l);
+}
+
+/* a + b of two strings, in one allocation of the exact size. */
+static jstr concat(state *S, jstr a, jstr b) {
+    char *p = jinja_alloc(S, a.n + b.n + 1);
+    if (a.n)
+        memcpy(p, a.s, a.n);
+    if (b.n)
+        memcpy(p + a.n, b.s, b.n);
+    return (jstr){p, a.n + b.n};
+}
+
+jv jinja_binop(state *S, int line, jstr op, jv a, jv b) {
+    jinja_step(S, line, 1); /* also when called per item (sum) */
+    if (jstr_eq(op, "~"))
+        return v_str(concat(S, jinja_str(S, a), jinja_str(S, b)));
     if (a.t == J_UNDEF)
         undefined_fail(S, line, a);
     if (b.t == J_UNDEF)
         undefined_fail(S, line, b);
     if (jstr_eq(op, "+")) {
-        if (a.t == J_STR && b.t == J_STR) {
-            sbuf out = {0};
-            jinja_sb_put(S, &out, a.s.s, a.s.n);
-            jinja_sb_put(S, &out, b.s.s, b.s.n);
-            return v_str(sb_str(&out));
-        }
+        if (a.t == J_STR && b.t == J_STR)
+            return v_str(concat(S, a.s, b.s));
         if (a.t == J_LIST && b.t == J_LIST) {
             jlist *l = jinja_list_new(S, a.l->n + b.l->n);
             for (size_t i = 0; i < a.l->n; i++)
@@ -311,22 +370,10 @@ jv jinja_binop(state *S, int line, jstr op, jv a, jv b) {
             return v_list(l);
         }
     }
-    if (jstr_eq(op, "*") && ((a.t == J_STR || a.t == J_LIST) && (b.t == J_INT || b.t == J_BOOL))) {
-        const int64_t times = jv_int(b);
-        if (a.t == J_STR) {
-            sbuf out = {0};
-            for (int64_t i = 0; i < times; i++)
-                jinja_sb_put(S, &out, a.s.s, a.s.n);
-            return v_str(sb_str(&out));
-        }
-        jlist *l = jinja_list_new(S, 0);
-        for (int64_t i = 0; i < times; i++)
-            for (size_t k = 0; k < a.l->n; k++)
-                jinja_list_push(S, l, a.l->items[k]);
-        return v_list(l);
-    }
+    if (jstr_eq(op, "*") && ((a.t == J_STR || a.t == J_LIST) && (b.t == J_INT || b.t == J_BOOL)))
+        return repeat(S, a, jv_int(b));
     if (jstr_eq(op, "*") && (b.t == J_STR || b.t == J_LIST) && (a.t == J_INT || a.t == J_BOOL))
-        return jinja_binop(S, line, op, b, a);
+        return repeat(S, b, jv_int(a));
     if (jstr_eq(op, "%") && a.t == J_STR)
         jinja_fail(S, ER_ERR_UNSUPPORTED, line, "string formatting with '%%' is not supported");
     if (!jv_is_num(a) || !jv_is_num(b))
@@ -338,41 +385,60 @@ jv jinja_binop(state *S, int line, jstr op, jv a, jv b) {
     int64_t r;
     switch (op.s[0]) {
     case '+':
-        if (ints && !__builtin_add_overflow(x, y, &r))
-            return v_int(r);
-        return v_float(fx + fy);
+        if (!ints)
+            return v_float(fx + fy);
+        if (__builtin_add_overflow(x, y, &r))
+            overflow_fail(S, line, "+");
+        return v_int(r);
     case '-':
-        if (ints && !__builtin_sub_overflow(x, y, &r))
-            return v_int(r);
-        return v_float(fx - fy);
+        if (!ints)
+            return v_float(fx - fy);
+        if (__builtin_sub_overflow(x, y, &r))
+            overflow_fail(S, line, "-");
+        return v_int(r);
     case '*':
         if (op.n == 2) { /* ** */
-            if (ints && y >= 0) {
-                int64_t p = 1;
-                int over = 0;
-                for (int64_t k = 0; k < y && !over; k++)
-                    over = __builtin_mul_overflow(p, x, &p);
-                if (!over)
-                    return v_int(p);
-            }
-            return v_float(pow(fx, fy));
+            if (ints && y >= 0)
+                return v_int(int_pow(S, line, x, y));
+            if (fx == 0 && fy < 0)
+                jinja_fail(S, ER_ERR_INVALID_ARG, line, "0.0 cannot be raised to a negative power");
+            if (fx < 0 && fy != floor(fy) && isfinite(fy))
+                jinja_fail(S, ER_ERR_UNSUPPORTED, line, "a negative number to a fractional power is a complex number (not supported)");
+            const double p = pow(fx, fy);
+            if (isinf(p) && isfinite(fx) && isfinite(fy))
+                jinja_fail(S, ER_ERR_INVALID_ARG, line, "float overflow in ** (numerical result out of range)");
+            return v_float(p);
         }
-        if (ints && !__builtin_mul_overflow(x, y, &r))
-            return v_int(r);
-        return v_float(fx * fy);
+        if (!ints)
+            return v_float(fx * fy);
+        if (__builtin_mul_overflow(x, y, &r))
+            overflow_fail(S, line, "*");
+        return v_int(r);
     case '/':
         if (fy == 0)
             jinja_fail(S, ER_ERR_INVALID_ARG, line, "division by zero");
         if (op.n == 2) {
-            if (ints)
+            if (ints) {
+                if (x == INT64_MIN && y == -1)
+                    overflow_fail(S, line, "//");
                 return v_int(x / y - ((x % y != 0) && ((x < 0) != (y < 0))));
-            return v_float(floor(fx / fy));
+            }
+            /* Python's float floor division: from fmod, as float_floor_div computes it */
+            double m = fmod(fx, fy), d = (fx - m) / fy;
+            if (m != 0 && ((fy < 0) != (m < 0)))
+                d -= 1.0;
+            if (d == 0)
+                return v_float(copysign(0.0, fx / fy));
+            const double f = floor(d);
+            return v_float(d - f > 0.5 ? f + 1.0 : f);
         }
         return v_float(fx / fy);
     case '%':
         if (fy == 0)
             jinja_fail(S, ER_ERR_INVALID_ARG, line, "modulo by zero");
         if (ints) {
+            if (y == -1) /* x % -1 is 0; INT64_MIN % -1 would trap */
+                return v_int(0);
             int64_t m = x % y;
             if (m != 0 && ((m < 0) != (y < 0)))
                 m += y;
@@ -381,6 +447,8 @@ jv jinja_binop(state *S, int line, jstr op, jv a, jv b) {
             double m = fmod(fx, fy);
             if (m != 0 && ((m < 0) != (fy < 0)))
                 m += fy;
+            else if (m == 0)
+                m = copysign(0.0, fy); /* Python's float %: a zero takes the divisor's sign */
             return v_float(m);
         }
     default: jinja_fail(S, ER_ERR_UNSUPPORTED, line, "operator '%.*s' is not supported", SHOWN(op));
@@ -389,9 +457,9 @@ jv jinja_binop(state *S, int line, jstr op, jv a, jv b) {
 
 static int compare_op(state *S, int line, jstr op, jv a, jv b) {
     if (jstr_eq(op, "=="))
-        return jinja_eq(a, b);
+        return jinja_eq(S, line, a, b);
     if (jstr_eq(op, "!="))
-        return !jinja_eq(a, b);
+        return !jinja_eq(S, line, a, b);
     if (jstr_eq(op, "in"))
         return jinja_contains(S, line, b, a);
     if (jstr_eq(op, "not in"))
@@ -408,9 +476,8 @@ static int compare_op(state *S, int line, jstr op, jv a, jv b) {
 
 /* ---- calls ---------------------------------------------------------------------------- */
 
-static jv call_macro(state *S, int line, const node *m, const args *a) {
-    if (++S->depth > JINJA_MAX_DEPTH)
-        jinja_fail(S, ER_ERR_INVALID_ARG, line, "macro calls nested too deeply");
+static JINJA_NOINLINE jv call_macro(state *S, int line, const node *m, const args *a) {
+    jinja_enter(S, ER_ERR_INVALID_ARG, line, "macro calls");
     scope *sc = new_scope(S, S->root);
     if (a->n_pos > m->args.n)
         jinja_fail(S, ER_ERR_INVALID_ARG, line, "macro '%.*s' takes %zu arguments, %zu given", SHOWN(m->name), m->args.n, a->n_pos);
@@ -432,7 +499,7 @@ static jv call_macro(state *S, int line, const node *m, const args *a) {
     sbuf out = {0};
     render(S, sc, &m->body, &out);
     S->brk = 0;
-    S->depth--;
+    jinja_leave(S);
     return v_str(sb_str(&out));
 }
 
@@ -448,97 +515,146 @@ static jv call_value(state *S, int line, jv callee, const args *a) {
 
 /* ---- expressions ---------------------------------------------------------------------- */
 
+static jv eval_node(state *S, scope *sc, const node *x);
+
+/* Every expression node costs a step and a level of the depth guard: the tree of `1+1+...`
+ * or of `a.b.c...` is as deep as it is long, though the parser built it in a loop. */
 static jv eval(state *S, scope *sc, const node *x) {
+    jinja_step(S, x->line, 1);
+    jinja_enter(S, ER_ERR_INVALID_ARG, x->line, "expression");
+    S->line = x->line;
+    const jv v = eval_node(S, sc, x);
+    jinja_leave(S);
+    return v;
+}
+
+/* The cases of eval_node with arrays and argument lists live in functions of their own,
+ * given their operand already evaluated: eval_node's frame is on the stack once per level of
+ * every expression, so it holds no arrays (under AddressSanitizer each costs a redzone). */
+
+static JINJA_NOINLINE jv eval_slice(state *S, scope *sc, const node *x, jv obj) {
+    jv parts[3];
+    const jv *p[3] = {NULL, NULL, NULL};
+    const node *src[3] = {x->b, x->args.v[0], x->args.v[1]};
+    for (int k = 0; k < 3; k++)
+        if (src[k]) {
+            parts[k] = eval(S, sc, src[k]);
+            p[k] = &parts[k];
+        }
+    return get_slice(S, x->line, obj, p[0], p[1], p[2]);
+}
+
+static JINJA_NOINLINE jv eval_call(state *S, scope *sc, const node *x, jv callee) {
+    const args a = eval_args(S, sc, x, "call");
+    return call_value(S, x->line, callee, &a);
+}
+
+static JINJA_NOINLINE jv eval_filter(state *S, scope *sc, const node *x, jv v) {
+    char what[80];
+    snprintf(what, sizeof what, "filter '%.*s'", SHOWN(x->name));
+    args a = eval_args(S, sc, x, what);
+    a.what = jinja_strdup(S, what, strlen(what)).s;
+    return jinja_filter(S, x->line, x->name, v, &a);
+}
+
+static JINJA_NOINLINE jv eval_test(state *S, scope *sc, const node *x, jv v) {
+    const args a = eval_args(S, sc, x, "test");
+    return v_bool(jinja_test(S, x->line, x->name, v, &a) != x->negate);
+}
+
+static JINJA_NOINLINE jv eval_compare(state *S, scope *sc, const node *x, jv left) {
+    for (size_t i = 0; i < x->args.n; i++) {
+        const node *operand = x->args.v[i];
+        const jv right = eval(S, sc, operand->a);
+        if (!compare_op(S, operand->line, operand->name, left, right))
+            return v_bool(0);
+        left = right;
+    }
+    return v_bool(1);
+}
+
+static JINJA_NOINLINE jv eval_list(state *S, scope *sc, const node *x) {
+    jlist *l = jinja_list_new(S, x->args.n);
+    l->tuple = x->k == E_TUPLE;
+    for (size_t i = 0; i < x->args.n; i++)
+        jinja_list_push(S, l, eval(S, sc, x->args.v[i]));
+    return v_list(l);
+}
+
+static JINJA_NOINLINE jv eval_dict(state *S, scope *sc, const node *x) {
+    jdict *d = jinja_dict_new(S);
+    for (size_t i = 0; i + 1 < x->args.n; i += 2) {
+        const jv k = eval(S, sc, x->args.v[i]);
+        if (k.t != J_STR)
+            jinja_fail(S, ER_ERR_UNSUPPORTED, x->line, "dict keys other than strings are not supported");
+        jinja_dict_set(S, d, k.s, eval(S, sc, x->args.v[i + 1]));
+    }
+    return v_dict(d);
+}
+
+static JINJA_NOINLINE jv eval_unary(state *S, const node *x, jv v) {
+    if (v.t == J_UNDEF)
+        undefined_fail(S, x->line, v);
+    if (!jv_is_num(v))
+        jinja_fail(S, ER_ERR_INVALID_ARG, x->line, "bad operand type for unary %c: '%s'", x->k == E_NEG ? '-' : '+', jinja_type_name(v));
+    if (x->k == E_POS)
+        return v.t == J_BOOL ? v_int(v.b) : v;
+    if (v.t == J_INT && v.i == INT64_MIN)
+        overflow_fail(S, x->line, "unary -");
+    return v.t == J_FLOAT ? v_float(-v.f) : v_int(-jv_int(v));
+}
+
+static JINJA_NOINLINE jv eval_item(state *S, scope *sc, const node *x, jv obj) {
+    return jinja_get_item(S, x->line, obj, eval(S, sc, x->b));
+}
+
+static JINJA_NOINLINE jv eval_binop(state *S, scope *sc, const node *x, jv a) {
+    return jinja_binop(S, x->line, x->name, a, eval(S, sc, x->b));
+}
+
+/* The node's own operand (x->a) is evaluated once, here; what else is evaluated is either
+ * returned as it is (and/or/if-else) or evaluated by a helper. */
+static jv eval_node(state *S, scope *sc, const node *x) {
     switch (x->k) {
     case E_LIT: return x->lit;
     case E_NAME: return lookup(S, sc, x->name);
-    case E_ATTR: return jinja_get_attr(S, x->line, eval(S, sc, x->a), x->name);
-    case E_ITEM: return jinja_get_item(S, x->line, eval(S, sc, x->a), eval(S, sc, x->b));
-    case E_SLICE: {
-        const jv obj = eval(S, sc, x->a);
-        jv parts[3];
-        const jv *p[3] = {NULL, NULL, NULL};
-        const node *src[3] = {x->b, x->args.v[0], x->args.v[1]};
-        for (int k = 0; k < 3; k++)
-            if (src[k]) {
-                parts[k] = eval(S, sc, src[k]);
-                p[k] = &parts[k];
-            }
-        return get_slice(S, x->line, obj, p[0], p[1], p[2]);
-    }
-    case E_CALL: {
-        const args a = eval_args(S, sc, x, "call");
-        return call_value(S, x->line, eval(S, sc, x->a), &a);
-    }
-    case E_FILTER: {
-        const jv v = eval(S, sc, x->a);
-        char what[80];
-        snprintf(what, sizeof what, "filter '%.*s'", SHOWN(x->name));
-        args a = eval_args(S, sc, x, what);
-        a.what = jinja_strdup(S, what, strlen(what)).s;
-        return jinja_filter(S, x->line, x->name, v, &a);
-    }
-    case E_TEST: {
-        const jv v = eval(S, sc, x->a);
-        const args a = eval_args(S, sc, x, "test");
-        return v_bool(jinja_test(S, x->line, x->name, v, &a) != x->negate);
-    }
-    case E_NEG:
-    case E_POS: {
-        const jv v = eval(S, sc, x->a);
-        if (v.t == J_UNDEF)
-            undefined_fail(S, x->line, v);
-        if (!jv_is_num(v))
-            jinja_fail(S, ER_ERR_INVALID_ARG, x->line, "bad operand type for unary %c: '%s'", x->k == E_NEG ? '-' : '+', jinja_type_name(v));
-        if (x->k == E_POS)
-            return v.t == J_BOOL ? v_int(v.b) : v;
-        return v.t == J_FLOAT ? v_float(-v.f) : v_int(-jv_int(v));
-    }
-    case E_NOT: return v_bool(!jinja_truthy(eval(S, sc, x->a)));
-    case E_AND: {
-        const jv l = eval(S, sc, x->a);
-        return jinja_truthy(l) ? eval(S, sc, x->b) : l;
-    }
-    case E_OR: {
-        const jv l = eval(S, sc, x->a);
-        return jinja_truthy(l) ? l : eval(S, sc, x->b);
-    }
-    case E_BIN: return jinja_binop(S, x->line, x->name, eval(S, sc, x->a), eval(S, sc, x->b));
-    case E_CMP: {
-        jv left = eval(S, sc, x->a);
-        for (size_t i = 0; i < x->args.n; i++) {
-            const node *operand = x->args.v[i];
-            const jv right = eval(S, sc, operand->a);
-            if (!compare_op(S, operand->line, operand->name, left, right))
-                return v_bool(0);
-            left = right;
-        }
-        return v_bool(1);
-    }
-    case E_COND:
-        if (jinja_truthy(eval(S, sc, x->a)))
-            return eval(S, sc, x->b);
-        return x->c ? eval(S, sc, x->c) : v_undef(cstr("else"));
     case E_LIST:
-    case E_TUPLE: {
-        jlist *l = jinja_list_new(S, x->args.n);
-        l->tuple = x->k == E_TUPLE;
-        for (size_t i = 0; i < x->args.n; i++)
-            jinja_list_push(S, l, eval(S, sc, x->args.v[i]));
-        return v_list(l);
+    case E_TUPLE: return eval_list(S, sc, x);
+    case E_DICT: return eval_dict(S, sc, x);
+    default: break;
     }
-    case E_DICT: {
-        jdict *d = jinja_dict_new(S);
-        for (size_t i = 0; i + 1 < x->args.n; i += 2) {
-            const jv k = eval(S, sc, x->args.v[i]);
-            if (k.t != J_STR)
-                jinja_fail(S, ER_ERR_UNSUPPORTED, x->line, "dict keys other than strings are not supported");
-            jinja_dict_set(S, d, k.s, eval(S, sc, x->args.v[i + 1]));
-        }
-        return v_dict(d);
-    }
+    if (!x->a)
+        jinja_fail(S, ER_ERR_FORMAT, x->line, "internal: not an expression");
+    const jv a = eval(S, sc, x->a);
+    const node *next = x->b; /* and, or, if-else: the operand that gives the value */
+    switch (x->k) {
+    case E_ATTR: return jinja_get_attr(S, x->line, a, x->name);
+    case E_ITEM: return eval_item(S, sc, x, a);
+    case E_SLICE: return eval_slice(S, sc, x, a);
+    case E_CALL: return eval_call(S, sc, x, a); /* the callee first, as in Python */
+    case E_FILTER: return eval_filter(S, sc, x, a);
+    case E_TEST: return eval_test(S, sc, x, a);
+    case E_NEG:
+    case E_POS: return eval_unary(S, x, a);
+    case E_NOT: return v_bool(!jinja_truthy(a));
+    case E_BIN: return eval_binop(S, sc, x, a);
+    case E_CMP: return eval_compare(S, sc, x, a);
+    case E_AND:
+        if (!jinja_truthy(a))
+            return a;
+        break;
+    case E_OR:
+        if (jinja_truthy(a))
+            return a;
+        break;
+    case E_COND: /* a is the condition, b the value, c the else */
+        next = jinja_truthy(a) ? x->b : x->c;
+        if (!next)
+            return v_undef(cstr("else"));
+        break;
     default: jinja_fail(S, ER_ERR_FORMAT, x->line, "internal: not an expression");
     }
+    return eval(S, sc, next);
 }
 
 /* ---- statements ----------------------------------------------------------------------- */
@@ -562,26 +678,40 @@ static void assign(state *S, scope *sc, const node *x, jv v) {
         jinja_dict_set(S, &sc->vars, x->args.v[i]->name, items->items[i]);
 }
 
-static void render_for(state *S, scope *sc, const node *x, sbuf *out) {
+/* A scope made fresh for the next iteration, in the memory it already has. */
+static void clear_scope(scope *sc) {
+    sc->vars.n = 0;
+    if (sc->vars.slots)
+        memset(sc->vars.slots, 0, sc->vars.n_slots * sizeof *sc->vars.slots);
+}
+
+/* Each iteration gets a fresh scope, as in jinja2; one scope emptied each time, so that a
+ * long loop does not grow the arena. `loop` is one object whose index moves, as jinja2's
+ * LoopContext. */
+static JINJA_NOINLINE void render_for(state *S, scope *sc, const node *x, sbuf *out) {
     jlist *all = jinja_iter(S, x->line, eval(S, sc, x->a));
     jlist *items = all;
+    scope *it = new_scope(S, sc);
     if (x->b) { /* {% for a in b if cond %}: the loop (and loop.length) sees only what passes */
         items = jinja_list_new(S, 0);
         for (size_t i = 0; i < all->n; i++) {
-            scope *tmp = new_scope(S, sc);
-            assign(S, tmp, x, all->items[i]);
-            if (jinja_truthy(eval(S, tmp, x->b)))
+            jinja_step(S, x->line, 1);
+            clear_scope(it);
+            assign(S, it, x, all->items[i]);
+            if (jinja_truthy(eval(S, it, x->b)))
                 jinja_list_push(S, items, all->items[i]);
         }
     }
     if (!items->n) {
-        render(S, new_scope(S, sc), &x->body2, out);
+        clear_scope(it);
+        render(S, it, &x->body2, out);
         return;
     }
+    loopinfo *L = jinja_alloc(S, sizeof *L);
+    L->items = items;
     for (size_t i = 0; i < items->n; i++) {
-        scope *it = new_scope(S, sc); /* a fresh scope each iteration, as jinja2 */
-        loopinfo *L = jinja_alloc(S, sizeof *L);
-        L->items = items;
+        jinja_step(S, x->line, 1);
+        clear_scope(it);
         L->index0 = i;
         jinja_dict_set(S, &it->vars, cstr("loop"), (jv){.t = J_LOOP, .loop = L});
         assign(S, it, x, items->items[i]);
@@ -594,23 +724,32 @@ static void render_for(state *S, scope *sc, const node *x, sbuf *out) {
     }
 }
 
+static JINJA_NOINLINE void render_set_block(state *S, scope *sc, const node *x) {
+    sbuf b = {0};
+    render(S, sc, &x->body, &b);
+    assign(S, sc, x, v_str(sb_str(&b)));
+}
+
 static void render(state *S, scope *sc, const nlist *body, sbuf *out) {
-    if (++S->depth > JINJA_MAX_DEPTH)
-        jinja_fail(S, ER_ERR_INVALID_ARG, body->n ? body->v[0]->line : 0, "template nested too deeply");
+    jinja_enter(S, ER_ERR_INVALID_ARG, body->n ? body->v[0]->line : S->line, "template");
     for (size_t i = 0; i < body->n && !S->brk; i++) {
         const node *x = body->v[i];
+        jinja_step(S, x->line, 1);
+        S->line = x->line;
         switch (x->k) {
         case N_TEXT: jinja_sb_put(S, out, x->lit.s.s, x->lit.s.n); break;
         case N_OUT: jinja_print(S, out, eval(S, sc, x->a)); break;
-        case N_IF: render(S, sc, jinja_truthy(eval(S, sc, x->a)) ? &x->body : &x->body2, out); break;
-        case N_FOR: render_for(S, sc, x, out); break;
-        case N_SET: assign(S, sc, x, eval(S, sc, x->a)); break;
-        case N_SETBLOCK: {
-            sbuf b = {0};
-            render(S, sc, &x->body, &b);
-            assign(S, sc, x, v_str(sb_str(&b)));
+        case N_IF: { /* an elif chain is walked here, not nested: it may be long */
+            const node *c = x;
+            int yes;
+            while (!(yes = jinja_truthy(eval(S, sc, c->a))) && c->body2.n == 1 && c->body2.v[0]->elif)
+                c = c->body2.v[0];
+            render(S, sc, yes ? &c->body : &c->body2, out);
             break;
         }
+        case N_FOR: render_for(S, sc, x, out); break;
+        case N_SET: assign(S, sc, x, eval(S, sc, x->a)); break;
+        case N_SETBLOCK: render_set_block(S, sc, x); break;
         case N_MACRO: jinja_dict_set(S, &sc->vars, x->name, (jv){.t = J_MACRO, .macro = x}); break;
         case N_BREAK: S->brk = 1; break;
         case N_CONTINUE: S->brk = 2; break;
@@ -618,19 +757,26 @@ static void render(state *S, scope *sc, const nlist *body, sbuf *out) {
         default: jinja_fail(S, ER_ERR_FORMAT, x->line, "internal: not a statement");
         }
     }
-    S->depth--;
+    jinja_leave(S);
 }
 
 /* ---- entry point ---------------------------------------------------------------------- */
 
 er_status jinja_render(const char *source, size_t n, const char *json, size_t json_len, const jinja_var *defaults,
-                       int n_defaults, strbuf *out) {
+                       int n_defaults, jinja_limits *limits, strbuf *out) {
     state *S = calloc(1, sizeof *S);
     if (!S)
         return er_fail(ER_ERR_NO_MEMORY, "chat template: out of memory");
     volatile er_status st = ER_OK;
     S->defaults = defaults;
     S->n_defaults = n_defaults;
+    S->max_steps = limits && limits->max_steps > 0 ? limits->max_steps : JINJA_DEFAULT_STEPS;
+    const size_t input = n + json_len, per_input = JINJA_DEFAULT_BYTES_PER_INPUT_BYTE;
+    S->max_bytes = limits && limits->max_bytes ? limits->max_bytes
+                   : input > (SIZE_MAX / 2 - JINJA_DEFAULT_BYTES) / per_input ? SIZE_MAX / 2
+                                                                             : JINJA_DEFAULT_BYTES + per_input * input;
+    if (S->max_bytes > SIZE_MAX / 2)
+        S->max_bytes = SIZE_MAX / 2;
     if (setjmp(S->fail)) {
         st = er_fail(S->status, "%s", S->msg);
         goto done;
@@ -662,6 +808,11 @@ er_status jinja_render(const char *source, size_t n, const char *json, size_t js
     render(S, S->root, &body, &result);
     st = strbuf_append(out, result.p ? result.p : "", result.n);
 done:
+    if (limits) {
+        limits->steps = S->steps;
+        limits->bytes = S->bytes;
+        limits->depth = S->depth_max;
+    }
     jinja_arena_free(S);
     free(S);
     return st;

@@ -92,6 +92,7 @@ static int t_case(const call *c, jv v, const jv *x) {
     (void)x;
     if (v.t != J_STR)
         return 0;
+    jinja_step_bytes(c->S, c->line, v.s.n);
     int cased = 0;
     for (size_t i = 0; i < v.s.n; i++) {
         const char ch = v.s.s[i];
@@ -111,7 +112,7 @@ static int t_divisible(const call *c, jv v, const jv *x) {
     const int64_t i = jv_int(v);
     if (c->mode == DIVISIBLEBY) {
         const int64_t d = jinja_arg_int(c->S, c->a, 0, "num", 1);
-        return d != 0 && i % d == 0;
+        return d != 0 && (d == -1 || i % d == 0); /* INT64_MIN % -1 would trap */
     }
     return (i % 2 == 0) == (c->mode == EVEN);
 }
@@ -123,7 +124,7 @@ static int t_sameas(const call *c, jv v, const jv *x) {
 }
 
 static int t_eq(const call *c, jv v, const jv *x) { /* mode 1: ne */
-    return c->mode ? !jinja_eq(v, *x) : jinja_eq(v, *x);
+    return jinja_eq(c->S, c->line, v, *x) != c->mode;
 }
 
 enum { LT, LE, GT, GE };
@@ -163,6 +164,7 @@ int jinja_test(state *S, int line, jstr name, jv v, const args *a) {
     const jv *x = jinja_arg(a, 0, NULL);
     if (t->needs_arg && !x)
         jinja_fail(S, ER_ERR_INVALID_ARG, line, "test '%.*s' needs an argument", SHOWN(name));
+    jinja_step(S, line, 1);
     const call c = {S, line, name, t->mode, a};
     return t->fn(&c, v, x);
 }
@@ -206,31 +208,41 @@ static const jstr *attribute_arg(const args *a, size_t i) {
     return attribute && attribute->t == J_STR ? &attribute->s : NULL;
 }
 
-static int sort_less(state *S, int line, jv x, jv y, int case_sensitive, const jstr *attribute) {
-    if (attribute) {
+/* The key a sort or min/max compares an item by: its attribute, lowercased (ASCII) unless
+ * case_sensitive. */
+static jv sort_key(state *S, int line, jv x, int case_sensitive, const jstr *attribute) {
+    if (attribute)
         x = attr_path(S, line, x, *attribute);
-        y = attr_path(S, line, y, *attribute);
-    }
-    if (!case_sensitive && x.t == J_STR && y.t == J_STR) {
-        x = v_str(jinja_case(S, x.s, CASE_LOWER));
-        y = v_str(jinja_case(S, y.s, CASE_LOWER));
-    }
-    return jinja_cmp(S, line, x, y) < 0;
+    return !case_sensitive && x.t == J_STR ? v_str(jinja_case(S, x.s, CASE_LOWER)) : x;
 }
 
+static int sort_less(state *S, int line, jv x, jv y, int case_sensitive, const jstr *attribute) {
+    return jinja_cmp(S, line, sort_key(S, line, x, case_sensitive, attribute), sort_key(S, line, y, case_sensitive, attribute)) < 0;
+}
+
+typedef struct sort_ctx {
+    const jv *keys; /* (n) each item's key, computed once as Python's key= does */
+    int line, reverse;
+} sort_ctx;
+
+static int key_less(state *S, void *ctx, size_t a, size_t b) {
+    const sort_ctx *k = ctx;
+    return k->reverse ? jinja_cmp(S, k->line, k->keys[b], k->keys[a]) < 0 : jinja_cmp(S, k->line, k->keys[a], k->keys[b]) < 0;
+}
+
+/* Python's sorted(): stable, also with reverse (equal items keep their order). */
 static jlist *sorted(state *S, int line, jlist *in, int reverse, int case_sensitive, const jstr *attribute) {
-    jlist *l = jinja_list_new(S, in->n);
-    for (size_t i = 0; i < in->n; i++) { /* stable insertion sort */
-        jv x = in->items[i];
-        size_t j = l->n;
-        jinja_list_push(S, l, x);
-        while (j > 0 && (reverse ? sort_less(S, line, l->items[j - 1], x, case_sensitive, attribute)
-                                 : sort_less(S, line, x, l->items[j - 1], case_sensitive, attribute))) {
-            l->items[j] = l->items[j - 1];
-            j--;
-        }
-        l->items[j] = x;
+    jv *keys = jinja_alloc(S, (in->n ? in->n : 1) * sizeof *keys);
+    size_t *order = jinja_alloc(S, (in->n ? in->n : 1) * sizeof *order);
+    for (size_t i = 0; i < in->n; i++) {
+        keys[i] = sort_key(S, line, in->items[i], case_sensitive, attribute);
+        order[i] = i;
     }
+    sort_ctx k = {keys, line, reverse};
+    jinja_sort(S, order, in->n, key_less, &k);
+    jlist *l = jinja_list_new(S, in->n);
+    for (size_t i = 0; i < in->n; i++)
+        jinja_list_push(S, l, in->items[order[i]]);
     return l;
 }
 
@@ -275,6 +287,18 @@ static jv f_length(const call *c, jv v) { return v_int((int64_t)jinja_length(c->
 static jv f_list(const call *c, jv v) { return v_list(jinja_iter(c->S, c->line, v)); }
 
 static jv f_first_last(const call *c, jv v) { /* mode 0: first, 1: last */
+    if (v.t == J_STR && v.s.n) { /* one character, without listing them all */
+        size_t b = 0;
+        if (c->mode == 0)
+            b = jinja_char_at(v.s, 0);
+        else
+            for (b = v.s.n - 1; b > 0 && ((unsigned char)v.s.s[b] & 0xc0) == 0x80;)
+                b--;
+        if (b < v.s.n && ((unsigned char)v.s.s[b] & 0xc0) != 0x80) { /* else no character at all */
+            const jstr rest = {v.s.s + b, v.s.n - b};
+            return v_str((jstr){rest.s, jinja_char_at(rest, 1)});
+        }
+    }
     jlist *l = jinja_iter(c->S, c->line, v);
     return l->n ? l->items[c->mode == 0 ? 0 : l->n - 1] : v_undef(c->name);
 }
@@ -300,6 +324,7 @@ static jv f_join(const call *c, jv v) {
     jlist *l = jinja_iter(c->S, c->line, v);
     sbuf out = {0};
     for (size_t i = 0; i < l->n; i++) {
+        jinja_step(c->S, c->line, 1);
         if (i)
             jinja_sb_put(c->S, &out, sep.s, sep.n);
         jinja_print(c->S, &out, attribute ? attr_path(c->S, c->line, l->items[i], *attribute) : l->items[i]);
@@ -328,14 +353,49 @@ static jv f_sort(const call *c, jv v) {
                          jinja_arg_bool(c->a, 1, "case_sensitive", 0), attribute));
 }
 
+/* The key of a number or None in unique's hash set: equal numbers (1, 1.0, True) get the
+ * same text, as they have the same hash in Python. A NaN gets none (NULL): it equals
+ * nothing, so every NaN is kept. */
+static const char *hash_text(jv key, char *buf, size_t cap) {
+    if (key.t == J_NONE)
+        return "None";
+    if (key.t == J_FLOAT && isnan(key.f))
+        return NULL;
+    if (key.t == J_FLOAT && !(key.f == floor(key.f) && key.f >= -9223372036854775808.0 && key.f < 9223372036854775808.0))
+        snprintf(buf, cap, "f%.17g", key.f);
+    else
+        snprintf(buf, cap, "i%lld", (long long)(key.t == J_FLOAT ? (int64_t)key.f : jv_int(key)));
+    return buf;
+}
+
+/* jinja2's unique: the first item of each key (case-insensitive unless case_sensitive). Keys
+ * that Python hashes (strings, numbers, None) are looked up in a hash set, the others
+ * (which Python refuses as unhashable, but for tuples) compared with ==. */
 static jv f_unique(const call *c, jv v) {
-    jlist *in = jinja_iter(c->S, c->line, v), *l = jinja_list_new(c->S, 0);
+    state *S = c->S;
+    const int case_sensitive = jinja_arg_bool(c->a, 0, "case_sensitive", 0);
+    const jstr *attribute = attribute_arg(c->a, 1);
+    jlist *in = jinja_iter(S, c->line, v), *l = jinja_list_new(S, 0), *other_keys = jinja_list_new(S, 0);
+    jdict *strings = jinja_dict_new(S), *numbers = jinja_dict_new(S);
     for (size_t i = 0; i < in->n; i++) {
+        const jv key = sort_key(S, c->line, in->items[i], case_sensitive, attribute);
+        char buf[40];
+        const char *text = jv_is_num(key) || key.t == J_NONE ? hash_text(key, buf, sizeof buf) : NULL;
+        jdict *set = key.t == J_STR ? strings : text ? numbers : NULL;
+        const jstr k = key.t == J_STR ? key.s : text ? jinja_strdup(S, text, strlen(text)) : cstr("");
         int seen = 0;
-        for (size_t k = 0; k < l->n && !seen; k++)
-            seen = jinja_eq(l->items[k], in->items[i]);
+        if (set) {
+            seen = jinja_dict_find(S, set, k) != NULL;
+            if (!seen)
+                jinja_dict_set(S, set, k, v_none());
+        } else if (!(key.t == J_FLOAT && isnan(key.f))) {
+            for (size_t j = 0; j < other_keys->n && !seen; j++)
+                seen = jinja_eq(S, c->line, other_keys->items[j], key);
+            if (!seen)
+                jinja_list_push(S, other_keys, key);
+        }
         if (!seen)
-            jinja_list_push(c->S, l, in->items[i]);
+            jinja_list_push(S, l, in->items[i]);
     }
     return v_list(l);
 }
@@ -412,7 +472,8 @@ static jv f_attr(const call *c, jv v) { return jinja_get_attr(c->S, c->line, v, 
 
 /* s without its surrounding white space, as a C string in tmp (64 bytes): 0 when that is
  * empty or does not fit, as int() and float() of such a string fail. */
-static int number_text(jstr s, char *tmp) {
+static int number_text(state *S, int line, jstr s, char *tmp) {
+    jinja_step_bytes(S, line, s.n);
     const jstr t = jinja_strip(s, NULL, 1, 1);
     if (t.n == 0 || t.n >= 64)
         return 0;
@@ -430,7 +491,7 @@ static jv f_int(const call *c, jv v) {
         return v_int(v.b);
     if (v.t == J_FLOAT)
         return isfinite(v.f) ? v_int((int64_t)v.f) : v_int(def);
-    if (v.t != J_STR || !number_text(v.s, tmp))
+    if (v.t != J_STR || !number_text(c->S, c->line, v.s, tmp))
         return v_int(def);
     const long long i = strtoll(tmp, &e, 10);
     if (!*e)
@@ -443,7 +504,7 @@ static jv f_float(const call *c, jv v) {
     char tmp[64], *e;
     if (jv_is_num(v))
         return v_float(jv_num(v));
-    if (v.t == J_STR && number_text(v.s, tmp)) {
+    if (v.t == J_STR && number_text(c->S, c->line, v.s, tmp)) {
         const double f = strtod(tmp, &e);
         if (!*e)
             return v_float(f);
@@ -453,8 +514,11 @@ static jv f_float(const call *c, jv v) {
 }
 
 static jv f_abs(const call *c, jv v) {
-    if (v.t == J_INT)
+    if (v.t == J_INT) {
+        if (v.i == INT64_MIN)
+            jinja_fail(c->S, ER_ERR_UNSUPPORTED, c->line, "integer overflow in abs (integers here are 64-bit)");
         return v_int(v.i < 0 ? -v.i : v.i);
+    }
     if (jv_is_num(v))
         return v.t == J_BOOL ? v_int(v.b) : v_float(fabs(v.f));
     jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "bad operand type for abs(): '%s'", jinja_type_name(v));
@@ -472,7 +536,9 @@ static jv f_round(const call *c, jv v) {
 
 static jv f_trim(const call *c, jv v) {
     const jv *chars = jinja_arg(c->a, 0, "chars");
-    return v_str(jinja_strip(jinja_str(c->S, v), chars && chars->t == J_STR ? &chars->s : NULL, 1, 1));
+    const jstr s = jinja_str(c->S, v);
+    jinja_step_bytes(c->S, c->line, s.n);
+    return v_str(jinja_strip(s, chars && chars->t == J_STR ? &chars->s : NULL, 1, 1));
 }
 
 static jv f_case(const call *c, jv v) { return v_str(jinja_case(c->S, jinja_str(c->S, v), c->mode)); }
@@ -551,6 +617,7 @@ jv jinja_filter(state *S, int line, jstr name, jv v, const args *a) {
     const filter_entry *f = FIND(filters, name);
     if (!f) /* "format" too: printf-style formatting is not implemented */
         jinja_fail(S, ER_ERR_UNSUPPORTED, line, "filter '%.*s' is not supported", SHOWN(name));
+    jinja_step(S, line, 1);
     const call c = {S, line, name, f->mode, a};
     return f->fn(&c, v);
 }
@@ -566,7 +633,7 @@ static jv m_cycle(const call *c, jv self) {
 static jv m_get(const call *c, jv self) {
     const jv *def = jinja_arg(c->a, 1, "default");
     const jstr key = jinja_arg_str(c->S, c->a, 0, "key", "");
-    const jv *v = jinja_dict_find(self.d, key);
+    const jv *v = jinja_dict_find(c->S, self.d, key);
     return v ? *v : def ? *def : v_none();
 }
 
@@ -587,6 +654,7 @@ static jv m_startswith(const call *c, jv self) { /* mode 0: startswith, 1: endsw
     const jv *alts = p->t == J_LIST ? p->l->items : p;
     const size_t n_alts = p->t == J_LIST ? p->l->n : 1;
     for (size_t k = 0; k < n_alts; k++) {
+        jinja_step(c->S, c->line, 1);
         if (alts[k].t != J_STR)
             jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "%.*s first arg must be str or a tuple of str, not %s", SHOWN(c->name),
                        jinja_type_name(alts[k]));
@@ -601,6 +669,7 @@ enum { LEFT = 1, RIGHT = 2 };
 
 static jv m_strip(const call *c, jv self) {
     const jv *chars = jinja_arg(c->a, 0, "chars");
+    jinja_step_bytes(c->S, c->line, self.s.n);
     return v_str(jinja_strip(self.s, chars && chars->t == J_STR ? &chars->s : NULL, c->mode & LEFT, c->mode & RIGHT));
 }
 
@@ -615,14 +684,24 @@ static jv m_replace(const call *c, jv self) { return replace(c, self.s); }
 
 enum { FIND, RFIND, INDEX, COUNT };
 
+/* find, rfind, index, count; the character index of a match is counted on from the one
+ * before, so that count() stays linear. */
 static jv m_find(const call *c, jv self) {
     const jstr s = self.s, sub = jinja_arg_str(c->S, c->a, 0, "sub", "");
-    const size_t step = sub.n ? sub.n : 1;
+    jinja_step_bytes(c->S, c->line, s.n);
     int64_t found = -1, count = 0;
-    for (const char *p = jinja_find(s, 0, sub); p; p = p + step <= s.s + s.n ? jinja_find(s, (size_t)(p - s.s) + step, sub) : NULL) {
-        const int64_t at = (int64_t)jinja_n_chars((jstr){s.s, (size_t)(p - s.s)});
+    if (!sub.n) { /* Python: '' is found at 0, last at len(s), len(s) + 1 times */
+        const int64_t n = (int64_t)jinja_n_chars(s);
+        found = c->mode == RFIND ? n : 0;
+        count = n + 1;
+    }
+    size_t at = 0, at_byte = 0;
+    for (const char *p = sub.n ? jinja_find(s, 0, sub) : NULL; p; p = jinja_find(s, (size_t)(p - s.s) + sub.n, sub)) {
+        jinja_step(c->S, c->line, 1);
+        at += jinja_n_chars((jstr){s.s + at_byte, (size_t)(p - s.s) - at_byte});
+        at_byte = (size_t)(p - s.s);
         if (found < 0 || c->mode == RFIND)
-            found = at;
+            found = (int64_t)at;
         count++;
         if (c->mode == FIND || c->mode == INDEX)
             break;
@@ -639,6 +718,7 @@ static jv m_join(const call *c, jv self) {
     jlist *l = jinja_iter(c->S, c->line, items ? *items : v_undef(cstr("iterable")));
     sbuf out = {0};
     for (size_t i = 0; i < l->n; i++) {
+        jinja_step(c->S, c->line, 1);
         if (l->items[i].t != J_STR)
             jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "sequence item %zu: expected str instance, %s found", i,
                        jinja_type_name(l->items[i]));
@@ -651,6 +731,7 @@ static jv m_join(const call *c, jv self) {
 
 static jv m_splitlines(const call *c, jv self) {
     const jstr s = self.s;
+    jinja_step_bytes(c->S, c->line, s.n);
     jlist *l = jinja_list_new(c->S, 0);
     size_t i = 0;
     while (i < s.n) {
@@ -671,6 +752,7 @@ enum { ISDIGIT, ISALPHA, ISALNUM, ISSPACE, ISUPPER, ISLOWER };
  * also want a cased letter (ASCII). */
 static jv m_is(const call *c, jv self) {
     const jstr s = self.s;
+    jinja_step_bytes(c->S, c->line, s.n);
     int ok = s.n > 0, cased = 0;
     for (size_t i = 0; i < s.n && ok;) {
         const int32_t cp = utf8_next((const unsigned char *)s.s, s.n, &i);
@@ -733,6 +815,9 @@ jv jinja_call_method(state *S, int line, jv self, const jinja_method *m, const a
 
 /* ---- global functions ----------------------------------------------------------------- */
 
+/* jinja2's sandbox allows at most this many items in a range (sandbox.MAX_RANGE). */
+enum { MAX_RANGE = 100000 };
+
 static jv b_range(const call *c) {
     const args *a = c->a;
     int64_t start = 0, stop, step = 1;
@@ -745,12 +830,19 @@ static jv b_range(const call *c) {
     }
     if (step == 0)
         jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "range() arg 3 must not be zero");
-    jlist *l = jinja_list_new(c->S, 0);
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (l->n >= 1000000)
-            jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "range() is too long");
-        jinja_list_push(c->S, l, v_int(i));
-    }
+    /* the length in uint64, where the distances between int64s fit */
+    uint64_t n = 0;
+    if (step > 0 && start < stop)
+        n = ((uint64_t)stop - (uint64_t)start - 1) / (uint64_t)step + 1;
+    else if (step < 0 && start > stop)
+        n = ((uint64_t)start - (uint64_t)stop - 1) / (0 - (uint64_t)step) + 1;
+    if (n > MAX_RANGE)
+        jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "range() is too long: more than %d items (jinja2's sandbox limit)",
+                   MAX_RANGE);
+    jinja_step(c->S, c->line, (int64_t)n);
+    jlist *l = jinja_list_new(c->S, n);
+    for (uint64_t k = 0; k < n; k++) /* start + k * step lies between start and stop */
+        jinja_list_push(c->S, l, v_int((int64_t)((uint64_t)start + k * (uint64_t)step)));
     return v_list(l);
 }
 

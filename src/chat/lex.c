@@ -8,6 +8,7 @@
  * Text tokens point into S->src; string literals are decoded into the arena. Every token
  * carries its line, for the messages of the parser and the evaluator.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "chat/engine.h"
@@ -154,17 +155,22 @@ static char lex_tag(state *S, size_t *pos, int *line, int block) {
                         ;
                 }
             }
-            char tmp[64];
+            char *digits = jinja_alloc(S, k - i + 1); /* without the underscores, NUL-terminated */
             size_t m = 0;
-            for (size_t j = i; j < k && m + 1 < sizeof tmp; j++)
+            for (size_t j = i; j < k; j++)
                 if (s[j] != '_')
-                    tmp[m++] = s[j];
-            tmp[m] = 0;
+                    digits[m++] = s[j];
+            digits[m] = 0;
             t = push_tok(S, is_float ? T_FLOAT : T_INT, *line);
-            if (is_float)
-                t->f = strtod(tmp, NULL);
-            else
-                t->i = strtoll(tmp, NULL, 10);
+            t->s = (jstr){s + i, k - i}; /* as written, for messages */
+            if (is_float) {
+                t->f = strtod(digits, NULL);
+            } else {
+                errno = 0;
+                t->i = strtoll(digits, NULL, 10);
+                if (errno == ERANGE)
+                    jinja_fail(S, ER_ERR_UNSUPPORTED, *line, "integer literal %.*s is beyond 64 bits", SHOWN(t->s));
+            }
             i = k;
         } else if (c == '\'' || c == '"') {
             size_t k = i + 1;

@@ -7,8 +7,9 @@
  *
  * Statements are a table of keyword -> parser; a tag this engine does not know fails with
  * ER_ERR_UNSUPPORTED, a template that is not Jinja with ER_ERR_FORMAT, both naming the
- * line. parse_or counts the nesting of expressions (parentheses, brackets, arguments) in
- * S->depth and fails beyond JINJA_MAX_DEPTH, so that a template cannot exhaust the stack.
+ * line. Every recursion goes through parse_expr, parse_not, parse_unary or parse_body,
+ * each a level of the depth guard (jinja_enter), so that a template cannot exhaust the
+ * stack; elif chains are parsed in a loop, as jinja2 does, since they do not nest.
  */
 #include <stdio.h>
 
@@ -190,6 +191,19 @@ static node *parse_postfix(state *S, node *x) {
     }
 }
 
+/* Adjacent string literals, concatenated (out of parse_primary's frame, which is on the
+ * stack once per parenthesis). */
+static JINJA_NOINLINE node *parse_strings(state *S, const token *t) {
+    sbuf b = {0};
+    while (cur(S)->k == T_STRING) {
+        jinja_sb_put(S, &b, cur(S)->s.s, cur(S)->s.n);
+        S->pos++;
+    }
+    node *x = new_node(S, E_LIT, t->line);
+    x->lit = v_str(sb_str(&b));
+    return x;
+}
+
 static node *parse_primary(state *S) {
     token *t = cur(S);
     node *x;
@@ -208,16 +222,8 @@ static node *parse_primary(state *S) {
         }
         return x;
     }
-    if (t->k == T_STRING) {
-        sbuf b = {0};
-        while (cur(S)->k == T_STRING) { /* adjacent literals concatenate */
-            jinja_sb_put(S, &b, cur(S)->s.s, cur(S)->s.n);
-            S->pos++;
-        }
-        x = new_node(S, E_LIT, t->line);
-        x->lit = v_str(sb_str(&b));
-        return x;
-    }
+    if (t->k == T_STRING)
+        return parse_strings(S, t);
     if (t->k == T_INT || t->k == T_FLOAT) {
         S->pos++;
         x = new_node(S, E_LIT, t->line);
@@ -269,6 +275,7 @@ static node *parse_primary(state *S) {
 static node *parse_unary(state *S, int with_filter) {
     token *t = cur(S);
     node *x;
+    jinja_enter(S, ER_ERR_FORMAT, t->line, "expression");
     if (is_op(t, "-") || is_op(t, "+")) {
         S->pos++;
         x = new_node(S, is_op(t, "-") ? E_NEG : E_POS, t->line);
@@ -277,6 +284,7 @@ static node *parse_unary(state *S, int with_filter) {
         x = parse_primary(S);
     }
     x = parse_postfix(S, x);
+    jinja_leave(S);
     return with_filter ? parse_filter_expr(S, x) : x;
 }
 
@@ -342,7 +350,9 @@ static node *parse_not(state *S) {
         token *t = cur(S);
         S->pos++;
         node *x = new_node(S, E_NOT, t->line);
+        jinja_enter(S, ER_ERR_FORMAT, t->line, "expression");
         x->a = parse_not(S);
+        jinja_leave(S);
         return x;
     }
     return parse_compare(S);
@@ -358,18 +368,16 @@ static node *parse_and(state *S) {
 }
 
 static node *parse_or(state *S) {
-    if (++S->depth > JINJA_MAX_DEPTH)
-        jinja_fail(S, ER_ERR_FORMAT, cur(S)->line, "expression nested too deeply");
     node *x = parse_and(S);
     for (token *t; is_name(t = cur(S), "or");) {
         S->pos++;
         x = binary(S, t, E_OR, x, parse_and(S));
     }
-    S->depth--;
     return x;
 }
 
 static node *parse_expr(state *S) {
+    jinja_enter(S, ER_ERR_FORMAT, cur(S)->line, "expression");
     node *x = parse_or(S);
     while (is_name(cur(S), "if")) {
         token *t = cur(S);
@@ -383,6 +391,7 @@ static node *parse_expr(state *S) {
         }
         x = c;
     }
+    jinja_leave(S);
     return x;
 }
 
@@ -445,23 +454,28 @@ static void parse_block(state *S, nlist *body, const char *end) {
 
 /* ---- statements: each parses its tag after the keyword, to the end of its end tag ----- */
 
-/* if/elif after its keyword: condition, body, then elif (a nested if), else or endif. */
+/* if after its keyword: condition, body, then each elif (an if marked elif, the only
+ * statement of the else body before it), else or endif. */
 static node *parse_if(state *S, int line) {
-    node *x = new_node(S, N_IF, line);
-    x->a = parse_expr(S);
-    expect_block_end(S);
+    node *first = new_node(S, N_IF, line), *x = first;
     static const char *const stops[] = {"elif", "else", "endif", NULL};
-    parse_body(S, &x->body, stops);
-    token *end = cur(S);
-    S->pos++;
-    if (jstr_eq(end->s, "elif")) {
-        nl_push(S, &x->body2, parse_if(S, end->line));
-        return x; /* the nested if consumed the endif */
+    for (;;) {
+        x->a = parse_expr(S);
+        expect_block_end(S);
+        parse_body(S, &x->body, stops);
+        token *end = cur(S);
+        S->pos++;
+        if (!jstr_eq(end->s, "elif")) {
+            if (jstr_eq(end->s, "else"))
+                parse_block(S, &x->body2, "endif");
+            expect_block_end(S);
+            return first;
+        }
+        node *elif = new_node(S, N_IF, end->line);
+        elif->elif = 1;
+        nl_push(S, &x->body2, elif);
+        x = elif;
     }
-    if (jstr_eq(end->s, "else"))
-        parse_block(S, &x->body2, "endif");
-    expect_block_end(S);
-    return x;
 }
 
 static node *parse_for(state *S, int line) {
@@ -585,6 +599,7 @@ static node *parse_statement(state *S) {
 
 /* Statements up to EOF or (when stops) a {% stop %} tag, left with cur on its name. */
 static void parse_body(state *S, nlist *body, const char *const *stops) {
+    jinja_enter(S, ER_ERR_FORMAT, cur(S)->line, "template");
     for (;;) {
         token *t = cur(S);
         if (t->k == T_EOF) {
@@ -594,6 +609,7 @@ static void parse_body(state *S, nlist *body, const char *const *stops) {
                     end++;
                 jinja_fail(S, ER_ERR_FORMAT, t->line, "missing {%% %s %%}", *end);
             }
+            jinja_leave(S);
             return;
         }
         if (t->k == T_TEXT) {
@@ -612,8 +628,10 @@ static void parse_body(state *S, nlist *body, const char *const *stops) {
         } else if (t->k == T_BLOCK_BEGIN) {
             S->pos++;
             token *name = cur(S);
-            if (name->k == T_NAME && in_words(name->s, stops))
+            if (name->k == T_NAME && in_words(name->s, stops)) {
+                jinja_leave(S);
                 return;
+            }
             if (name->k == T_NAME && in_words(name->s, end_tags))
                 jinja_fail(S, ER_ERR_FORMAT, name->line, "unexpected {%% %.*s %%}", SHOWN(name->s));
             nl_push(S, body, parse_statement(S));

@@ -2,8 +2,13 @@
  * strings.c - Python's str methods as the templates use them, on UTF-8 text: lengths,
  * indices and slices count code points (jinja_char_offsets maps them to bytes), white
  * space is str.isspace's, and invalid bytes stand for themselves (core/utf8.h), so no
- * input is refused. Case mapping is ASCII only, as it always was here.
+ * input is refused. Case mapping is ASCII only, as it always was here. Searching is
+ * glibc's memmem (two-way: linear, where a naive search is quadratic on hostile strings);
+ * the functions that scan a string without allocating in proportion charge its bytes to
+ * the step budget.
  */
+#define _GNU_SOURCE /* memmem */
+
 #include "chat/engine.h"
 #include "tokenizer/unicode.h"
 
@@ -37,6 +42,13 @@ size_t jinja_n_chars(jstr s) {
     for (size_t i = 0; i < s.n; i++)
         k += ((unsigned char)s.s[i] & 0xc0) != 0x80;
     return k;
+}
+
+size_t jinja_char_at(jstr s, size_t i) {
+    for (size_t b = 0; b < s.n; b++)
+        if (((unsigned char)s.s[b] & 0xc0) != 0x80 && i-- == 0)
+            return b;
+    return s.n;
 }
 
 /* Byte offsets of each code point: (n + 1) entries. */
@@ -83,15 +95,15 @@ jstr jinja_strip(jstr s, const jstr *chars, int left, int right) {
 }
 
 const char *jinja_find(jstr s, size_t from, jstr sub) {
+    if (from > s.n)
+        return NULL;
     if (sub.n == 0)
         return s.s + from;
-    for (size_t i = from; i + sub.n <= s.n; i++)
-        if (s.s[i] == sub.s[0] && !memcmp(s.s + i, sub.s, sub.n))
-            return s.s + i;
-    return NULL;
+    return memmem(s.s + from, s.n - from, sub.s, sub.n);
 }
 
 jv jinja_split(state *S, jstr s, const jstr *sep, int64_t maxsplit, int from_right) {
+    jinja_step_bytes(S, S->line, s.n);
     jlist *l = jinja_list_new(S, 0);
     if (!sep) { /* runs of white space, none at the ends */
         jstr rest = jinja_strip(s, NULL, !from_right, from_right);
@@ -164,6 +176,7 @@ jstr jinja_case(state *S, jstr s, int mode) {
 }
 
 jstr jinja_replace(state *S, jstr s, jstr old, jstr new_s, int64_t count) {
+    jinja_step_bytes(S, S->line, s.n);
     sbuf b = {0};
     size_t i = 0;
     int64_t done = 0;

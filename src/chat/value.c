@@ -2,10 +2,15 @@
  * value.c - the values of the chat template engine and the arena they live in.
  *
  *   arena      blocks of 64 KiB (or one larger allocation), freed together by
- *              jinja_arena_free; jinja_grow doubles arrays within it
- *   values     lists and dicts (keys in insertion order, found by a backward scan: template
- *              dicts are small); Python's ==, < (TypeError where Python raises one)
- *   printing   str() and repr() as Python prints them, floats as float.__repr__
+ *              jinja_arena_free, at most S->max_bytes in all; jinja_grow doubles arrays
+ *              within it
+ *   limits     jinja_enter (the depth guard) and the step budget's failure
+ *   values     lists and dicts (keys in insertion order, found by a scan while a dict is
+ *              small, through a hash index from 8 keys on); Python's ==, < (TypeError
+ *              where Python raises one); a stable merge sort
+ *   printing   str() and repr() as Python prints them, floats as float.__repr__; a
+ *              container met again inside itself (only a namespace can make one) prints
+ *              as Python's [...], (...), {...}
  *   JSON       the variables read with core/json.h into values; tojson as json.dumps
  */
 #include <math.h>
@@ -31,17 +36,39 @@ void jinja_fail(state *S, er_status st, int line, const char *fmt, ...) {
                      : snprintf(S->msg, sizeof S->msg, "chat template: ");
     vsnprintf(S->msg + k, sizeof S->msg - (size_t)k, fmt, ap);
     va_end(ap);
+    for (char *p = S->msg; *p; p++) /* one line, whatever the template's text put in it */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
     S->status = st;
     longjmp(S->fail, 1);
 }
 
+void jinja_depth_fail(state *S, er_status st, int line, const char *what) {
+    jinja_fail(S, st, line, "%s nested too deeply (the limit is %d levels)", what, JINJA_MAX_DEPTH);
+}
+
+void jinja_steps_fail(state *S, int line) {
+    jinja_fail(S, ER_ERR_UNSUPPORTED, line, "the template takes more than %lld steps, the limit of one rendering",
+               (long long)S->max_steps);
+}
+
+static _Noreturn void memory_fail(state *S) {
+    jinja_fail(S, ER_ERR_UNSUPPORTED, S->line, "the template needs more than %zu MiB, the memory limit of one rendering",
+               S->max_bytes >> 20);
+}
+
 void *jinja_alloc(state *S, size_t size) {
+    if (size > S->max_bytes - S->bytes) /* also keeps the rounding below from overflowing */
+        memory_fail(S);
     size = (size + 15) & ~(size_t)15;
     if (!S->arena || S->arena->cap - S->arena->used < size) {
         const size_t cap = size > 65536 ? size : 65536;
+        if (cap > S->max_bytes - S->bytes)
+            memory_fail(S);
+        S->bytes += cap;
         ablock *b = malloc(sizeof *b + cap);
         if (!b)
-            jinja_fail(S, ER_ERR_NO_MEMORY, 0, "out of memory");
+            jinja_fail(S, ER_ERR_NO_MEMORY, S->line, "out of memory");
         b->next = S->arena;
         b->used = 0;
         b->cap = cap;
@@ -54,12 +81,19 @@ void *jinja_alloc(state *S, size_t size) {
 
 void *jinja_zalloc(state *S, size_t size) { return memset(jinja_alloc(S, size), 0, size); }
 
+/* 2 * c elements of `size` bytes, refused before the product could overflow. */
+static size_t twice(state *S, size_t c, size_t size) {
+    if (c > S->max_bytes / size / 2)
+        memory_fail(S);
+    return 2 * c;
+}
+
 void *jinja_grow(state *S, void *items, size_t n, size_t need, size_t *cap, size_t size, size_t first_cap) {
     if (*cap - n >= need)
         return items;
-    size_t c = *cap ? 2 * *cap : first_cap;
+    size_t c = *cap ? twice(S, *cap, size) : first_cap;
     while (c - n < need)
-        c *= 2;
+        c = twice(S, c, size);
     void *p = jinja_alloc(S, c * size);
     if (n)
         memcpy(p, items, n * size);
@@ -117,24 +151,66 @@ void jinja_list_push(state *S, jlist *l, jv v) {
 
 jdict *jinja_dict_new(state *S) { return jinja_zalloc(S, sizeof(jdict)); }
 
-jv *jinja_dict_find(const jdict *d, jstr key) {
-    for (size_t i = d->n; i-- > 0;)
-        if (jstr_same(d->keys[i], key))
-            return &d->vals[i];
-    return NULL;
+/* FNV-1a: keys come from the template and its variables, so an input can make them collide;
+ * jinja_dict_find charges every probe, and collisions cost steps, not a hang. */
+static size_t key_hash(jstr k) {
+    uint64_t h = 14695981039346656037u;
+    for (size_t i = 0; i < k.n; i++)
+        h = (h ^ (unsigned char)k.s[i]) * 1099511628211u;
+    return (size_t)(h ^ (h >> 32));
+}
+
+enum { DICT_INDEX_FROM = 8 }; /* smaller dicts (scopes, messages) are scanned */
+
+jv *jinja_dict_find(state *S, const jdict *d, jstr key) {
+    if (!d->slots) {
+        jinja_step(S, S->line, (int64_t)d->n);
+        for (size_t i = d->n; i-- > 0;)
+            if (jstr_same(d->keys[i], key))
+                return &d->vals[i];
+        return NULL;
+    }
+    jinja_step_bytes(S, S->line, key.n);
+    const size_t mask = d->n_slots - 1;
+    for (size_t h = key_hash(key) & mask;; h = (h + 1) & mask) {
+        const uint32_t k = d->slots[h];
+        jinja_step(S, S->line, 1);
+        if (!k)
+            return NULL;
+        if (jstr_same(d->keys[k - 1], key))
+            return &d->vals[k - 1];
+    }
+}
+
+static void index_key(jdict *d, size_t i) {
+    const size_t mask = d->n_slots - 1;
+    size_t h = key_hash(d->keys[i]) & mask;
+    while (d->slots[h])
+        h = (h + 1) & mask;
+    d->slots[h] = (uint32_t)(i + 1);
 }
 
 void jinja_dict_set(state *S, jdict *d, jstr key, jv v) {
-    jv *slot = jinja_dict_find(d, key);
+    jv *slot = jinja_dict_find(S, d, key);
     if (slot) {
         *slot = v;
         return;
     }
+    if (d->n >= UINT32_MAX / 2)
+        jinja_fail(S, ER_ERR_UNSUPPORTED, S->line, "a dict of more than %u keys", UINT32_MAX / 2);
     size_t cap = d->cap; /* keys and values grow together */
     d->keys = jinja_grow(S, d->keys, d->n, 1, &cap, sizeof *d->keys, 8);
     d->vals = jinja_grow(S, d->vals, d->n, 1, &d->cap, sizeof *d->vals, 8);
     d->keys[d->n] = key;
     d->vals[d->n++] = v;
+    if (d->n >= DICT_INDEX_FROM && 2 * d->n > d->n_slots) { /* (re)build the index, at most half full */
+        d->n_slots = d->n_slots ? 2 * d->n_slots : 4 * DICT_INDEX_FROM;
+        d->slots = jinja_zalloc(S, d->n_slots * sizeof *d->slots);
+        for (size_t i = 0; i < d->n; i++)
+            index_key(d, i);
+    } else if (d->slots) {
+        index_key(d, d->n - 1);
+    }
 }
 
 jlist *jinja_dict_items(state *S, const jdict *d) {
@@ -178,7 +254,8 @@ int jinja_truthy(jv v) {
     }
 }
 
-int jinja_eq(jv a, jv b) {
+int jinja_eq(state *S, int line, jv a, jv b) {
+    jinja_step(S, line, 1);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != J_FLOAT && b.t != J_FLOAT)
             return jv_int(a) == jv_int(b);
@@ -186,26 +263,33 @@ int jinja_eq(jv a, jv b) {
     }
     if (a.t != b.t)
         return 0;
+    int eq = 1;
     switch (a.t) {
     case J_UNDEF:
     case J_NONE: return 1;
-    case J_STR: return jstr_same(a.s, b.s);
+    case J_STR:
+        jinja_step_bytes(S, line, a.s.n);
+        return jstr_same(a.s, b.s);
     case J_LIST:
         if (a.l->n != b.l->n || a.l->tuple != b.l->tuple)
             return 0;
-        for (size_t i = 0; i < a.l->n; i++)
-            if (!jinja_eq(a.l->items[i], b.l->items[i]))
-                return 0;
-        return 1;
+        jinja_enter(S, ER_ERR_INVALID_ARG, line, "values compared with ==");
+        for (size_t i = 0; i < a.l->n && eq; i++)
+            eq = jinja_eq(S, line, a.l->items[i], b.l->items[i]);
+        jinja_leave(S);
+        return eq;
     case J_DICT:
+        if (a.d->ns || b.d->ns) /* jinja2's Namespace has no __eq__: identity */
+            return a.d == b.d;
         if (a.d->n != b.d->n)
             return 0;
-        for (size_t i = 0; i < a.d->n; i++) {
-            const jv *o = jinja_dict_find(b.d, a.d->keys[i]);
-            if (!o || !jinja_eq(a.d->vals[i], *o))
-                return 0;
+        jinja_enter(S, ER_ERR_INVALID_ARG, line, "values compared with ==");
+        for (size_t i = 0; i < a.d->n && eq; i++) {
+            const jv *o = jinja_dict_find(S, b.d, a.d->keys[i]);
+            eq = o && jinja_eq(S, line, a.d->vals[i], *o);
         }
-        return 1;
+        jinja_leave(S);
+        return eq;
     case J_MACRO: return a.macro == b.macro;
     case J_BUILTIN: return a.builtin == b.builtin;
     default: return 0;
@@ -214,6 +298,7 @@ int jinja_eq(jv a, jv b) {
 
 /* -1, 0, 1; fails (Python's TypeError) on values that have no order. */
 int jinja_cmp(state *S, int line, jv a, jv b) {
+    jinja_step(S, line, 1);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != J_FLOAT && b.t != J_FLOAT) {
             const int64_t x = jv_int(a), y = jv_int(b);
@@ -223,17 +308,49 @@ int jinja_cmp(state *S, int line, jv a, jv b) {
     }
     if (a.t == J_STR && b.t == J_STR) {
         const size_t n = a.s.n < b.s.n ? a.s.n : b.s.n;
+        jinja_step_bytes(S, line, n);
         const int c = n ? memcmp(a.s.s, b.s.s, n) : 0; /* UTF-8 byte order is code point order */
         return c ? (c < 0 ? -1 : 1) : a.s.n < b.s.n ? -1 : a.s.n > b.s.n;
     }
     if (a.t == J_LIST && b.t == J_LIST) {
-        for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-            if (!jinja_eq(a.l->items[i], b.l->items[i]))
-                return jinja_cmp(S, line, a.l->items[i], b.l->items[i]);
-        }
-        return a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
+        jinja_enter(S, ER_ERR_INVALID_ARG, line, "values compared with <");
+        int c = 0;
+        size_t i = 0;
+        while (i < a.l->n && i < b.l->n && jinja_eq(S, line, a.l->items[i], b.l->items[i]))
+            i++;
+        if (i < a.l->n && i < b.l->n)
+            c = jinja_cmp(S, line, a.l->items[i], b.l->items[i]);
+        else
+            c = a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
+        jinja_leave(S);
+        return c;
     }
     jinja_fail(S, ER_ERR_INVALID_ARG, line, "cannot compare %s and %s", jinja_type_name(a), jinja_type_name(b));
+}
+
+/* Bottom-up: runs of 1, 2, 4, ... merged from idx into tmp and back; on a tie the left
+ * run's element goes first, which keeps the sort stable. */
+void jinja_sort(state *S, size_t *idx, size_t n, int (*less)(state *S, void *ctx, size_t a, size_t b), void *ctx) {
+    if (n < 2)
+        return;
+    size_t *tmp = jinja_alloc(S, n * sizeof *tmp), *from = idx, *to = tmp;
+    for (size_t width = 1; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            const size_t mid = lo + width < n ? lo + width : n, hi = mid + width < n ? mid + width : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                to[k++] = less(S, ctx, from[j], from[i]) ? from[j++] : from[i++];
+            while (i < mid)
+                to[k++] = from[i++];
+            while (j < hi)
+                to[k++] = from[j++];
+        }
+        size_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != idx)
+        memcpy(idx, from, n * sizeof *idx);
 }
 
 /* ---- Python printing ------------------------------------------------------------------ */
@@ -294,7 +411,14 @@ static void put_float(state *S, sbuf *b, double f) {
     }
 }
 
-static void put_repr(state *S, sbuf *b, jv v);
+/* The containers being printed, innermost first (see put_repr). */
+typedef struct open_container {
+    const void *p;
+    const struct open_container *up;
+    int n_ns; /* namespaces among them: without one there is no cycle to look for */
+} open_container;
+
+static void put_repr(state *S, sbuf *b, jv v, const open_container *up);
 
 /* repr() of a string: single quotes unless it has ' and no ". */
 static void put_str_repr(state *S, sbuf *b, jstr s) {
@@ -330,17 +454,31 @@ void jinja_print(state *S, sbuf *b, jv v) {
     case J_INT: jinja_sb_printf(S, b, "%lld", (long long)v.i); break;
     case J_FLOAT: put_float(S, b, v.f); break;
     case J_STR: jinja_sb_put(S, b, v.s.s, v.s.n); break;
-    default: put_repr(S, b, v); break;
+    default: put_repr(S, b, v, NULL); break;
     }
 }
 
-static void put_repr(state *S, sbuf *b, jv v) {
+/* repr(); `up` lists the containers being printed around v: one met again inside itself
+ * prints as Python's reprlib guard prints it ([...], (...), {...}; a namespace's dict so
+ * "<Namespace {...}>"), which ends the cycles that namespaces can make. */
+static void put_repr(state *S, sbuf *b, jv v, const open_container *up) {
+    jinja_step(S, S->line, 1);
     switch (v.t) {
     case J_STR: put_str_repr(S, b, v.s); break;
     case J_LIST:
     case J_DICT: { /* [a, b], (a,), {'k': v}, <Namespace {'k': v}> */
         const int dict = v.t == J_DICT;
         const size_t n = dict ? v.d->n : v.l->n;
+        const open_container here = {dict ? (const void *)v.d : (const void *)v.l, up,
+                                     (up ? up->n_ns : 0) + (dict && v.d->ns)};
+        for (const open_container *o = up && up->n_ns ? up : NULL; o; o = o->up) {
+            jinja_step(S, S->line, 1);
+            if (o->p == here.p) {
+                sb_puts(S, b, dict ? (v.d->ns ? "<Namespace {...}>" : "{...}") : v.l->tuple ? "(...)" : "[...]");
+                return;
+            }
+        }
+        jinja_enter(S, ER_ERR_INVALID_ARG, S->line, "values printed");
         sb_puts(S, b, dict ? (v.d->ns ? "<Namespace {" : "{") : v.l->tuple ? "(" : "[");
         for (size_t i = 0; i < n; i++) {
             if (i)
@@ -349,9 +487,10 @@ static void put_repr(state *S, sbuf *b, jv v) {
                 put_str_repr(S, b, v.d->keys[i]);
                 sb_puts(S, b, ": ");
             }
-            put_repr(S, b, dict ? v.d->vals[i] : v.l->items[i]);
+            put_repr(S, b, dict ? v.d->vals[i] : v.l->items[i], &here);
         }
         sb_puts(S, b, dict ? (v.d->ns ? "}>" : "}") : v.l->tuple ? (n == 1 ? ",)" : ")") : "]");
+        jinja_leave(S);
         break;
     }
     case J_UNDEF: sb_puts(S, b, "Undefined"); break;
@@ -414,7 +553,7 @@ static jv from_json(state *S, json_reader *r, const json_item *it) {
 jdict *jinja_read_json(state *S, const char *json, size_t n) {
     json_reader r;
     json_item it;
-    json_init(&r, json, n, JINJA_MAX_DEPTH);
+    json_init(&r, json, n, JINJA_MAX_JSON_DEPTH);
     next_item(S, &r, &it);
     const jv vars = from_json(S, &r, &it);
     next_item(S, &r, &it); /* the end of the text: nothing may follow the object */
@@ -435,24 +574,23 @@ static void dump_newline(state *S, sbuf *b, const jinja_json_opts *o, int level)
         jinja_sb_put(S, b, o->indent_str.s, o->indent_str.n);
 }
 
+static int key_less(state *S, void *ctx, size_t a, size_t b) {
+    const jdict *d = ctx;
+    return jinja_cmp(S, S->line, v_str(d->keys[a]), v_str(d->keys[b])) < 0;
+}
+
 /* The order json.dumps writes a dict's keys in: as inserted, or sorted. */
-static size_t *key_order(state *S, int line, const jdict *d, int sort_keys) {
+static size_t *key_order(state *S, const jdict *d, int sort_keys) {
     size_t *order = jinja_alloc(S, d->n * sizeof *order);
     for (size_t i = 0; i < d->n; i++)
         order[i] = i;
-    if (sort_keys) /* insertion sort: dicts in templates are small */
-        for (size_t i = 1; i < d->n; i++)
-            for (size_t j = i; j > 0 && jinja_cmp(S, line, v_str(d->keys[order[j - 1]]), v_str(d->keys[order[j]])) > 0; j--) {
-                const size_t t = order[j];
-                order[j] = order[j - 1];
-                order[j - 1] = t;
-            }
+    if (sort_keys)
+        jinja_sort(S, order, d->n, key_less, (void *)d);
     return order;
 }
 
 static void dump_json(state *S, int line, sbuf *b, jv v, const jinja_json_opts *o, int level) {
-    if (level > JINJA_MAX_DEPTH)
-        jinja_fail(S, ER_ERR_INVALID_ARG, line, "tojson: nesting too deep");
+    jinja_step(S, line, 1);
     switch (v.t) {
     case J_NONE: sb_puts(S, b, "null"); break;
     case J_BOOL: sb_puts(S, b, v.b ? "true" : "false"); break;
@@ -476,7 +614,8 @@ static void dump_json(state *S, int line, sbuf *b, jv v, const jinja_json_opts *
             jinja_sb_put(S, b, brackets, 2);
             break;
         }
-        const size_t *order = v.t == J_DICT ? key_order(S, line, v.d, o->sort_keys) : NULL;
+        const size_t *order = v.t == J_DICT ? key_order(S, v.d, o->sort_keys) : NULL;
+        jinja_enter(S, ER_ERR_INVALID_ARG, line, "tojson: values");
         jinja_sb_put(S, b, brackets, 1);
         for (size_t k = 0; k < n; k++) {
             if (k)
@@ -492,6 +631,7 @@ static void dump_json(state *S, int line, sbuf *b, jv v, const jinja_json_opts *
         if (o->indent >= 0)
             dump_newline(S, b, o, level);
         jinja_sb_put(S, b, brackets + 1, 1);
+        jinja_leave(S);
         break;
     }
     default: jinja_fail(S, ER_ERR_INVALID_ARG, line, "tojson: Object of type %s is not JSON serializable", jinja_type_name(v));
