@@ -11,6 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* localtime_r */
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,10 +194,13 @@ static jv attr_path(state *S, int line, jv v, jstr path) {
         while (e < path.n && path.s[e] != '.')
             e++;
         const jstr part = {path.s + i, e - i};
+        int64_t index = 0; /* all digits: an index; one beyond int64 is out of range anyway */
         int all_digits = part.n > 0;
-        for (size_t k = 0; k < part.n; k++)
-            all_digits &= part.s[k] >= '0' && part.s[k] <= '9';
-        v = all_digits ? jinja_get_item(S, line, v, v_int(strtoll(part.s, NULL, 10))) : jinja_get_item(S, line, v, v_str(part));
+        for (size_t k = 0; k < part.n && all_digits; k++) {
+            all_digits = part.s[k] >= '0' && part.s[k] <= '9';
+            index = index > (INT64_MAX - 9) / 10 ? INT64_MAX : index * 10 + (part.s[k] - '0');
+        }
+        v = jinja_get_item(S, line, v, all_digits ? v_int(index) : v_str(part));
         i = e + 1;
     }
     return v;
@@ -482,22 +486,48 @@ static int number_text(state *S, int line, jstr s, char *tmp) {
     return 1;
 }
 
+/* A float's integer part as Python's int() gives it, which past int64 is a big int: those
+ * fail here. NaN has none: *ok = 0 (a ValueError, which the int filter turns into its
+ * default). */
+static int64_t float_to_int(const call *c, double f, int *ok) {
+    *ok = !isnan(f);
+    if (!*ok)
+        return 0;
+    if (isinf(f))
+        jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "int: cannot convert float infinity to integer");
+    if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0)) /* [-2^63, 2^63) */
+        jinja_fail(c->S, ER_ERR_UNSUPPORTED, c->line, "int: %.17g is beyond 64-bit integers", f);
+    return (int64_t)f;
+}
+
+/* jinja2's do_int: int(value), else int(float(value)); a ValueError or TypeError (and in
+ * the second, an OverflowError) gives the default. */
 static jv f_int(const call *c, jv v) {
     const int64_t def = jinja_arg_int(c->S, c->a, 0, "default", 0);
     char tmp[64], *e;
+    int ok;
     if (v.t == J_INT)
         return v;
     if (v.t == J_BOOL)
         return v_int(v.b);
-    if (v.t == J_FLOAT)
-        return isfinite(v.f) ? v_int((int64_t)v.f) : v_int(def);
+    if (v.t == J_FLOAT) {
+        const int64_t i = float_to_int(c, v.f, &ok);
+        return v_int(ok ? i : def);
+    }
     if (v.t != J_STR || !number_text(c->S, c->line, v.s, tmp))
         return v_int(def);
+    errno = 0;
     const long long i = strtoll(tmp, &e, 10);
-    if (!*e)
+    if (!*e) {
+        if (errno == ERANGE)
+            jinja_fail(c->S, ER_ERR_UNSUPPORTED, c->line, "int: %s is beyond 64-bit integers", tmp);
         return v_int(i);
+    }
     const double f = strtod(tmp, &e);
-    return !*e && isfinite(f) ? v_int((int64_t)f) : v_int(def);
+    if (*e || !isfinite(f)) /* int(float('inf')) is an OverflowError: the default */
+        return v_int(def);
+    const int64_t k = float_to_int(c, f, &ok);
+    return v_int(ok ? k : def);
 }
 
 static jv f_float(const call *c, jv v) {
@@ -524,12 +554,95 @@ static jv f_abs(const call *c, jv v) {
     jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "bad operand type for abs(): '%s'", jinja_type_name(v));
 }
 
+/* Python's round(x, nd) of an int: x itself for nd >= 0, else the nearest multiple of
+ * 10^-nd, a half to the even multiple. */
+static int64_t round_int(const call *c, int64_t x, int64_t nd) {
+    if (nd >= 0)
+        return x;
+    if (nd < -19) /* |x| < 10^19 / 2 */
+        return 0;
+    int64_t q, r, m = 1, out;
+    if (nd == -19) { /* 10^19 is past int64: only 0 or an overflow */
+        q = x > 5000000000000000000 ? 1 : x < -5000000000000000000 ? -1 : 0;
+        if (q)
+            jinja_fail(c->S, ER_ERR_UNSUPPORTED, c->line, "integer overflow in round (integers here are 64-bit)");
+        return 0;
+    }
+    for (int64_t k = 0; k < -nd; k++)
+        m *= 10;
+    q = x / m;
+    r = x % m;
+    if (r < 0) { /* floor division, as Python's divmod */
+        r += m;
+        q--;
+    }
+    if (r > m - r || (r == m - r && (q & 1)))
+        q++;
+    if (__builtin_mul_overflow(q, m, &out))
+        jinja_fail(c->S, ER_ERR_UNSUPPORTED, c->line, "integer overflow in round (integers here are 64-bit)");
+    return out;
+}
+
+/* Python's round(x, nd) of a float: the exact binary value rounded to nd decimals, a half
+ * to even, as its _Py_dg_dtoa (mode 3) does. glibc prints a double exactly and rounds %.Nf
+ * so; for nd < 0 the exact digits of the integer part are rounded here. */
+static double round_float(const call *c, double x, int64_t nd) {
+    if (!isfinite(x) || x == 0 || nd > 323)
+        return x;
+    if (nd < -308)
+        return copysign(0.0, x);
+    char buf[720]; /* 309 integer digits, '.', 323 decimals; or the rounded digits, "e308" */
+    if (nd >= 0) {
+        snprintf(buf, sizeof buf, "%.*f", (int)nd, x);
+        return strtod(buf, NULL);
+    }
+    const double ip = trunc(x), frac = x - ip; /* exact */
+    const int k = (int)-nd;
+    int n = snprintf(buf, sizeof buf, "%.0f", fabs(ip));
+    if (n <= k) { /* fewer than k + 1 digits: zeros in front, so that one is kept */
+        memmove(buf + (k + 1 - n), buf, (size_t)n + 1);
+        memset(buf, '0', (size_t)(k + 1 - n));
+        n = k + 1;
+    }
+    const int cut = n - k; /* the kept digits: buf[0..cut) */
+    int rest = frac != 0;
+    for (int i = cut + 1; i < n; i++)
+        rest |= buf[i] != '0';
+    if (buf[cut] > '5' || (buf[cut] == '5' && (rest || (buf[cut - 1] - '0') % 2 == 1))) {
+        int i = cut - 1;
+        for (; i >= 0 && buf[i] == '9'; i--)
+            buf[i] = '0';
+        if (i >= 0) {
+            buf[i]++;
+        } else { /* 99.. -> 100..: one more digit */
+            memmove(buf + 1, buf, (size_t)n + 1);
+            buf[0] = '1';
+            n++;
+        }
+    }
+    snprintf(buf + (n - k), sizeof buf - (size_t)(n - k), "e%d", k);
+    const double r = copysign(strtod(buf, NULL), x);
+    if (isinf(r))
+        jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "round: rounded value too large to represent");
+    return r;
+}
+
+/* jinja2's do_round: "common" is Python's round(value, precision) (an int stays an int);
+ * ceil and floor scale by 10^precision. */
 static jv f_round(const call *c, jv v) {
     const int64_t prec = jinja_arg_int(c->S, c->a, 0, "precision", 0);
     const jstr method = jinja_arg_str(c->S, c->a, 1, "method", "common");
+    const int common = jstr_eq(method, "common"), up = jstr_eq(method, "ceil");
+    if (!common && !up && !jstr_eq(method, "floor"))
+        jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "round: method must be common, ceil or floor");
+    if (!jv_is_num(v))
+        jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "round: type %s doesn't define __round__ method", jinja_type_name(v));
+    if (common)
+        return v.t == J_FLOAT ? v_float(round_float(c, v.f, prec)) : v_int(round_int(c, jv_int(v), prec));
     const double scale = pow(10.0, (double)prec), x = jv_num(v) * scale;
-    const double r = jstr_eq(method, "ceil") ? ceil(x) : jstr_eq(method, "floor") ? floor(x) : (x < 0 ? -floor(-x + 0.5) : floor(x + 0.5));
-    return v_float(r / scale);
+    if (!isfinite(x))
+        jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "round: cannot convert float %s to integer", isnan(x) ? "NaN" : "infinity");
+    return v_float((up ? ceil(x) : floor(x)) / scale);
 }
 
 /* The string filters convert the value with str() first. */

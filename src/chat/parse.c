@@ -33,7 +33,7 @@ static _Noreturn void parse_fail(state *S, const char *expected) {
         jinja_fail(S, ER_ERR_FORMAT, t->line, "expected %s, found the end of the template", expected);
     if (t->k == T_BLOCK_END || t->k == T_VAR_END)
         jinja_fail(S, ER_ERR_FORMAT, t->line, "expected %s, found the end of the tag", expected);
-    jinja_fail(S, ER_ERR_FORMAT, t->line, "expected %s, found '%.*s'", expected, t->k == T_INT || t->k == T_FLOAT ? 6 : SHOWN(t->s));
+    jinja_fail(S, ER_ERR_FORMAT, t->line, "expected %s, found '%.*s'", expected, SHOWN(t->s));
 }
 
 static void expect_op(state *S, const char *op) {

@@ -372,11 +372,60 @@ static void test_template_budget(void) {
           (long long)last.steps, last.bytes, last.depth);
 }
 
+/* Item 5: bugs found earlier. */
+static void test_template_bugs(void) {
+    static const template_case cases[] = {
+        /* round: Python's round() (halves to even, an int stays an int); a non-number fails */
+        {"{{ 'a' | round }}", NULL, ER_ERR_INVALID_ARG, "round: type str doesn't define __round__ method"},
+        {"{{ x | round }}", NULL, ER_ERR_INVALID_ARG, "round: type undefined"},
+        {"{{ 1.5 | round(0, 'up') }}", NULL, ER_ERR_INVALID_ARG, "method must be common, ceil or floor"},
+        {"{{ 2.5 | round }} {{ 3.5 | round }} {{ 3 | round }} {{ 2.675 | round(2) }} {{ 1250 | round(-2) }} {{ 1350 | round(-2) }} "
+         "{{ 1234.5 | round(-2) }} {{ -1250.0 | round(-2) }} {{ true | round }} {{ 2.567 | round(1) }} {{ 1.5 | round(400) }} "
+         "{{ 123.0 | round(-400) }} {{ 2.1 | round(0, 'ceil') }} {{ -2.1 | round(1, 'floor') }} {{ 9.5 | round(-1) }} "
+         "{{ 95.0 | round(-2) }} {{ 999.0 | round(-1) }} {{ -0.4 | round }}",
+         NULL, ER_OK, "2.0 4.0 3 2.67 1200 1400 1200.0 -1200.0 1 2.6 1.5 0.0 3.0 -2.1 10.0 100.0 1000.0 -0.0"},
+        {"{{ 9223372036854775807 | round(-1) }}", NULL, ER_ERR_UNSUPPORTED, "integer overflow in round"},
+        /* a number in a parse error is printed as written */
+        {"{{ 1 2.50 }}", NULL, ER_ERR_FORMAT, "expected the end of the tag ('}}'), found '2.50'"},
+        {"{% if 1_000 %}{% 7 %}", NULL, ER_ERR_FORMAT, "found '7'"},
+        /* attr_path reads only its part of the attribute: '12'[:1] is "1" */
+        {"{{ [[10, 20, 30]] | map(attribute='12'[:1]) | list }}{{ [{'a': [5, 6]}] | map(attribute='a.1') | list }}", NULL, ER_OK,
+         "[20][6]"},
+        {"{{ [[1]] | map(attribute='99999999999999999999999') | list }}", NULL, ER_OK, "[Undefined]"},
+        /* int of a float: beyond int64 (a big int in Python) fails, infinity fails, NaN gives the default */
+        {"{{ 1e300 | int }}", NULL, ER_ERR_UNSUPPORTED, "int: 1.0000000000000001e+300 is beyond 64-bit integers"},
+        {"{{ x | int }}", "{\"x\": 1e400}", ER_ERR_INVALID_ARG, "cannot convert float infinity to integer"},
+        {"{{ '99999999999999999999' | int }}", NULL, ER_ERR_UNSUPPORTED, "int: 99999999999999999999 is beyond 64-bit integers"},
+        {"{{ '1e300' | int }}", NULL, ER_ERR_UNSUPPORTED, "beyond 64-bit integers"},
+        {"{{ (x - x) | int(7) }}|{{ '1e400' | int }}|{{ 'inf' | int(3) }}|{{ 'nan' | int(4) }}|{{ -9.2e18 | int }}|{{ ' 4.7 ' | int }}|"
+         "{{ '-4.7' | int }}|{{ 9223372036854775807 | int }}|{{ -9223372036854775808.0 | int }}",
+         "{\"x\": 1e400}", ER_OK, "7|0|3|4|-9200000000000000000|4|-4|9223372036854775807|-9223372036854775808"},
+        {"{{ 9223372036854775808.0 | int }}", NULL, ER_ERR_UNSUPPORTED, "beyond 64-bit integers"},
+        /* the variables JSON: strict numbers and \u escapes, integers in int64 */
+        {"{{ x }}", "{\"x\": \"\\u000g\"}", ER_ERR_INVALID_ARG, "variables JSON: bad escape at byte 9"},
+        {"{{ x }}", "{\"x\": 01}", ER_ERR_INVALID_ARG, "variables JSON: bad number"},
+        {"{{ x }}", "{\"x\": 1.}", ER_ERR_INVALID_ARG, "variables JSON: bad number"},
+        {"{{ x }}", "{\"x\": -.5}", ER_ERR_INVALID_ARG, "variables JSON: bad number"},
+        {"{{ x }}", "{\"x\": 9223372036854775808}", ER_ERR_INVALID_ARG, "variables JSON: integer beyond 64 bits at byte 25"},
+        {"{{ x }} {{ y }} {{ z }}", "{\"x\": -9223372036854775808, \"y\": 1e400, \"z\": \"\\u00E9\"}", ER_OK,
+         "-9223372036854775808 inf \xc3\xa9"},
+        /* Python's float // and %: floor division from fmod, zeros signed as the divisor */
+        {"{{ 1 // 0.1 }} {{ -4.0 % 2.0 }} {{ 4.0 % -2.0 }} {{ -7.5 // 2 }} {{ 7.5 % -2 }} {{ 0.0 // -1 }}", NULL, ER_OK,
+         "9.0 0.0 -0.0 -4.0 -0.5 -0.0"},
+        /* string functions on characters, not bytes */
+        {"{{ 'h\xc3\xa9llo'.count('') }}{{ 'abc'.rfind('') }}{{ 'h\xc3\xa9llo' | first }}{{ 'h\xc3\xa9llo' | last }}"
+         "{{ 'h\xc3\xa9llo'[1] }}{{ 'h\xc3\xa9llo'[1:3] }}{{ 'h\xc3\xa9llo'[-1] }}{{ '' | first is undefined }}",
+         NULL, ER_OK, "63ho\xc3\xa9\xc3\xa9lo" "True"},
+    };
+    check_cases("bug", cases, sizeof cases / sizeof cases[0], 0);
+}
+
 void test_chat(void) {
     test_json_reader();
     test_json_quote();
     test_template_crashes();
     test_template_budget();
+    test_template_bugs();
     const char *unsorted = jinja_check_tables();
     CHECK(!unsorted, "the filter, test, method and function tables are sorted (bsearch): '%s' is out of order",
           unsorted ? unsorted : "");
