@@ -666,5 +666,28 @@ expect_error "chat with an operand after --" "unexpected argument" -- chat -m "$
 expect_error "bench with an operand after --" "unexpected argument" -- bench -m "$STORIES" -- x
 expect_error "quantize -- with a missing input named -x" "\-x" -- quantize -- -x "$TMP/q.gguf" Q8_0
 
+# ---- hostile chat templates and variables (chat --render-json) --------------------------
+# A template comes from the model file: whatever it does ends in one line naming the
+# construct and its line, never a signal (see tests/unit/test_chat.c for the full set).
+render_case() { # NAME PATTERN TEMPLATE [VARIABLES]: expects an error matching PATTERN
+    printf '%s' "$3" >"$TMP/t.jinja"
+    printf '%s' "${4:-{\}}" >"$TMP/v.json"
+    expect_error "$1" "$2" -- chat -m "$STORIES" --render-json "$TMP/v.json" --template "$TMP/t.jinja"
+}
+render_case "template: INT64_MIN // -1" "line 1: integer overflow in //" '{{ (-9223372036854775807-1) // -1 }}'
+render_case "template: 30 KB of 1+1+..." "nested too deeply" "{{ 1$(printf '+1%.0s' $(seq 15000)) }}"
+render_case "template: 20000 nested ifs" "nested too deeply" "$(printf '{%% if 1 %%}%.0s' $(seq 20000))x"
+render_case "template: endless macro recursion" "line 2: .*nested too deeply" $'{% macro f() %}\n{{ f() }}{% endmacro %}{{ f() }}'
+render_case "template: 300 MB string" "memory limit" "{{ 'a' * 300000000 }}"
+render_case "template: 1 ** 2**63-1 is fast, 3 ** it overflows" "integer overflow in \\*\\*" '{{ 1 ** 9223372036854775807 }}{{ 3 ** 9223372036854775807 }}'
+render_case "variables: an integer beyond int64" "integer beyond 64 bits" '{{ x }}' '{"x": 9223372036854775808}'
+render_case "variables: a bad \\u escape" "bad escape" '{{ x }}' '{"x": "\u000g"}'
+render_case "variables: a number with a leading zero" "bad number" '{{ x }}' '{"x": 01}'
+printf '%s' '{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}' >"$TMP/t.jinja"
+printf '{}' >"$TMP/v.json"
+if expect_ok "template: a namespace holding itself prints" -- chat -m "$STORIES" --render-json "$TMP/v.json" --template "$TMP/t.jinja"; then
+    if [ "$(cat "$TMP/out")" = "<Namespace {'a': <Namespace {...}>}>" ]; then pass "as Python prints it"; else fail "as Python prints it" "$(head -c 200 "$TMP/out")"; fi
+fi
+
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]
