@@ -478,6 +478,7 @@ static int compare_op(state *S, int line, jstr op, jv a, jv b) {
 
 static JINJA_NOINLINE jv call_macro(state *S, int line, const node *m, const args *a) {
     jinja_enter(S, ER_ERR_INVALID_ARG, line, "macro calls");
+    jinja_step(S, line, (int64_t)(a->n + 1) * (int64_t)(m->args.n + 1)); /* matching arguments to parameters */
     scope *sc = new_scope(S, S->root);
     if (a->n_pos > m->args.n)
         jinja_fail(S, ER_ERR_INVALID_ARG, line, "macro '%.*s' takes %zu arguments, %zu given", SHOWN(m->name), m->args.n, a->n_pos);
@@ -771,6 +772,8 @@ er_status jinja_render(const char *source, size_t n, const char *json, size_t js
     S->defaults = defaults;
     S->n_defaults = n_defaults;
     S->max_steps = limits && limits->max_steps > 0 ? limits->max_steps : JINJA_DEFAULT_STEPS;
+    if (S->max_steps > INT64_MAX / 4) /* room for one charge past it without overflow */
+        S->max_steps = INT64_MAX / 4;
     const size_t input = n + json_len, per_input = JINJA_DEFAULT_BYTES_PER_INPUT_BYTE;
     S->max_bytes = limits && limits->max_bytes ? limits->max_bytes
                    : input > (SIZE_MAX / 2 - JINJA_DEFAULT_BYTES) / per_input ? SIZE_MAX / 2

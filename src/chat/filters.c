@@ -292,6 +292,7 @@ static jv f_list(const call *c, jv v) { return v_list(jinja_iter(c->S, c->line, 
 
 static jv f_first_last(const call *c, jv v) { /* mode 0: first, 1: last */
     if (v.t == J_STR && v.s.n) { /* one character, without listing them all */
+        jinja_step_bytes(c->S, c->line, v.s.n); /* a "character" may be a long invalid run */
         size_t b = 0;
         if (c->mode == 0)
             b = jinja_char_at(v.s, 0);
@@ -647,11 +648,17 @@ static jv f_round(const call *c, jv v) {
 
 /* The string filters convert the value with str() first. */
 
+/* strip, charged at most what it can cost: each code point looked at is compared with
+ * each of chars (Python's strip(chars) is so too). */
+static jstr strip(const call *c, jstr s, const jv *chars, int left, int right) {
+    const jstr *set = chars && chars->t == J_STR ? &chars->s : NULL;
+    const size_t per = set && set->n ? set->n : 1;
+    jinja_step_bytes(c->S, c->line, s.n > SIZE_MAX / per ? SIZE_MAX : s.n * per);
+    return jinja_strip(s, set, left, right);
+}
+
 static jv f_trim(const call *c, jv v) {
-    const jv *chars = jinja_arg(c->a, 0, "chars");
-    const jstr s = jinja_str(c->S, v);
-    jinja_step_bytes(c->S, c->line, s.n);
-    return v_str(jinja_strip(s, chars && chars->t == J_STR ? &chars->s : NULL, 1, 1));
+    return v_str(strip(c, jinja_str(c->S, v), jinja_arg(c->a, 0, "chars"), 1, 1));
 }
 
 static jv f_case(const call *c, jv v) { return v_str(jinja_case(c->S, jinja_str(c->S, v), c->mode)); }
@@ -772,6 +779,7 @@ static jv m_startswith(const call *c, jv self) { /* mode 0: startswith, 1: endsw
             jinja_fail(c->S, ER_ERR_INVALID_ARG, c->line, "%.*s first arg must be str or a tuple of str, not %s", SHOWN(c->name),
                        jinja_type_name(alts[k]));
         const jstr x = alts[k].s;
+        jinja_step_bytes(c->S, c->line, x.n);
         if (x.n <= s.n && (x.n == 0 || !memcmp(c->mode == 0 ? s.s : s.s + s.n - x.n, x.s, x.n)))
             return v_bool(1);
     }
@@ -781,9 +789,7 @@ static jv m_startswith(const call *c, jv self) { /* mode 0: startswith, 1: endsw
 enum { LEFT = 1, RIGHT = 2 };
 
 static jv m_strip(const call *c, jv self) {
-    const jv *chars = jinja_arg(c->a, 0, "chars");
-    jinja_step_bytes(c->S, c->line, self.s.n);
-    return v_str(jinja_strip(self.s, chars && chars->t == J_STR ? &chars->s : NULL, c->mode & LEFT, c->mode & RIGHT));
+    return v_str(strip(c, self.s, jinja_arg(c->a, 0, "chars"), c->mode & LEFT, c->mode & RIGHT));
 }
 
 static jv m_split(const call *c, jv self) { /* mode 1: rsplit */

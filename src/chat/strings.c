@@ -99,7 +99,7 @@ const char *jinja_find(jstr s, size_t from, jstr sub) {
         return NULL;
     if (sub.n == 0)
         return s.s + from;
-    return memmem(s.s + from, s.n - from, sub.s, sub.n);
+    return sub.n <= s.n - from ? memmem(s.s + from, s.n - from, sub.s, sub.n) : NULL;
 }
 
 jv jinja_split(state *S, jstr s, const jstr *sep, int64_t maxsplit, int from_right) {

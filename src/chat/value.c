@@ -162,11 +162,19 @@ static size_t key_hash(jstr k) {
 
 enum { DICT_INDEX_FROM = 8 }; /* smaller dicts (scopes, messages) are scanned */
 
+/* keys[i] == key, charged by the bytes compared when the lengths are equal. */
+static int same_key(state *S, const jdict *d, size_t i, jstr key) {
+    if (d->keys[i].n != key.n)
+        return 0;
+    jinja_step_bytes(S, S->line, key.n);
+    return jstr_same(d->keys[i], key);
+}
+
 jv *jinja_dict_find(state *S, const jdict *d, jstr key) {
     if (!d->slots) {
-        jinja_step(S, S->line, (int64_t)d->n);
+        jinja_step(S, S->line, (int64_t)d->n + 1);
         for (size_t i = d->n; i-- > 0;)
-            if (jstr_same(d->keys[i], key))
+            if (same_key(S, d, i, key))
                 return &d->vals[i];
         return NULL;
     }
@@ -177,7 +185,7 @@ jv *jinja_dict_find(state *S, const jdict *d, jstr key) {
         jinja_step(S, S->line, 1);
         if (!k)
             return NULL;
-        if (jstr_same(d->keys[k - 1], key))
+        if (same_key(S, d, k - 1, key))
             return &d->vals[k - 1];
     }
 }

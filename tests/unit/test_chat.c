@@ -325,16 +325,36 @@ static void test_template_budget(void) {
         {"{% set l = range(100000) | list %}{% for i in range(1000) %}{{ l | select('none') | list }}{% endfor %}", NULL,
          ER_ERR_UNSUPPORTED, "steps"},
         {"{% set s = 'a' * 1000000 %}{% for i in range(1000) %}{{ s.count('a') }}{% endfor %}", NULL, ER_ERR_UNSUPPORTED, "steps"},
+        {"{% set s = 'a' * 10000000 %}{% for i in range(100000) %}{{ s.startswith(s) }}{% endfor %}", NULL, ER_ERR_UNSUPPORTED,
+         "steps"},
+        {"{% set s = 'a' * 100000 %}{% for i in range(100000) %}{{ s.strip(s) }}{% endfor %}", NULL, ER_ERR_UNSUPPORTED, "steps"},
+        {"{% set k = 'a' * 10000000 %}{% set d = {k: 1} %}{% for i in range(100000) %}{{ d[k] }}{% endfor %}", NULL,
+         ER_ERR_UNSUPPORTED, "steps"},
+        {"{% set s = '\x80' * 10000000 %}{% for i in range(100000) %}{{ s | first }}{% endfor %}", NULL, ER_ERR_UNSUPPORTED, "steps"},
     };
     const double t0 = seconds();
     check_cases("budget", slow, sizeof slow / sizeof slow[0], 1000000);
     const double dt = seconds() - t0;
     CHECK(dt < 20, "%zu templates exhausting a budget of 1M steps took %.1f s", sizeof slow / sizeof slow[0], dt);
+    /* a macro of 3000 parameters called with 3000 arguments: matching them is charged */
+    strbuf big = {0};
+    strbuf_append(&big, "{% macro m(", 11);
+    for (int i = 0; i < 3000; i++) {
+        char p[16];
+        strbuf_append(&big, p, (size_t)snprintf(p, sizeof p, "%sp%d", i ? "," : "", i));
+    }
+    strbuf_append(&big, ") %}{% endmacro %}{% for i in range(100000) %}{{ m(", 51);
+    for (int i = 0; i < 3000; i++)
+        strbuf_append(&big, i ? ",1" : "1", i ? 2 : 1);
+    strbuf_append(&big, ") }}{% endfor %}", 17); /* with its NUL */
+    er_status st;
+    const char *got = render(big.data, NULL, 1000000, &st);
+    CHECK(st == ER_ERR_UNSUPPORTED && strstr(got, "steps"), "3000 arguments to 3000 parameters: %s", got);
+    strbuf_free(&big);
 
     /* sort, dictsort, unique and tojson(sort_keys) on 40k items: O(n log n), stable */
-    er_status st;
     double t1 = seconds();
-    const char *got = render("{% set l = range(40000) | reverse | list %}{{ (l | sort)[:3] }}{{ (l | sort(reverse=true))[:2] }}"
+    got = render("{% set l = range(40000) | reverse | list %}{{ (l | sort)[:3] }}{{ (l | sort(reverse=true))[:2] }}"
                              "{{ (l + l) | unique | length }}{{ (l | map('string') | list) | unique | length }}",
                              NULL, 0, &st);
     CHECK(st == ER_OK && !strcmp(got, "[0, 1, 2][39999, 39998]4000040000") && seconds() - t1 < 5, "40k items: '%s' in %.1f s", got,
