@@ -8,6 +8,7 @@
 #   make fuzz-gguf    libFuzzer on the GGUF parser for FUZZ_SECONDS (default 600)
 #   make fuzz-json    the same on the JSON reader and writer (src/core/json.c)
 #   make fuzz-vocab   the same on the tokenizer, with vocabularies made from the input
+#   make fuzz-jinja   the same on the chat template engine (src/chat), seeded with real templates
 #   make format       clang-format the sources
 
 CC := gcc
@@ -19,7 +20,7 @@ DEBUG_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-o
 
 LIB_SRC := $(sort $(wildcard src/*/*.c src/backend/*/*.c))
 # make fuzz runs these, each as fuzz-NAME (a rule below)
-FUZZ_TARGETS := gguf json vocab
+FUZZ_TARGETS := gguf json vocab jinja
 
 # The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90 (H100/H200).
 # CUDA=0 forces a CPU-only build.
@@ -135,6 +136,22 @@ fuzz-vocab: build/fuzz/fuzz_vocab
 build/fuzz/fuzz_vocab: $(FUZZ_VOCAB_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_VOCAB_SRC) -lm
+
+# Seeds: the real templates of shared/data's tokenizers and the synthetic ones of
+# tests/tokenizer, each with a conversation; tokens of the template language as a dictionary.
+# UBSan aborts here (-fno-sanitize-recover), so that undefined behaviour is a finding.
+FUZZ_JINJA_SRC := tests/fuzz/fuzz_jinja.c $(wildcard src/chat/*.c) src/core/json.c src/core/utf8.c src/core/status.c \
+	src/tokenizer/unicode.c
+fuzz-jinja: build/fuzz/fuzz_jinja
+	@mkdir -p build/fuzz/corpus_jinja
+	python3 tests/fuzz/jinja_seeds.py build/fuzz/corpus_jinja $(wildcard ../shared/data/tokenizers/*/tokenizer_config.json)
+	build/fuzz/fuzz_jinja -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 -dict=tests/fuzz/jinja.dict \
+		build/fuzz/corpus_jinja
+
+build/fuzz/fuzz_jinja: $(FUZZ_JINJA_SRC) $(wildcard src/chat/*.h src/core/*.h src/tokenizer/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
+		$(FUZZ_JINJA_SRC)
 
 format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/backend/*/*.h include/*.h)
