@@ -19,7 +19,8 @@ LDLIBS := -lm -lpthread
 DEBUG_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRC := $(sort $(wildcard src/*/*.c src/backend/*/*.c))
-# make fuzz runs these, each as fuzz-NAME (a rule below)
+# make fuzz runs these, each as fuzz-NAME (a rule below); in every one a UBSan report ends
+# the run (-fno-sanitize-recover), as in make debug: a report that only prints is missed
 FUZZ_TARGETS := gguf json vocab jinja
 
 # The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90 (H100/H200).
@@ -115,7 +116,7 @@ fuzz-gguf: build/fuzz/fuzz_gguf
 
 build/fuzz/fuzz_gguf: $(FUZZ_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
-	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $(FUZZ_SRC)
+	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_SRC)
 
 FUZZ_JSON_SRC := tests/fuzz/fuzz_json.c src/core/json.c src/core/utf8.c
 fuzz-json: build/fuzz/fuzz_json
@@ -124,9 +125,8 @@ fuzz-json: build/fuzz/fuzz_json
 
 build/fuzz/fuzz_json: $(FUZZ_JSON_SRC) $(wildcard src/core/*.h)
 	@mkdir -p $(dir $@)
-	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $(FUZZ_JSON_SRC)
+	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_JSON_SRC)
 
-# UBSan reports end the run here, as in make debug (a report that only prints is easily missed)
 FUZZ_VOCAB_SRC := tests/fuzz/fuzz_vocab.c $(wildcard src/tokenizer/*.c) src/io/gguf.c src/core/status.c src/core/utf8.c \
                   $(wildcard src/quant/*.c)
 fuzz-vocab: build/fuzz/fuzz_vocab
@@ -139,7 +139,6 @@ build/fuzz/fuzz_vocab: $(FUZZ_VOCAB_SRC) $(wildcard src/*/*.h)
 
 # Seeds: the real templates of shared/data's tokenizers and the synthetic ones of
 # tests/tokenizer, each with a conversation; tokens of the template language as a dictionary.
-# UBSan aborts here (-fno-sanitize-recover), so that undefined behaviour is a finding.
 FUZZ_JINJA_SRC := tests/fuzz/fuzz_jinja.c $(wildcard src/chat/*.c) src/core/json.c src/core/utf8.c src/core/status.c \
 	src/tokenizer/unicode.c
 fuzz-jinja: build/fuzz/fuzz_jinja
