@@ -4,13 +4,18 @@
  *
  *   quant_tool dequant TYPE IN OUT   IN: raw blocks of TYPE; OUT: float32 LE values
  *   quant_tool quant TYPE IN OUT     IN: float32 LE values; OUT: raw blocks of TYPE
+ *   quant_tool act IMPL FMT IN OUT   the CPU fast path's activation quantizer (kernels.h):
+ *                                    IMPL scalar or avx2, FMT Q8_0, Q8_1 or Q8_K;
+ *                                    IN: float32 LE values; OUT: raw FMT blocks
  *
- * TYPE is a type name of the table (Q4_0, Q6_K, ...). Exit 0, or 1 with a message.
+ * TYPE is a type name of the table (Q4_0, Q6_K, ...). Exit 0, 1 with a message, or 3 when
+ * IMPL is avx2 and this CPU (or build) has no AVX2 kernels.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/kernels.h"
 #include "quant/types.h"
 
 static unsigned char *read_all(const char *path, size_t *size) {
@@ -41,9 +46,59 @@ static int write_all(const char *path, const void *data, size_t size) {
     return fclose(f) == 0 && ok;
 }
 
+/* act IMPL FMT IN OUT: the row of a weight type whose activations are in FMT */
+static int act(const char *impl, const char *fmt, const char *in_path, const char *out_path) {
+    static const struct {
+        const char *fmt;
+        uint32_t weight;
+    } via[] = {{"Q8_0", ER_TYPE_Q8_0}, {"Q8_1", ER_TYPE_Q4_1}, {"Q8_K", ER_TYPE_Q4_K}};
+    const cpu_kernels *k = NULL;
+    int known = 0;
+    for (size_t i = 0; i < sizeof via / sizeof via[0]; i++)
+        if (!strcmp(fmt, via[i].fmt)) {
+            known = !strcmp(impl, "scalar") || !strcmp(impl, "avx2");
+            k = !strcmp(impl, "scalar") ? cpu_kernels_ref(via[i].weight) : cpu_kernels_avx2(via[i].weight);
+        }
+    if (!known) {
+        fprintf(stderr, "quant_tool: act scalar|avx2 Q8_0|Q8_1|Q8_K IN OUT\n");
+        return 1;
+    }
+    if (!k) {
+        fprintf(stderr, "quant_tool: no %s kernels on this CPU\n", impl);
+        return 3;
+    }
+    const int64_t block = er_type_get(k->vec_dot_type)->block_size;
+    size_t size;
+    unsigned char *in = read_all(in_path, &size);
+    if (!in || size % ((size_t)block * sizeof(float)) != 0) {
+        fprintf(stderr, "quant_tool: %s: unreadable, or not whole blocks of %lld floats\n", in_path, (long long)block);
+        free(in);
+        return 1;
+    }
+    const int64_t n = (int64_t)(size / sizeof(float));
+    const size_t out_size = cpu_act_row_size(k, n);
+    float *x = malloc(size ? size : 1);
+    void *out = malloc(out_size ? out_size : 1);
+    int rc = 1;
+    if (x && out) {
+        memcpy(x, in, size);
+        memset(out, 0, out_size ? out_size : 1);
+        k->quantize_row(x, out, n);
+        rc = write_all(out_path, out, out_size) ? 0 : 1;
+    }
+    if (rc)
+        fprintf(stderr, "quant_tool: out of memory, or cannot write %s\n", out_path);
+    free(in);
+    free(x);
+    free(out);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && !strcmp(argv[1], "act"))
+        return act(argv[2], argv[3], argv[4], argv[5]);
     if (argc != 5 || (strcmp(argv[1], "dequant") && strcmp(argv[1], "quant"))) {
-        fprintf(stderr, "usage: quant_tool dequant|quant TYPE IN OUT\n");
+        fprintf(stderr, "usage: quant_tool dequant|quant TYPE IN OUT, or act IMPL FMT IN OUT\n");
         return 1;
     }
     const er_type_traits *t = NULL;

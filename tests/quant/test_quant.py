@@ -16,6 +16,12 @@ Checks:
             (0, +-smallest subnormal, smallest normal, 65504, inf, NaN) and all-min/all-max
             codes (NaN compared as NaN).
   q8_0      our Q8_0 quantizer == the gguf package's, byte for byte.
+  act       the CPU fast path's activation quantizers (Q8_0, Q8_1, Q8_K; scalar and AVX2) ==
+            the function llama.cpp's CPU backend calls for them (ggml-cpu's type traits'
+            from_float: on x86 the AVX2 quantize_row_q8_0/_q8_1, which round half to even and
+            multiply by 127/amax, unlike ggml's reference; quantize_row_q8_K_ref for Q8_K),
+            byte for byte, on exact .5 ties, near ties (k * d / 2), zeros, negative maxima,
+            extremes, infinities and subnormals; and the data tells rounding rules apart.
   rms       quantize -> dequantize of N(0, 1) data: RMS error ours vs ggml's quantizer (and
             the gguf package's where it has one); ours must be no worse, per type.
   types     `edgerunner quantize` picks, tensor by tensor, the type llama.cpp's quantizer picks
@@ -120,6 +126,52 @@ def ggml_dequantize(name, raw):
     return out
 
 
+_ggml_cpu = None
+
+
+def ggml_from_float(fmt):
+    """llama.cpp's CPU activation quantizer for fmt: type_traits_cpu[fmt].from_float, the
+    pointer ggml-cpu's matmul calls, and the exported name it is (for the report)."""
+    global _ggml_cpu
+    import llama_cpp
+    if _ggml_cpu is None:
+        ggml()  # libggml-base first
+        _ggml_cpu = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-cpu.so"))
+        _ggml_cpu.ggml_get_type_traits_cpu.restype = ctypes.POINTER(ctypes.c_void_p)
+    ptr = _ggml_cpu.ggml_get_type_traits_cpu(int(QT[fmt]))[0]  # struct's first field: from_float
+    names = {}
+    for lib, name in ((_ggml_cpu, "quantize_row_" + fmt.lower().replace("_k", "_K")),
+                      (_ggml_cpu, "quantize_row_" + fmt.lower().replace("_k", "_K") + "_generic"),
+                      (ggml(), "quantize_row_" + fmt.lower().replace("_k", "_K") + "_ref")):
+        try:
+            names[ctypes.cast(getattr(lib, name), ctypes.c_void_p).value] = name
+        except AttributeError:
+            pass
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(ptr)
+    return fn, names.get(ptr, hex(ptr))
+
+
+def ggml_act_sizes(fmt):
+    """(block size, bytes) of fmt as this ggml has them (gguf-py still has the old 40-byte Q8_1)."""
+    ggml().ggml_type_size.restype = ctypes.c_size_t
+    ggml().ggml_blck_size.restype = ctypes.c_int64
+    return int(ggml().ggml_blck_size(int(QT[fmt]))), int(ggml().ggml_type_size(int(QT[fmt])))
+
+
+def ggml_act(fn, fmt, x):
+    bs, ts = ggml_act_sizes(fmt)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.zeros(x.size // bs * ts, dtype=np.uint8)  # zeroed: Q8_K_ref leaves a zero block's bsums
+    fn(x.ctypes.data, out.ctypes.data, x.size)
+    return out
+
+
+def ggml_act_ref(fmt, x):
+    fn = getattr(ggml(), "quantize_row_" + fmt.lower().replace("_k", "_K") + "_ref")
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    return ggml_act(fn, fmt, x)
+
+
 # ---------------------------------------------------------------- ours (quant_tool)
 
 class Ours:
@@ -138,6 +190,16 @@ class Ours:
 
     def dequantize(self, name, raw):
         return self._run("dequant", name, np.ascontiguousarray(raw, dtype=np.uint8), "<f4")
+
+    def act(self, impl, fmt, x):
+        """Our activation quantizer; None when impl (avx2) cannot run here."""
+        src, dst = os.path.join(self.tmp, "qt.in"), os.path.join(self.tmp, "qt.out")
+        np.ascontiguousarray(x, dtype="<f4").tofile(src)
+        r = subprocess.run([self.tool, "act", impl, fmt, src, dst])
+        if r.returncode == 3:
+            return None
+        r.check_returncode()
+        return np.fromfile(dst, dtype=np.uint8)
 
 
 def same_bits(a, b):
@@ -195,6 +257,95 @@ def check_q8_0(ours, rng):
     ref = gguf.quants.quantize(x.reshape(16, -1), QT.Q8_0).reshape(-1)
     report(np.array_equal(mine, ref), f"q8_0     our Q8_0 quantizer == gguf's on {x.size} values "
            f"(scales 1e-6..1e3, a zero block): {int((mine != ref).sum())} bytes differ")
+
+
+def act_blocks(bs, rng, nan):
+    """Activation rows for blocks of bs: each case a list of blocks (n = a multiple of 256)."""
+    f32 = np.float32
+    blocks = []
+
+    def add(b):
+        blocks.append(np.asarray(b, dtype=f32))
+
+    for _ in range(64):  # exact ties: amax = 127 * 2^e, so 127 / amax = 1/d = 2^-e and v = k + 0.5
+        e = int(rng.integers(-30, 12))
+        b = (rng.integers(-127, 127, bs) + 0.5) * 2.0 ** e
+        b[rng.integers(bs)] = (1 if rng.integers(2) else -1) * 127 * 2.0 ** e
+        add(b)
+    for _ in range(64):  # near ties: k * d / 2 for the block's d = amax / 127 (float32)
+        amax = f32(10.0 ** rng.uniform(-8, 4))
+        d = f32(amax / f32(127))
+        b = rng.integers(-254, 255, bs).astype(f32) * d / f32(2)
+        b[rng.integers(bs)] = amax * (1 if rng.integers(2) else -1)
+        add(b)
+    for _ in range(32):  # N(0, 1) times a scale
+        add(rng.standard_normal(bs) * 10.0 ** rng.uniform(-6, 3))
+    add(np.zeros(bs))
+    add(np.full(bs, -0.0))
+    b = np.zeros(bs); b[3] = 2.5; add(b)                    # one value
+    b = rng.standard_normal(bs); b[7] = -9.0; add(b)         # negative maximum
+    b = rng.standard_normal(bs); b[5], b[9] = 9.0, -9.0; add(b)   # +-max: the first one counts
+    b = rng.standard_normal(bs); b[5], b[9] = -9.0, 9.0; add(b)
+    b = rng.standard_normal(bs); b[0] = np.finfo(f32).max; add(b)  # extremes
+    b = rng.standard_normal(bs) * 1e37; b[1] = -np.finfo(f32).max; add(b)
+    add(rng.standard_normal(bs) * 65504 * 127 * 1.5)          # d beyond f16: inf scale
+    add(rng.standard_normal(bs) * 1e30)
+    b = rng.standard_normal(bs); b[2] = np.inf; add(b)        # infinities
+    b = rng.standard_normal(bs); b[2], b[4] = -np.inf, np.inf; add(b)
+    add(rng.standard_normal(bs) * 1e-40)                      # subnormals: 127 / amax = inf
+    add(rng.integers(-3, 4, bs) * np.float32(1e-45))           # the smallest subnormals
+    b = rng.standard_normal(bs) * 1e-41; b[0] = 1.2e-38; add(b)   # a normal max among subnormals
+    add(rng.standard_normal(bs) * 1e-37)                      # normal, 127 / amax still inf
+    add(rng.standard_normal(bs) * 5e-37)                      # 127 / amax just finite
+    if nan:  # Q8_K only: nearest_int makes a NaN code 0 (Q8_0/Q8_1: not pinned)
+        b = rng.standard_normal(bs); b[6] = np.nan; add(b)
+    x = np.concatenate(blocks).astype(f32)
+    pad = (-x.size) % 256
+    return np.concatenate([x, rng.standard_normal(pad).astype(f32)]) if pad else x
+
+
+def rounding_power(fmt, x):
+    """How many codes of x other rounding rules would change: truncation toward zero and
+    half away from zero, applied to ggml's own products (numpy, finite blocks only)."""
+    b = x.reshape(-1, ggml_act_sizes(fmt)[0])
+    a = np.abs(b)
+    ok = np.isfinite(b).all(1) & (a.max(1) > 1e-36)
+    b, a = b[ok], a[ok]
+    with np.errstate(all="ignore"):
+        if fmt == "Q8_K":
+            first = a.argmax(1)
+            scale = np.float32(-127) / b[np.arange(len(b)), first]
+        else:
+            scale = np.float32(127) / a.max(1)
+        v = (b * scale[:, None].astype(np.float32)).astype(np.float32)
+    rne = np.rint(v)
+    return int((np.trunc(v) != rne).sum()), int((np.sign(v) * np.floor(np.abs(v) + 0.5) != rne).sum()), \
+        int((np.abs(v - np.trunc(v)) == 0.5).sum())
+
+
+def check_act(ours, rng):
+    for fmt in ("Q8_0", "Q8_1", "Q8_K"):
+        bs, ts = ggml_act_sizes(fmt)
+        x = act_blocks(bs, rng, nan=fmt == "Q8_K")
+        fn, which = ggml_from_float(fmt)
+        want = ggml_act(fn, fmt, x)
+        ref = ggml_act_ref(fmt, x)
+        n_trunc, n_away, n_ties = rounding_power(fmt, x)
+        power = n_trunc > 0 and n_away > 0 and n_ties > 0
+        for impl in ("scalar", "avx2"):
+            mine = ours.act(impl, fmt, x)
+            if mine is None:
+                report(True, f"act      {fmt} {impl:6s}: no AVX2 on this CPU, skipped")
+                continue
+            bad = np.nonzero(mine != want)[0]
+            report(mine.size == want.size and bad.size == 0 and power,
+                   f"act      {fmt} {impl:6s} == llama.cpp's {which} on {x.size} values "
+                   f"({x.size // bs} blocks, {n_ties} exact .5 ties): {bad.size} bytes differ"
+                   + (f" (first in block {bad[0] // ts}, byte {bad[0] % ts})" if bad.size else ""))
+        n_ref = int((ref != want).sum())
+        report(power, f"act      {fmt} the data tells rules apart: truncation would change {n_trunc} codes, "
+               f"half away from zero {n_away}; ggml's reference quantizer differs from {which} in "
+               f"{n_ref} bytes")
 
 
 def check_rms(ours, rng):
@@ -402,6 +553,7 @@ def main():
         ours = Ours(build, tmp)
         check_dequant(ours, rng)
         check_q8_0(ours, rng)
+        check_act(ours, rng)
         check_rms(ours, rng)
         for arch in models.ARCHS:
             outs = check_model(build, tmp, arch)

@@ -301,14 +301,92 @@ static void test_quantize_edges(void) {
 
 /* ---- CPU kernels: activation quantization ---------------------------------------------- */
 
+/* The activation quantizers compute what llama.cpp's CPU backend computes on x86 (kernels.c;
+ * tests/quant compares them with ggml's own functions byte for byte). Here, without Python:
+ * hand-made blocks whose codes ggml gives. With max|x| = 127 the multiplier 127 / amax is
+ * exactly 1 (and Q8_K's -127 / max exactly -1), so each value is its own product and .5 ties
+ * round to even: truncation (3.5 -> 3) and ggml's reference rule roundf (2.5 -> 3) give other
+ * codes. The block of max 11 pins the multiplier: x * (127 / 11) is just above 2.5 (code 3),
+ * x * (1 / (11 / 127)) exactly 2.5. */
+static void test_act_ties(void) {
+    enum { N = QK_K };
+    static const float tie[13] = {127.0f, 2.5f,   3.5f,    -2.5f,         -3.5f,        0.5f, -0.5f,
+                                  1.5f,   -1.5f,  126.5f, -126.5f, 0x1.fffffep-2f, 0x1.000002p-1f};
+    static const int8_t want[13] = {127, 2, 4, -2, -4, 0, 0, 2, -2, 126, -126, 0, 1};
+    float x[N] = {0};
+    uint8_t out[2 * sizeof(block_q8_K)];
+    memcpy(x, tie, sizeof tie);
+    x[32] = 11.0f;
+    x[33] = 0x1.bb76fp-3f;
+    for (int impl = 0; impl < 2; impl++) {
+        const uint32_t via[2] = {ER_TYPE_Q8_0, ER_TYPE_Q4_1}; /* Q8_0 and Q8_1 activations */
+        for (int f = 0; f < 2; f++) {
+            const cpu_kernels *k = impl ? cpu_kernels_avx2(via[f]) : cpu_kernels_ref(via[f]);
+            if (!k)
+                continue;
+            k->quantize_row(x, out, 64);
+            const size_t bs = f ? sizeof(block_q8_1) : sizeof(block_q8_0), qs = f ? 4 : 2;
+            const int8_t *q0 = (const int8_t *)(out + qs), *q1 = (const int8_t *)(out + bs + qs);
+            int bad = 0, sum = 0;
+            for (int i = 0; i < 32; i++) {
+                bad += q0[i] != (i < 13 ? want[i] : 0);
+                sum += q0[i];
+            }
+            uint16_t d0, d1, s0, s1;
+            memcpy(&d0, out, 2);
+            memcpy(&d1, out + bs, 2);
+            memcpy(&s0, out + 2, 2);
+            memcpy(&s1, out + bs + 2, 2);
+            const int s_ok = !f || (s0 == er_f32_to_f16(128.0f) && s1 == er_f32_to_f16(11.0f / 127.0f * 130.0f));
+            CHECK(bad == 0 && sum == 128 && q1[0] == 127 && q1[1] == 3 && d0 == er_f32_to_f16(1.0f) &&
+                      d1 == er_f32_to_f16(11.0f / 127.0f) && s_ok,
+                  "%s %s ties as ggml's x86 quantize_row (half to even, x * (127 / amax)): %d codes differ, "
+                  "code of 0x1.bb76fp-3 in a block of max 11: %d (want 3)",
+                  k->impl, f ? "Q8_1" : "Q8_0", bad, q1[1]);
+        }
+        /* Q8_K: max = +127 first (iscale = -1, d = -1: codes negated), -127 later */
+        const cpu_kernels *k = impl ? cpu_kernels_avx2(ER_TYPE_Q4_K) : cpu_kernels_ref(ER_TYPE_Q4_K);
+        if (!k)
+            continue;
+        float xk[N] = {0};
+        memcpy(xk, tie + 1, 12 * sizeof(float));
+        xk[100] = 127.0f;
+        xk[200] = -127.0f;
+        k->quantize_row(xk, out, N);
+        const block_q8_K *b = (const block_q8_K *)out;
+        int bad = 0;
+        for (int i = 0; i < 12; i++)
+            bad += b->qs[i] != -want[i + 1];
+        CHECK(bad == 0 && b->d == -1.0f && b->qs[100] == -127 && b->qs[200] == 127 && b->bsums[0] == -1 &&
+                  b->bsums[6] == -127 && b->bsums[12] == 127,
+              "%s Q8_K ties as ggml's quantize_row_q8_K_ref (nearest_int, iscale = -127 / max): %d codes differ, d %g",
+              k->impl, bad, b->d);
+    }
+}
+
+/* Scalar and AVX2 write the same bytes, corner blocks included: zeros, signed zeros,
+ * subnormals (127 / amax overflows to inf: code -128 for Q8_0/Q8_1, 0 for Q8_K),
+ * infinities, f16-overflowing scales, FLT_MAX. */
 static void test_act_quantize(void) {
     static const uint32_t formats[][2] = {{ER_TYPE_Q4_0, ER_TYPE_Q8_0}, {ER_TYPE_Q4_1, ER_TYPE_Q8_1},
                                           {ER_TYPE_Q4_K, ER_TYPE_Q8_K}};
-    enum { N = 16 * QK_K };
+    enum { N = 24 * QK_K };
     float *x = malloc(N * sizeof *x);
     uint8_t *a = malloc(N * 2), *b = malloc(N * 2);
-    for (int i = 0; i < N; i++)
-        x[i] = i < QK_K ? 0.0f : rng_gauss() * (i % 512 < 256 ? 1e-3f : 10.0f); /* a zero block, two scales */
+    for (int i = 0; i < N; i++) {
+        const int blk = i / QK_K;
+        const float g = rng_gauss();
+        x[i] = blk == 0    ? 0.0f
+               : blk == 1  ? -0.0f
+               : blk == 2  ? g * 1e-40f                           /* subnormal */
+               : blk == 3  ? g * 1e-37f                           /* normal, 127 / amax = inf */
+               : blk == 4  ? g * 5e-37f                           /* 127 / amax finite */
+               : blk == 5  ? g * 65504.0f * 127.0f * 1.5f         /* d overflows f16 */
+               : blk == 6  ? (i % 97 == 5 ? INFINITY : g)         /* an infinity */
+               : blk == 7  ? (i % 89 == 3 ? -3.4028235e38f : g)   /* -FLT_MAX */
+               : blk == 8  ? (float)((int)(g * 40.0f)) + 0.5f     /* ties */
+                           : g * (i % 512 < 256 ? 1e-3f : 10.0f); /* two scales */
+    }
     for (size_t f = 0; f < 3; f++) {
         const cpu_kernels *r = cpu_kernels_ref(formats[f][0]), *v = cpu_kernels_avx2(formats[f][0]);
         const size_t bytes = cpu_act_row_size(r, N);
@@ -319,7 +397,7 @@ static void test_act_quantize(void) {
             CHECK(memcmp(a, b, bytes) == 0, "%s activations: AVX2 bytes equal scalar", er_type_get(formats[f][1])->name);
         }
     }
-    /* Q8_K by hand: bsums and the scale */
+    /* Q8_K by hand: bsums, and ggml's scale: d = 1 / (-127 / max), the maximum's code -127 */
     const cpu_kernels *r = cpu_kernels_ref(ER_TYPE_Q4_K);
     block_q8_K k;
     for (int i = 0; i < QK_K; i++)
@@ -332,7 +410,8 @@ static void test_act_quantize(void) {
             s += k.qs[16 * j + i];
         bad += s != k.bsums[j];
     }
-    CHECK(bad == 0 && k.d == 124.0f / 127.0f && k.qs[100] == 127, "Q8_K by hand: d %g q[100] %d", k.d, k.qs[100]);
+    CHECK(bad == 0 && k.d == 1.0f / (-127.0f / 124.0f) && k.qs[100] == -127 && k.qs[0] == 7,
+          "Q8_K by hand: d %g q[100] %d q[0] %d", k.d, k.qs[100], k.qs[0]);
     free(x);
     free(a);
     free(b);
@@ -692,6 +771,7 @@ void test_quant(void) {
     test_roundtrip();
     test_quantize_edges();
     test_act_quantize();
+    test_act_ties();
     test_dots();
     test_gguf_write();
     test_gguf_write_replace();

@@ -10,8 +10,21 @@
  * the accumulation across blocks are float. The scalar versions accumulate blocks in order
  * in one float; the AVX2 versions (kernels_avx2.c) in 8 lanes with FMA.
  *
- * Activation quantization (Q8_0, Q8_1, Q8_K): d = max|x| / 127, q = round-half-even(x / d)
- * computed as x * (1/d), which the AVX2 versions reproduce bit for bit.
+ * Activation quantization: bit for bit what llama.cpp's CPU backend computes on an x86 build
+ * with AVX2 (ggml-cpu's type_traits_cpu[].from_float), which is not always ggml's reference:
+ *   Q8_0, Q8_1  ggml-cpu/arch/x86/quants.c quantize_row_q8_0/_q8_1 (AVX2), not ggml-quants.c's
+ *               quantize_row_q8_0_ref (which rounds half away from zero, roundf, and multiplies
+ *               by 1/d): d = amax / 127, q = x * (127 / amax) rounded half to even; Q8_1's
+ *               s = d * (float)(sum of the codes).
+ *   Q8_K        ggml-quants.c quantize_row_q8_K_ref (x86 has no SIMD version): max = the first
+ *               element of largest |x|, with its sign; iscale = -127 / max; q = min(127,
+ *               nearest_int(iscale * x)) (half to even); d = 1 / iscale. So d < 0 when max > 0
+ *               and the largest element's code is always -127.
+ * Corner cases come out as ggml's instructions give them: an inf or NaN product (inf input,
+ * or 127 / amax = inf for amax < 3.7e-37, subnormals included) is INT32_MIN after vcvtps2dq
+ * (code -128, and a wrapped Q8_1 sum) but 0 after nearest_int (Q8_K). tests/quant
+ * compares both versions with ggml's own functions byte for byte, ties (exact .5 codes),
+ * zeros, extremes, infinities and subnormals included; NaN inputs are not pinned.
  *
  * Numbers: a decode step reads every weight byte once and the activations (n * 1.1 bytes)
  * from cache, so a matvec is bound by memory bandwidth whenever the kernel retires a
@@ -31,40 +44,75 @@
 
 void quantize_row_f32_ref(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
 
-/* One block: d = max|x| / 127, codes x * (1/d) rounded half to even (the FPU's mode). */
-static float q8_block(const float *x, int n, int8_t *q) {
+/* vcvtps2dq: round half to even; NaN and |v| >= 2^31 give INT32_MIN ("integer indefinite").
+ * The code is rounded in the FPU's mode, which the engine leaves at nearest-even. */
+static int32_t cvt_i32(float v) { return fabsf(v) < 2147483648.0f ? (int32_t)nearbyintf(v) : INT32_MIN; }
+
+/* vpackssdw then vpacksswb: signed saturation to int8 */
+static int8_t sat_i8(int32_t v) { return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v); }
+
+/* One Q8_0/Q8_1 block of 32 (ggml's x86 quantize_row_q8_0): the codes, d, and the sum of the
+ * int32 codes as vpaddd forms it (wrapping: 32 x INT32_MIN sum to 0). */
+static float q8_block(const float *x, int8_t *q, int32_t *sum) {
     float amax = 0.0f;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < 32; i++)
         amax = fmaxf(amax, fabsf(x[i]));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int i = 0; i < n; i++)
-        q[i] = (int8_t)nearbyintf(x[i] * id);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f; /* 127 / amax, not 1 / d: an ulp apart */
+    uint32_t s = 0;
+    for (int i = 0; i < 32; i++) {
+        const int32_t v = cvt_i32(x[i] * id);
+        q[i] = sat_i8(v);
+        s += (uint32_t)v;
+    }
+    *sum = s <= INT32_MAX ? (int32_t)s : -(int32_t)~s - 1;
     return d;
 }
 
 void quantize_row_q8_0_ref(const float *x, void *y, int64_t n) {
     block_q8_0 *b = y;
-    for (int64_t i = 0; i < n / QK8_0; i++)
-        b[i].d = er_f32_to_f16(q8_block(x + i * QK8_0, QK8_0, b[i].qs));
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int32_t sum;
+        b[i].d = er_f32_to_f16(q8_block(x + i * QK8_0, b[i].qs, &sum));
+    }
 }
 
 void quantize_row_q8_1_ref(const float *x, void *y, int64_t n) {
     block_q8_1 *b = y;
     for (int64_t i = 0; i < n / QK8_1; i++) {
-        const float d = q8_block(x + i * QK8_1, QK8_1, b[i].qs);
-        int sum = 0;
-        for (int j = 0; j < QK8_1; j++)
-            sum += b[i].qs[j];
+        int32_t sum;
+        const float d = q8_block(x + i * QK8_1, b[i].qs, &sum);
         b[i].d = er_f32_to_f16(d);
         b[i].s = er_f32_to_f16(d * (float)sum);
     }
 }
 
+/* ggml's nearest_int(v) (v + 1.5 * 2^23, the low mantissa bits: half to even) after
+ * MIN(127, .), stored in an int8: inf and NaN products leave 0 in the byte. */
+static int8_t q8_K_code(float v) {
+    if (!(fabsf(v) <= 4194303.0f))
+        return 0;
+    const int32_t r = (int32_t)nearbyintf(v);
+    return (int8_t)(r < 127 ? r : 127);
+}
+
 void quantize_row_q8_K_ref(const float *x, void *y, int64_t n) {
     block_q8_K *b = y;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        b[i].d = q8_block(x + i * QK_K, QK_K, b[i].qs);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK_K; j++)
+            if (fabsf(x[j]) > amax) { /* the first of the largest, with its sign */
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        if (amax == 0.0f) { /* ggml leaves bsums as they were; ours are the zero codes' sums */
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < QK_K; j++)
+            b[i].qs[j] = q8_K_code(iscale * x[j]);
+        b[i].d = 1.0f / iscale;
         q8_K_bsums(&b[i]);
     }
 }

@@ -19,8 +19,9 @@
  * Each row of the table has a scalar version (cpu_kernels_ref: plain C, the oracle of the
  * SIMD code, same activation format) and, on x86-64, an AVX2 version compiled with
  * target attributes (no global -mavx2): cpu_kernels_get() picks AVX2 when the CPU has
- * AVX2, FMA and F16C. The two produce the same activation bytes and the same integer
- * sums; only the order of the float accumulation differs.
+ * AVX2, FMA and F16C. The two produce the same activation bytes (those of llama.cpp's CPU
+ * backend on x86, bit for bit: kernels.c says which of ggml's quantizers that is) and the
+ * same integer sums; only the order of the float accumulation differs.
  */
 #ifndef ER_BACKEND_CPU_KERNELS_H
 #define ER_BACKEND_CPU_KERNELS_H

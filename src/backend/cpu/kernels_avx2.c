@@ -26,6 +26,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include <float.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -105,9 +106,11 @@ AVX2 static inline void prefetch_w_l2(const void *p, size_t bytes) {
         _mm_prefetch(c + o, _MM_HINT_T1);
 }
 
-/* ---- activation quantization (bit-identical to the scalar versions) -------------------- */
+/* ---- activation quantization (bit-identical to the scalar versions and to ggml's) ------ */
 
-/* d = max|x| / 127 of n = 8 * nv floats, and the codes as i32 vectors */
+/* Q8_0/Q8_1: the arithmetic of ggml-cpu/arch/x86/quants.c's quantize_row_q8_0 (AVX2):
+ * d = max|x| / 127 of n = 8 * nv floats, and the codes as i32 vectors,
+ * cvtps(round-to-nearest-even(x * (127 / max|x|))) */
 AVX2 static inline float q8_block_avx2(const float *x, int nv, __m256i *q) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 amax = _mm256_setzero_ps();
@@ -116,11 +119,12 @@ AVX2 static inline float q8_block_avx2(const float *x, int nv, __m256i *q) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm_cvtss_f32(m) / 127.0f;
-    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    for (int k = 0; k < nv; k++) /* cvtps rounds in the FPU's mode: half to even */
-        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
-    return d;
+    const float max = _mm_cvtss_f32(m);
+    const __m256 id = _mm256_set1_ps(max != 0.0f ? 127.0f / max : 0.0f);
+    for (int k = 0; k < nv; k++)
+        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return max / 127.0f;
 }
 
 /* 4 x (8 x i32) -> 32 x i8 in order */
@@ -152,13 +156,47 @@ AVX2 static void quantize_row_q8_1_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
+/* Q8_K: ggml's quantize_row_q8_K_ref (see kernels.c) in 8 lanes. max_ps(new, acc) keeps acc
+ * where new is NaN, so NaN drops out of the maximum as it does from the scalar scan. */
 AVX2 static void quantize_row_q8_K_avx2(const float *x, void *y, int64_t n) {
     block_q8_K *b = y;
-    for (int64_t i = 0; i < n / QK_K; i++) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), flt_max = _mm256_set1_ps(FLT_MAX);
+    const __m256i c127 = _mm256_set1_epi32(127);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m256 a8 = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K / 8; k++)
+            a8 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), a8);
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float amax = _mm_cvtss_f32(m);
+        if (amax == 0.0f) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        /* the first element of largest |x|, with its sign */
+        const __m256 am = _mm256_set1_ps(amax);
+        int j = 0;
+        for (int k = 0; k < QK_K / 8; k++) {
+            const __m256 ax = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k));
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(ax, am, _CMP_EQ_OQ));
+            if (hit) {
+                j = 8 * k + __builtin_ctz((unsigned)hit);
+                break;
+            }
+        }
+        const float iscale = -127.0f / x[j];
+        const __m256 is = _mm256_set1_ps(iscale);
         __m256i q[QK_K / 8];
-        b[i].d = q8_block_avx2(x + i * QK_K, QK_K / 8, q);
+        for (int k = 0; k < QK_K / 8; k++) { /* an inf or NaN product (nearest_int's) gives 0 */
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), is);
+            const __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m256 finite = _mm256_cmp_ps(_mm256_andnot_ps(sign, v), flt_max, _CMP_LE_OQ);
+            q[k] = _mm256_and_si256(_mm256_min_epi32(_mm256_cvtps_epi32(r), c127), _mm256_castps_si256(finite));
+        }
         for (int k = 0; k < QK_K / 32; k++)
             pack_i8(q + 4 * k, b[i].qs + 32 * k);
+        b[i].d = 1.0f / iscale;
         q8_K_bsums(&b[i]);
     }
 }
