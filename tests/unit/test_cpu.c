@@ -317,14 +317,17 @@ static void test_fast_matmul(void) {
         if (!tr || !tr->from_f32 || !k)
             continue;
         const int f32_acts = k->vec_dot_type == ER_TYPE_F32;
-        /* f32 activations: summation order only; 8-bit activations: ~1/127 per element,
-         * mostly averaging out over n_in: 2e-2 of the output's scale (the norm bound) */
+        /* f32 activations: summation order only; 8-bit activations: each element rounded by
+         * up to half a step of max|x| / 127, averaging out over n_in: measured (worst over
+         * the shapes, of the output's scale) Q8_0 3.8e-3, Q4_0 3.7e-3, Q4_K 5.6e-3, Q6_K
+         * 4.9e-3, so 1.2e-2 (2.1x the worst; it was 2e-2). */
+        double worst_q8 = 0;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t n_in = shapes[si][0], n_out = shapes[si][1], n_tok = shapes[si][2];
             /* f32 prefill: the reference's arithmetic but for the order of the sums; one
              * token at a time then takes the integer dots, so only threads must not matter */
             const int sgemm = n_tok >= CPU_SGEMM_MIN_TOKENS;
-            const double bound = f32_acts || sgemm ? 1e-5 : 2e-2;
+            const double bound = f32_acts || sgemm ? 1e-5 : 1.2e-2;
             const size_t rs = er_type_row_size(tr, n_in);
             uint8_t *wd = malloc((size_t)n_out * rs);
             float *f = malloc((size_t)n_in * sizeof *f), *x = malloc((size_t)(n_tok * n_in) * sizeof *x);
@@ -362,8 +365,10 @@ static void test_fast_matmul(void) {
                     same_batch &= !memcmp(y1 + t * n_out, yf, (size_t)n_out * sizeof *yf);
                 }
             }
-            CHECK(err <= bound * scale, "fast matmul %s %lldx%lld x %lld tokens: err %.2e > %.0e * %.3f", tr->name,
+            CHECK(err <= bound * scale, "fast matmul %s %lldx%lld x %lld tokens: err %.2e > %.1e * %.3f", tr->name,
                   (long long)n_out, (long long)n_in, (long long)n_tok, err, bound, scale);
+            if (!f32_acts && !sgemm)
+                worst_q8 = fmax(worst_q8, err / scale);
             CHECK(same_threads && same_batch, "fast matmul %s %lldx%lld: independent of threads (%d) and batch (%d)",
                   tr->name, (long long)n_out, (long long)n_in, same_threads, same_batch);
             free(wd);
@@ -375,6 +380,9 @@ static void test_fast_matmul(void) {
             free(row);
             free(act);
         }
+        if (!f32_acts)
+            printf("       fast matmul %-4s: 8-bit activations, worst error %.2e of the output's scale (bound 1.2e-2)\n",
+                   tr->name, worst_q8);
     }
     for (int p = 0; p < 3; p++)
         cpu_pool_free(pools[p]);
