@@ -11,6 +11,8 @@ Checks, one line each, then "N passed, M failed" (exit 0 iff M == 0):
            cache and with an F32 one, and --reference) vs the transformers reference, for
            qwen3/llama x F32/F16/BF16/Q8_0, at all 16 positions.
   greedy   32-token greedy decode of the F32 files: engine == llama.cpp.
+  q8       the Q8_0 files, where the fast path computes what llama.cpp computes: prompt logits
+           (F32 KV cache) bit for bit llama.cpp's, and 32-token greedy decode == llama.cpp.
   stories  64-token greedy decode of stories260K (a real trained llama) from
            "<s> Once upon a time": engine == llama.cpp.
 
@@ -42,13 +44,15 @@ sys.dont_write_bytecode = True  # importing make_models must not litter the tree
 ENGINE_BOUND = 1e-4
 # llama.cpp bounds for the export sanity check. llama.cpp does not compute like the
 # reference on non-F32 weights: it rounds activations to F16 for F16 weights (measured
-# ~4e-4), to BF16 for BF16 (~4e-3) and quantizes them to Q8_0 for Q8_0 weights (~1e-2).
+# ~4e-4), to BF16 for BF16 (~4e-3) and quantizes them to Q8_0 for Q8_0 weights (measured
+# 2.01e-2 qwen3, 1.21e-2 llama; the bound was 5e-2, now 4e-2, twice the worst).
 # The bounds catch a broken export (wrong permutation or layout gives errors of order 1)
 # while tolerating those activation roundings.
-EXPORT_BOUND = {"F32": 1e-5, "F16": 2e-3, "BF16": 2e-2, "Q8_0": 5e-2}
+EXPORT_BOUND = {"F32": 1e-5, "F16": 2e-3, "BF16": 2e-2, "Q8_0": 4e-2}
 # The engine's default CPU path (the fast one) computes Q8_0 weights as llama.cpp does:
 # activations quantized to Q8_0 blocks before the integer dot products. It gets llama.cpp's
-# Q8_0 bound; every other type keeps f32 activations on the fast path and the 1e-4 bound.
+# Q8_0 bound (measured 2.01e-2 and 1.21e-2 with an F32 cache, 1.91e-2 and 1.07e-2 with F16);
+# every other type keeps f32 activations on the fast path and the 1e-4 bound.
 # The reference path (`run --reference`) is checked at 1e-4 on every type, as before.
 FAST_BOUND = {"Q8_0": EXPORT_BOUND["Q8_0"]}
 # Those bounds hold with an F32 KV cache (-ctk f32 -ctv f32). The fast path's default cache
@@ -58,6 +62,21 @@ FAST_BOUND = {"Q8_0": EXPORT_BOUND["Q8_0"]}
 # is of the same size); Q8_0's 8-bit activations already dominate its bound.
 FAST_F16_CACHE_BOUND = {"Q8_0": EXPORT_BOUND["Q8_0"]}
 FAST_F16_CACHE_DEFAULT = EXPORT_BOUND["F16"]
+
+# Q8_0 files on the fast path with an F32 cache compute what llama.cpp computes, bit for bit:
+# the same activation bytes (llama.cpp's x86 quantize_row_q8_0: tests/quant "act"), the same
+# exact integer sums added in the same float order (its AVX2 vec_dot: tests/quant "dot"),
+# and here every other op rounds alike too (measured: logits bit for bit equal at all 16
+# positions of both models, greedy equal over 32 tokens; llama.cpp's margins >= 0.035). So
+# the check is equality. What it catches: any other rounding of the activations (truncation,
+# half away from zero, 1/d for 127/amax) changes codes at the first token and moves these
+# logits by ~1e-2. What else can fail it: another op's float order (norm, attention, SiLU;
+# F32 files differ from llama.cpp by ~1e-6) moving one product across a .5 boundary, which
+# flips one code and from that position on redraws the rounding noise (~1e-2; seen on
+# tests/quant's models after 7 to 18 positions). The message names the first position.
+Q8_SAME = ("Q8_0",)
+AVX2 = all(f in open("/proc/cpuinfo").read().split() for f in ("avx2", "fma", "f16c")) \
+    if os.path.exists("/proc/cpuinfo") else False
 
 N_GREEDY = 32
 N_STORIES = 64
@@ -173,6 +192,7 @@ def check_export(man):
     for f in man["files"]:
         ref = np.fromfile(f["ref"], dtype="<f4").reshape(len(ids), -1)
         lc = llama_prompt_logits(f["gguf"], ids)
+        f["llama_logits"] = lc
         err, pos = rel_err(lc, ref)
         bound = EXPORT_BOUND[f["type"]]
         report(err <= bound, f"export  {f['arch']:5s} {f['type']:4s} llama.cpp vs reference: "
@@ -213,16 +233,45 @@ def check_logits(man, build, tmp, path):
         report(ok, line)
 
 
-def compare_greedy(name, build, path, ids, n):
+def check_q8_same(man, build, tmp):
+    """Q8_0 files: the fast path's prompt logits (F32 cache) == llama.cpp's, bit for bit."""
+    ids = man["prompt_ids"]
+    f32_cache = ["-ctk", "f32", "-ctv", "f32"]
+    for f in man["files"]:
+        if f["type"] not in Q8_SAME:
+            continue
+        name = f"q8      {f['arch']:5s} {f['type']:4s}"
+        lc = f.get("llama_logits")
+        if lc is None:
+            lc = llama_prompt_logits(f["gguf"], ids)
+        try:
+            ours = engine_logits(build, f["gguf"], ids, man["n_vocab"], tmp, f32_cache)
+        except Exception as e:  # noqa: BLE001
+            report(False, f"{name}: {e}")
+            continue
+        same = (ours.view(np.uint32) == lc.astype(np.float32).view(np.uint32)).all(axis=1)
+        err, pos = rel_err(ours, lc)
+        first = int(np.argmin(same)) if not same.all() else None
+        line = (f"{name} fast path (F32 cache) vs llama.cpp: logits bit for bit equal at {int(same.sum())}/{len(ids)} "
+                f"positions (err {err:.1e})")
+        if first is not None:
+            line += (f"\n      first differing position {first}: at the first token, the activations' rounding "
+                     f"differs; later, another op's float order flipped one 8-bit code")
+        report(same.all() or not AVX2, line + ("" if AVX2 else " (reported: no AVX2 here)"))
+        compare_greedy(f"q8      {f['arch']:5s} {f['type']:4s}", build, f["gguf"], ids, N_GREEDY, f32_cache,
+                       required=AVX2)
+
+
+def compare_greedy(name, build, path, ids, n, extra=(), required=True):
     want, margins = llama_greedy(path, ids, n)
     try:
-        got = engine_greedy(build, path, ids, n)
+        got = engine_greedy(build, path, ids, n, extra)
     except Exception as e:  # noqa: BLE001
         report(False, f"{name}: {e}")
         return
     ok = got == want
     line = f"{name} engine == llama.cpp over {n} tokens (min llama.cpp top1-top2 margin " \
-           f"{min(margins):.3f})"
+           f"{min(margins):.3f})" + ("" if required else " (reported)")
     if not ok:
         div = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]),
                    min(len(got), len(want)))
@@ -230,7 +279,7 @@ def compare_greedy(name, build, path, ids, n):
                  + (f" (llama.cpp margin there {margins[div]:.4f})" if div < n else "")
                  + f"\n      llama.cpp: {' '.join(map(str, want))}"
                  f"\n      engine:    {' '.join(map(str, got))}")
-    report(ok, line)
+    report(ok or not required, line)
 
 
 def main():
@@ -250,6 +299,7 @@ def main():
         if have_engine:
             for path in ("fast", "fast32", "ref"):
                 check_logits(man, build, tmp, path)
+            check_q8_same(man, build, tmp)
             for f in man["files"]:
                 if f["type"] == "F32":
                     compare_greedy(f"greedy  {f['arch']:5s} F32 ", build, f["gguf"],

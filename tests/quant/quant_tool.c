@@ -7,6 +7,9 @@
  *   quant_tool act IMPL FMT IN OUT   the CPU fast path's activation quantizer (kernels.h):
  *                                    IMPL scalar or avx2, FMT Q8_0, Q8_1 or Q8_K;
  *                                    IN: float32 LE values; OUT: raw FMT blocks
+ *   quant_tool dot IMPL TYPE N W A OUT   the fast path's dot products (kernels.h): W rows of
+ *                                    N weights of TYPE, A one row of N activations in the
+ *                                    type's activation format; OUT: float32 LE, one per row
  *
  * TYPE is a type name of the table (Q4_0, Q6_K, ...). Exit 0, 1 with a message, or 3 when
  * IMPL is avx2 and this CPU (or build) has no AVX2 kernels.
@@ -94,11 +97,60 @@ static int act(const char *impl, const char *fmt, const char *in_path, const cha
     return rc;
 }
 
+/* dot IMPL TYPE N W A OUT */
+static int dot(const char *impl, const char *type, const char *n_str, const char *w_path, const char *a_path,
+               const char *out_path) {
+    const cpu_kernels *k = NULL;
+    const er_type_traits *t = NULL;
+    for (uint32_t id = 0; id < ER_TYPE_COUNT && !t; id++)
+        if (er_type_get(id) && !strcmp(er_type_get(id)->name, type)) {
+            t = er_type_get(id);
+            k = !strcmp(impl, "avx2") ? cpu_kernels_avx2(id) : cpu_kernels_ref(id);
+        }
+    const int64_t n = atoll(n_str);
+    if (!t || n <= 0 || n % t->block_size != 0 || (strcmp(impl, "scalar") && strcmp(impl, "avx2"))) {
+        fprintf(stderr, "quant_tool: dot scalar|avx2 TYPE N W A OUT (N a multiple of the block size)\n");
+        return 1;
+    }
+    if (!k) {
+        fprintf(stderr, "quant_tool: no %s kernels for %s on this CPU\n", impl, type);
+        return 3;
+    }
+    const size_t rs = er_type_row_size(t, n), as = cpu_act_row_size(k, n);
+    size_t w_size, a_size;
+    unsigned char *w = read_all(w_path, &w_size), *a = read_all(a_path, &a_size);
+    int rc = 1;
+    if (!w || !a || w_size % rs != 0 || a_size != as) {
+        fprintf(stderr, "quant_tool: %s: not whole rows of %zu bytes, or %s: not %zu bytes\n", w_path, rs, a_path, as);
+    } else {
+        const size_t rows = w_size / rs;
+        float *out = malloc(rows ? rows * sizeof(float) : 1);
+        void *wa = malloc(w_size ? w_size : 1), *aa = malloc(as); /* aligned copies */
+        if (out && wa && aa) {
+            memcpy(wa, w, w_size);
+            memcpy(aa, a, as);
+            for (size_t r = 0; r < rows; r++)
+                out[r] = k->vec_dot((const unsigned char *)wa + r * rs, aa, n);
+            rc = write_all(out_path, out, rows * sizeof(float)) ? 0 : 1;
+        }
+        if (rc)
+            fprintf(stderr, "quant_tool: out of memory, or cannot write %s\n", out_path);
+        free(out);
+        free(wa);
+        free(aa);
+    }
+    free(w);
+    free(a);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 8 && !strcmp(argv[1], "dot"))
+        return dot(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7]);
     if (argc == 6 && !strcmp(argv[1], "act"))
         return act(argv[2], argv[3], argv[4], argv[5]);
     if (argc != 5 || (strcmp(argv[1], "dequant") && strcmp(argv[1], "quant"))) {
-        fprintf(stderr, "usage: quant_tool dequant|quant TYPE IN OUT, or act IMPL FMT IN OUT\n");
+        fprintf(stderr, "usage: quant_tool dequant|quant TYPE IN OUT, act IMPL FMT IN OUT, or dot IMPL TYPE N W A OUT\n");
         return 1;
     }
     const er_type_traits *t = NULL;
