@@ -2,8 +2,9 @@
  * test_quant.c - the quantized types: hand-made blocks, the reference quantizers, and the
  * CPU kernel table (AVX2 against scalar, q8 activations against the f32 reference).
  *
- * Bit-exactness of dequantization against GGML's own code is checked by the Python oracle
- * tests (tests/quant), which call the gguf package; these tests need no Python.
+ * Bit-exactness of dequantization against GGML's own code, and of the fast path's activation
+ * quantizers and dot products against llama.cpp's, is checked by the Python oracle tests
+ * (tests/quant), which call the gguf package and ggml; these tests need no Python.
  *
  * Bounds, all computed per row from the data (eps = 2^-24):
  *   AVX2 vs scalar (same activation bytes, same exact integer sums, different float
