@@ -250,13 +250,16 @@ def check_q8_same(man, build, tmp):
             report(False, f"{name}: {e}")
             continue
         same = (ours.view(np.uint32) == lc.astype(np.float32).view(np.uint32)).all(axis=1)
-        err, pos = rel_err(ours, lc)
+        err, _ = rel_err(ours, lc)
         first = int(np.argmin(same)) if not same.all() else None
         line = (f"{name} fast path (F32 cache) vs llama.cpp: logits bit for bit equal at {int(same.sum())}/{len(ids)} "
                 f"positions (err {err:.1e})")
-        if first is not None:
-            line += (f"\n      first differing position {first}: at the first token, the activations' rounding "
-                     f"differs; later, another op's float order flipped one 8-bit code")
+        if first == 0:
+            line += ("\n      from the first position: most likely the activations' rounding or a dot product "
+                     "differs from llama.cpp's (tests/quant: act, dot)")
+        elif first is not None:
+            line += (f"\n      from position {first} on: most likely another op's float order moved one product "
+                     f"across a .5 boundary and flipped one 8-bit code")
         report(same.all() or not AVX2, line + ("" if AVX2 else " (reported: no AVX2 here)"))
         compare_greedy(f"q8      {f['arch']:5s} {f['type']:4s}", build, f["gguf"], ids, N_GREEDY, f32_cache,
                        required=AVX2)
