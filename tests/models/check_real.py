@@ -11,13 +11,17 @@ One line per check (PASS/FAIL/INFO), then "N passed, M failed" (exit 0 iff M == 
           same ids).
   greedy  N_GEN-token greedy continuations of each prompt (ids fed exactly, EOS ignored),
           the engine's default (fast) path vs llama.cpp. Both round activations to 8 bits
-          for quantized dot products, each its own way (measured on SmolLM2: either is
-          ~3e-2 of the largest logit from the exact float32 result), so a near tie can
-          send them down different paths. A divergence is reported with llama.cpp's
-          top1-top2 margin there and then checked teacher-forced: the engine is fed
-          llama.cpp's whole continuation and at every step its argmax must be llama.cpp's
-          token or that token's logit within FORCED_TOL * max|logit| of the argmax (as
-          `edgerunner bench` checks its fast paths).
+          for quantized dot products, the same way (tests/quant: act, dot), but not the
+          same function: the engine's default KV cache is F16 (llama.cpp's here F32), its
+          norms and attention add in another order, and one 8-bit code flipped by an ulp
+          redraws the rounding noise (each is ~3e-2 of the largest logit from the exact
+          float32 result, measured on SmolLM2), so a near tie can send them down different
+          paths. A divergence is reported with llama.cpp's top1-top2 margin there and then
+          checked teacher-forced: the engine is fed llama.cpp's whole continuation (one
+          prefill of 64+ tokens: its f32 path) and at every step its argmax must be
+          llama.cpp's token or that token's logit within FORCED_TOL * max|logit| of the
+          argmax (as `edgerunner bench` checks its fast paths). Measured worst gap: 0.0104
+          (SmolLM2), 0.0097 (Gemma-3); FORCED_TOL 0.025, 2.4x that (it was 0.05).
   ppl     perplexity on tests/data/gpl-3.0.txt (llama.cpp's definition: chunks of PPL_CTX,
           second half scored; 14 chunks of 512 score 3,570 tokens), ours (`edgerunner
           perplexity`) vs the same loop over llama.cpp's logits: within 0.5 % relative. A
@@ -47,7 +51,7 @@ from test_oracles import llama_model  # noqa: E402 (the oracle tests' determinis
 TEXT = os.path.join(HERE, "ppl.txt")                                  # tok and hf
 PPL_TEXT = os.path.join(HERE, "..", "data", "gpl-3.0.txt")            # ppl (and tok)
 HF_CTX = 128
-FORCED_TOL = 0.05
+FORCED_TOL = 0.025
 HF_ERR = 1e-4
 PPL_TOL = 0.005
 HF_AGREE = 0.99
