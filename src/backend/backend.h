@@ -33,7 +33,8 @@ enum er_feature {
     ER_FEAT_QK_NORM = 1u << 1,        /* Qwen3, Gemma-3: RMSNorm over each Q and K head before RoPE */
     ER_FEAT_POST_NORMS = 1u << 2,     /* Gemma-3: RMSNorm of the attention and FFN outputs before the residual add */
     ER_FEAT_GEGLU = 1u << 3,          /* Gemma-3: gelu(gate) * up (tanh approximation) instead of SwiGLU */
-    ER_FEAT_SLIDING_WINDOW = 1u << 4, /* Gemma-3: layers that attend to the last n_swa positions, own RoPE base */
+    ER_FEAT_SLIDING_WINDOW = 1u << 4, /* Gemma-3, Mistral, Phi-3: layers that attend to the last n_swa
+                                         positions (Gemma-3's with their own RoPE base) */
     ER_FEAT_EMBD_SCALE = 1u << 5,     /* Gemma-3: embeddings multiplied by embd_scale */
     ER_FEAT_TIED_OUTPUT = 1u << 6,    /* the output head is token_embd (the file has no output.weight) */
     ER_FEAT_COUNT = 7
@@ -58,9 +59,12 @@ typedef struct model_config {
     float norm_eps;
     float rope_base;
     float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
+    float rope_attn_factor; /* cos and sin are multiplied by this (rope.scaling.attn_factor; 1: none) */
+    int64_t n_ctx_orig;   /* longrope: contexts longer than this take the long factors */
     int rope_neox;        /* 1: rotate pairs (i, i + n_rot/2); 0: pairs (2i, 2i+1) */
     float embd_scale;     /* ER_FEAT_EMBD_SCALE: the embeddings' factor */
-    int64_t n_swa;        /* ER_FEAT_SLIDING_WINDOW: window of the sliding-window layers */
+    int64_t n_swa;        /* ER_FEAT_SLIDING_WINDOW: window of the sliding-window layers (the
+                             last n_swa positions, the token's own included) */
     float rope_base_swa;  /* ER_FEAT_SLIDING_WINDOW: their RoPE base */
     int32_t bos;          /* -1: none */
     int32_t eos;          /* -1: none */
@@ -115,7 +119,8 @@ typedef struct backend_ctx_params {
     int n_threads;
     uint32_t type_k, type_v; /* enum er_type of the cache rows, one of the backend's kv_types */
     /* (n_ctx, n_rot / 2, 2) cos and sin of every RoPE angle at every position, built by
-     * the model layer: [0] for every layer, [1] for sliding-window layers (NULL without);
+     * the model layer: [0] for every layer, [1] for sliding-window layers where their RoPE
+     * base differs (Gemma-3; NULL otherwise: they use [0]);
      * owned by the caller and alive as long as the context */
     const float *rope_cs[2];
 } backend_ctx_params;

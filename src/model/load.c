@@ -118,19 +118,31 @@ static er_status read_config(loader *ld) {
     if (!(base > 0 && base <= FLT_MAX && (float)base > 0))
         return er_fail(ER_ERR_FORMAT, "%s: %s.rope.freq_base is %g, not a positive float", ld->path, ld->arch, base);
 
-    /* RoPE scaling: none or linear (positions divided by the factor). */
+    /* RoPE scaling: none, linear (positions divided by the factor) or longrope (Phi-3:
+     * per-dimension divisors, the rope_factors_long/short tensors bound below, and cos and
+     * sin multiplied by rope.scaling.attn_factor). Llama 3's scaling needs no type: its
+     * divisors are the rope_freqs tensor. */
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", ld->arch);
     const gguf_kv *scaling = gguf_find_kv(m->file, key);
-    if (scaling && scaling->value.type == GGUF_TYPE_STRING && !gguf_string_eq(scaling->value.str, "none")) {
+    if (scaling && scaling->value.type == GGUF_TYPE_STRING && !gguf_string_eq(scaling->value.str, "none") &&
+        !gguf_string_eq(scaling->value.str, "longrope")) {
         if (!gguf_string_eq(scaling->value.str, "linear"))
-            return er_fail(ER_ERR_UNSUPPORTED, "%s: RoPE scaling '%.*s' is not supported (none, linear are)",
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: RoPE scaling '%.*s' is not supported (none, linear, longrope are)",
                            ld->path, (int)(scaling->value.str.len > 32 ? 32 : scaling->value.str.len), scaling->value.str.data);
         if ((st = get_float(ld, "rope.scaling.factor", 1.0, &scale)) != ER_OK)
             return st;
     } else if ((st = get_float(ld, "rope.scale_linear", 1.0, &scale)) != ER_OK) {
         return st;
     }
+    double attn_factor;
+    if ((st = get_float(ld, "rope.scaling.attn_factor", 1.0, &attn_factor)) != ER_OK ||
+        (st = get_int(ld, "rope.scaling.original_context_length", 0, c->n_ctx_train, 1, INT32_MAX, &c->n_ctx_orig)) !=
+            ER_OK)
+        return st;
+    if (!(attn_factor > 0 && attn_factor <= 1e3))
+        return er_fail(ER_ERR_FORMAT, "%s: %s.rope.scaling.attn_factor is %g, outside (0, 1000]", ld->path, ld->arch,
+                       attn_factor);
     if (scale <= 0)
         return er_fail(ER_ERR_FORMAT, "%s: RoPE scaling factor %g is not positive", ld->path, scale);
     if (!(1.0 / scale <= FLT_MAX && (float)(1.0 / scale) > 0)) /* 1e-300: infinite angles, NaN logits */
@@ -140,14 +152,19 @@ static er_status read_config(loader *ld) {
     c->norm_eps = (float)eps;
     c->rope_base = (float)base;
     c->rope_pos_scale = (float)(1.0 / scale);
+    c->rope_attn_factor = (float)attn_factor;
     c->rope_neox = m->arch->rope_neox;
     c->features = m->arch->features;
     if (c->features & ER_FEAT_EMBD_SCALE)
         c->embd_scale = sqrtf((float)c->n_embd);
-    if (c->features & ER_FEAT_SLIDING_WINDOW) {
-        c->rope_base_swa = m->arch->rope_base_swa;
-        if ((st = get_int(ld, "attention.sliding_window", 1, 0, 1, INT32_MAX, &c->n_swa)) != ER_OK)
-            return st;
+    /* Gemma-3 needs its window; elsewhere a window in the file (Mistral, Phi-3) slides every
+     * layer, and 0 means none (Phi-4's converter writes 0) */
+    const int swa_required = (c->features & ER_FEAT_SLIDING_WINDOW) != 0;
+    if ((st = get_int(ld, "attention.sliding_window", swa_required, 0, swa_required, INT32_MAX, &c->n_swa)) != ER_OK)
+        return st;
+    if (c->n_swa > 0) {
+        c->features |= ER_FEAT_SLIDING_WINDOW;
+        c->rope_base_swa = m->arch->swa_period > 0 ? m->arch->rope_base_swa : c->rope_base;
     }
     return m->arch->check ? m->arch->check(c, ld->path) : ER_OK;
 }
@@ -216,6 +233,38 @@ static er_status bind_vector(loader *ld, const char *name, int64_t n, int option
     return ER_OK;
 }
 
+/* A matrix of the layer table (arch.h): one er_weight, or a fused tensor whose row ranges
+ * become the consecutive er_weight fields from `field` on. */
+static er_status bind_matrix(loader *ld, const char *name, const model_config *c, const layer_tensor *t, void *field) {
+    er_weight *parts = field, fused;
+    int64_t n_out = 0;
+    int n_parts = 0;
+    for (; n_parts < 3 && t->n_out[n_parts] != DIM_NONE; n_parts++)
+        n_out += arch_dim_size(c, t->n_out[n_parts]);
+    er_status st = bind_weight(ld, name, arch_dim_size(c, t->n_in), n_out, 0, n_parts == 1 ? parts : &fused);
+    if (st != ER_OK || n_parts == 1)
+        return st;
+    for (int i = 0, row0 = 0; i < n_parts; i++) {
+        parts[i] = fused;
+        parts[i].n_out = arch_dim_size(c, t->n_out[i]);
+        parts[i].data = fused.data + (size_t)row0 * fused.row_size;
+        row0 += (int)parts[i].n_out;
+    }
+    return ER_OK;
+}
+
+/* An optional vector of n_rot / 2 RoPE divisors (the angles are divided by them), which
+ * must be positive: rope_freqs (Llama 3), rope_factors_long/short (Phi-3's longrope). */
+static er_status bind_divisors(loader *ld, const char *name, float **arena, const float **out) {
+    const int64_t n = ld->m->view.config.n_rot / 2;
+    er_status st = bind_vector(ld, name, n, 1, arena, out);
+    for (int64_t i = 0; st == ER_OK && *out && i < n; i++)
+        if (!((*out)[i] > 0))
+            return er_fail(ER_ERR_FORMAT, "%s: tensor '%s' element %lld is %g: not positive", ld->path, name,
+                           (long long)i, (double)(*out)[i]);
+    return st;
+}
+
 static er_status bind_weights(loader *ld) {
     er_model *m = ld->m;
     model_view *v = &m->view;
@@ -237,8 +286,9 @@ static er_status bind_weights(loader *ld) {
         c->features |= ER_FEAT_TIED_OUTPUT;
     }
 
-    /* the F32 arena: output_norm, rope_freqs, and every vector of every layer */
-    size_t n_floats = (size_t)c->n_embd + (size_t)c->n_rot / 2;
+    /* the F32 arena: output_norm, the three kinds of RoPE divisors, and every vector of
+     * every layer */
+    size_t n_floats = (size_t)c->n_embd + 3 * ((size_t)c->n_rot / 2);
     for (size_t i = 0; i < arch_n_layer_tensors; i++) {
         const layer_tensor *t = &arch_layer_tensors[i];
         if (!t->is_matrix && (t->feature & ~c->features) == 0)
@@ -251,28 +301,26 @@ static er_status bind_weights(loader *ld) {
     float *arena = m->f32_arena;
 
     if ((st = bind_vector(ld, "output_norm.weight", c->n_embd, 0, &arena, &v->output_norm)) != ER_OK ||
-        (st = bind_vector(ld, "rope_freqs.weight", c->n_rot / 2, 1, &arena, &m->rope_freqs)) != ER_OK)
+        (st = bind_divisors(ld, "rope_freqs.weight", &arena, &m->rope_freqs)) != ER_OK ||
+        (st = bind_divisors(ld, "rope_factors_long.weight", &arena, &m->rope_long)) != ER_OK ||
+        (st = bind_divisors(ld, "rope_factors_short.weight", &arena, &m->rope_short)) != ER_OK)
         return st;
-    for (int64_t i = 0; m->rope_freqs && i < c->n_rot / 2; i++) /* divisors of the angles */
-        if (!(m->rope_freqs[i] > 0))
-            return er_fail(ER_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' element %lld is %g: not positive", ld->path,
-                           (long long)i, (double)m->rope_freqs[i]);
     for (int64_t il = 0; il < c->n_layer; il++) {
         layer_weights *l = &v->layers[il];
         for (size_t i = 0; i < arch_n_layer_tensors; i++) {
             const layer_tensor *t = &arch_layer_tensors[i];
-            if (t->feature & ~c->features)
+            if ((t->feature & ~c->features) || (t->layout_on & ~m->arch->layout) || (t->layout_off & m->arch->layout))
                 continue;
             snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, t->name);
             void *field = (uint8_t *)l + t->offset;
-            st = t->is_matrix ? bind_weight(ld, name, arch_dim_size(c, t->n_in), arch_dim_size(c, t->n_out), 0, field)
-                              : bind_vector(ld, name, arch_dim_size(c, t->n_in), 0, &arena, field);
+            st = t->is_matrix ? bind_matrix(ld, name, c, t, field) : bind_vector(ld, name, arch_dim_size(c, t->n_in), 0, &arena, field);
             if (st != ER_OK)
                 return st;
         }
-        /* the last layer of each period is global (llama.cpp: set_swa_pattern) */
+        /* Gemma-3: the last layer of each period is global (llama.cpp: set_swa_pattern);
+         * with no period, every layer slides where the model has a window */
         const int period = m->arch->swa_period;
-        l->swa = (c->features & ER_FEAT_SLIDING_WINDOW) && period > 0 && il % period < period - 1;
+        l->swa = (c->features & ER_FEAT_SLIDING_WINDOW) && (period == 0 || il % period < period - 1);
     }
     return ER_OK;
 }
@@ -386,4 +434,34 @@ int64_t er_token_to_piece(const er_model *m, int32_t id, char *buf, int64_t cap)
     if (!m || cap < 0 || (!buf && cap > 0))
         return -1;
     return vocab_token_to_piece(&m->vocab, id, buf, cap);
+}
+
+void model_describe(const er_model *m, char *buf, size_t cap) {
+    const model_config *c = &m->view.config;
+    size_t len = (size_t)snprintf(buf, cap, "architecture %s: %lld layers, %lld heads (%lld KV) of %lld, "
+                                  "embedding %lld, feed-forward %lld, vocabulary %lld",
+                                  m->arch->name, (long long)c->n_layer, (long long)c->n_head, (long long)c->n_head_kv,
+                                  (long long)c->head_dim, (long long)c->n_embd, (long long)c->n_ff, (long long)c->n_vocab);
+    for (unsigned bit = 1; bit < 1u << ER_FEAT_COUNT && len < cap; bit <<= 1) {
+        if (c->features & bit)
+            len += (size_t)snprintf(buf + len, cap - len, "; %s", er_feature_name(bit));
+        if (c->features & bit & ER_FEAT_SLIDING_WINDOW && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, " (window %lld, %s)", (long long)c->n_swa,
+                                    m->arch->swa_period > 0 ? "some layers global" : "every layer");
+    }
+    if (m->arch->layout & ARCH_FUSED_QKV && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, "; fused Q/K/V");
+    if (m->arch->layout & ARCH_FUSED_GATE_UP && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, "; fused gate/up");
+    if (len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, "; RoPE %s pairs over %lld of %lld dimensions, base %g",
+                                c->rope_neox ? "NeoX" : "Llama", (long long)c->n_rot, (long long)c->head_dim,
+                                (double)c->rope_base);
+    if (c->rope_pos_scale != 1.0f && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, ", linear scaling x%g", 1.0 / (double)c->rope_pos_scale);
+    if (m->rope_freqs && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, ", frequency factors (Llama 3)");
+    if ((m->rope_long || m->rope_short) && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, ", longrope (original context %lld, attention factor %g)",
+                                (long long)c->n_ctx_orig, (double)c->rope_attn_factor);
 }

@@ -28,6 +28,8 @@ struct er_model {
     void *dev;                 /* its copy of the weights */
     gguf_file *file;           /* owns the read-only mapping the weights point into */
     const float *rope_freqs;   /* (n_rot / 2) frequency divisors (Llama 3.1), or NULL */
+    const float *rope_long;    /* (n_rot / 2) longrope divisors beyond n_ctx_orig (Phi-3), or NULL */
+    const float *rope_short;   /* (n_rot / 2) longrope divisors within it, or NULL */
     float *f32_arena;          /* owns every 1-D tensor, converted to F32 */
     vocab vocab;
 };
@@ -50,9 +52,13 @@ struct er_context {
 er_status model_check_backend(const er_model *m, const backend_ops *ops);
 
 /* The RoPE table of config c at RoPE base `base`: cs (n_ctx, n_rot / 2, 2) cos and sin
- * of position * rope_pos_scale * base^(-2i / n_rot) / freq_divisors[i], computed in
- * double and rounded once: every backend rotates by these same floats. */
+ * of position * rope_pos_scale * base^(-2i / n_rot) / freq_divisors[i], times
+ * rope_attn_factor, computed in double and rounded once: every backend rotates by these
+ * same floats. */
 void model_rope_table(const model_config *c, float base, const float *freq_divisors, int64_t n_ctx, float *cs);
+
+/* One line naming the model's architecture, shape and features (`edgerunner info`). */
+void model_describe(const er_model *m, char *buf, size_t cap);
 
 /* Development only (`bench --profile`): the backend's kernel-by-kernel timing of one
  * decode step at position pos and of a prefill of tokens; ER_ERR_UNSUPPORTED where the

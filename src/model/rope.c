@@ -18,7 +18,7 @@ void model_rope_table(const model_config *c, float base, const float *freq_divis
             double theta = (double)pos * (double)c->rope_pos_scale * inv_freq[i];
             if (freq_divisors)
                 theta /= freq_divisors[i];
-            cs[2 * i] = (float)cos(theta);
-            cs[2 * i + 1] = (float)sin(theta);
+            cs[2 * i] = (float)cos(theta) * c->rope_attn_factor;
+            cs[2 * i + 1] = (float)sin(theta) * c->rope_attn_factor;
         }
 }

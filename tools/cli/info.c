@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "io/gguf.h"
+#include "model/model.h"
 #include "quant/types.h"
 
 static void print_value(const gguf_value *v, int depth) {
@@ -146,5 +147,16 @@ int cmd_info(int argc, char **argv) {
                    8.0 * (double)type_bytes[t] / (double)type_params[t]);
     printf("\n");
     gguf_close(f);
+    /* what the engine makes of it: the architecture and the features it needs, or why it
+     * cannot run it (a vocabulary-only file, an unsupported architecture) */
+    er_model *model = NULL;
+    char line[1024];
+    if ((st = er_model_load(path, NULL, &model)) == ER_OK) {
+        model_describe(model, line, sizeof line);
+        printf("model: %s\n", line);
+    } else {
+        printf("model: not loadable: %s\n", er_last_error());
+    }
+    er_model_free(model);
     return 0;
 }
