@@ -5,8 +5,10 @@
  * Qwen3-0.6B, of the output head, and at small odd shapes that take the fallbacks
  * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned); and the
  * fused decode attention (Q/K norm, RoPE, cache write, GQA over 1 to 3,001 positions,
- * one or several rounds of its cluster) and the prefill's attention and tensor-core
- * GEMM against the same kind of host computation.
+ * one or several rounds of its cluster, sliding windows) and the prefill's attention
+ * (also with windows) and tensor-core GEMM against the same kind of host computation.
+ * With a window, the cache rows below every window are NaN: a kernel that reads one
+ * fails.
  *
  * Built when the CUDA backend is; passes with a note on machines without a GPU (CI),
  * and is run on the GPU machine by bench/gpu.sh (`build/unit_tests cuda`).
@@ -264,13 +266,16 @@ done:
 
 /* One decode attention step at position pos against doubles on the host: worst error
  * of the output over its largest value, and whether row pos of both caches was written.
+ * window > 0: the step sees rows max(0, pos - window + 1) .. pos only (as
+ * cpu_attention_window), and the rows below are NaN, so that reading one shows.
  * With wo_type >= 0, the output projection folded in: a random wo (n_embd, n_head * hd)
  * of that type, and the error of what the kernel added into the fixed-point
  * accumulator, over the largest value it added. */
-static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neox, int with_norm, int wo_type,
-                             int n_embd, int *cache_ok) {
+static double attention_case(int n_head, int n_head_kv, int hd, int pos, int window, int neox, int with_norm,
+                             int wo_type, int n_embd, int *cache_ok) {
     const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, n_qkv = q_dim + 2 * kv_dim, half = hd / 2;
     const int n_ctx = pos + 1, group = n_head / n_head_kv;
+    const int j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* the first row seen */
     const float eps = 1e-6f;
     const size_t cache_n = (size_t)n_ctx * kv_dim;
     float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
@@ -296,6 +301,8 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neo
         kc[i] = 2.0f * rndf();
         vc[i] = rndf();
     }
+    for (size_t i = 0; i < (size_t)j0 * kv_dim; i++)
+        kc[i] = vc[i] = NAN;
     for (int i = 0; i < n_qkv; i++)
         qkv[i] = 2.0f * rndf();
     for (int i = 0; i < hd; i++) {
@@ -331,18 +338,18 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neo
         NORM_ROPE(qkv + h * hd, qn, qr);
         NORM_ROPE(qkv + q_dim + kvh * hd, kn, kr);
         double m = -INFINITY, l = 0.0;
-        for (int j = 0; j <= pos; j++) {
+        for (int j = j0; j <= pos; j++) {
             double d = 0.0;
             for (int i = 0; i < hd; i++)
                 d += qr[i] * (j == pos ? kr[i] : (double)kc[(size_t)j * kv_dim + kvh * hd + i]);
             sc[j] = d / sqrt((double)hd);
             m = sc[j] > m ? sc[j] : m;
         }
-        for (int j = 0; j <= pos; j++)
+        for (int j = j0; j <= pos; j++)
             l += exp(sc[j] - m);
         for (int i = 0; i < hd; i++) {
             double a = 0.0;
-            for (int j = 0; j <= pos; j++)
+            for (int j = j0; j <= pos; j++)
                 a += exp(sc[j] - m) * (j == pos ? (double)qkv[q_dim + kv_dim + kvh * hd + i]
                                                 : (double)vc[(size_t)j * kv_dim + kvh * hd + i]);
             ref[h * hd + i] = a / l;
@@ -376,7 +383,7 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int neo
         cudaMemcpy(dstate, &st, sizeof st, cudaMemcpyHostToDevice);
     }
     const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, neox, eps, with_norm ? dqn : NULL,
-                                with_norm ? dkn : NULL, (const float2 *)dcs, n_ctx};
+                                with_norm ? dkn : NULL, (const float2 *)dcs, n_ctx, window};
     if (wo_type >= 0 && !cuda_attention_can_project(&p, &dwo))
         goto done;
     if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc, 0) != cudaSuccess ||
@@ -443,10 +450,13 @@ done:
 }
 
 /* Prefill attention over a cache of pos0 + T rows (q as qk_rope_store leaves it) against
- * doubles on the host: worst error over the largest output. */
-static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, int pos0) {
+ * doubles on the host: worst error over the largest output. window > 0: token t sees
+ * rows max(0, pos0 + t - window + 1) .. pos0 + t, and the rows below the first token's
+ * window are NaN. */
+static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, int pos0, int window) {
     const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, row_len = q_dim + 2 * kv_dim, n_ctx = pos0 + T;
     const int group = n_head / n_head_kv;
+    const int j0_min = window > 0 && pos0 >= window ? pos0 - window + 1 : 0; /* no token sees a row below */
     const size_t cache_n = (size_t)n_ctx * kv_dim;
     float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
     float *qkv = malloc((size_t)T * row_len * sizeof(float));
@@ -461,6 +471,8 @@ static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, i
         kc[i] = 2.0f * rndf();
         vc[i] = rndf();
     }
+    for (size_t i = 0; i < (size_t)j0_min * kv_dim; i++)
+        kc[i] = vc[i] = NAN;
     for (int i = 0; i < T * row_len; i++)
         qkv[i] = 2.0f * rndf();
     double omax = 0.0;
@@ -468,19 +480,20 @@ static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, i
         for (int h = 0; h < n_head; h++) {
             const float *q = qkv + (size_t)t * row_len + h * hd;
             const int kvh = h / group, n_keys = pos0 + t + 1;
+            const int j0 = window > 0 && n_keys > window ? n_keys - window : 0;
             double m = -INFINITY, l = 0.0;
-            for (int j = 0; j < n_keys; j++) {
+            for (int j = j0; j < n_keys; j++) {
                 double d = 0.0;
                 for (int i = 0; i < hd; i++)
                     d += (double)q[i] * kc[(size_t)j * kv_dim + kvh * hd + i];
                 sc[j] = d / sqrt((double)hd);
                 m = sc[j] > m ? sc[j] : m;
             }
-            for (int j = 0; j < n_keys; j++)
+            for (int j = j0; j < n_keys; j++)
                 l += exp(sc[j] - m);
             for (int i = 0; i < hd; i++) {
                 double a = 0.0;
-                for (int j = 0; j < n_keys; j++)
+                for (int j = j0; j < n_keys; j++)
                     a += exp(sc[j] - m) * vc[(size_t)j * kv_dim + kvh * hd + i];
                 ref[(size_t)t * q_dim + h * hd + i] = a / l;
                 omax = fabs(a / l) > omax ? fabs(a / l) : omax;
@@ -495,7 +508,7 @@ static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, i
     cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dqkv, qkv, (size_t)T * row_len * sizeof(float), cudaMemcpyHostToDevice);
-    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, n_ctx};
+    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, n_ctx, window};
     if (cuda_attention_prefill(&p, dqkv, T, pos0, dkc, dvc, dout, 0) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
@@ -657,7 +670,7 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
         int cache_ok = 0;
         const double err =
-            attention_case(att[i][0], att[i][1], att[i][2], att[i][5], att[i][3], att[i][4], -1, 0, &cache_ok);
+            attention_case(att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, &cache_ok);
         CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of %d, position %d: error %.3g of max |out|, cache %s",
               att[i][0], att[i][1], att[i][2], att[i][5], err, cache_ok ? "written" : "NOT written");
     }
@@ -669,7 +682,7 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
         for (int t = 0; t < CUDA_W_COUNT; t++) {
             int cache_ok = 0;
-            const double err = attention_case(proj[i][0], proj[i][1], proj[i][2], proj[i][3], 1, 1, t, proj[i][4],
+            const double err = attention_case(proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4],
                                               &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention + %s wo %d/%d heads of %d, position %d, n_embd %d: error %.3g of max |wo out|, cache %s",
@@ -686,12 +699,12 @@ void test_cuda(void) {
                                    {64, 8, 5120}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = {sizes[i][0], sizes[i][1], 128, 128, 128, 1, 1e-6f, NULL, NULL, NULL, 1};
+            const cuda_attn_params p = {sizes[i][0], sizes[i][1], 128, 128, 128, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
             const cuda_weight w = {t, sizes[i][0] * 128, sizes[i][2], NULL, NULL};
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue; /* wo runs as a matvec: the matvec cases above */
             int cache_ok = 0;
-            const double err = attention_case(sizes[i][0], sizes[i][1], 128, 129, 1, 1, t, sizes[i][2], &cache_ok);
+            const double err = attention_case(sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], &cache_ok);
             CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of 128, %s wo, n_embd %d: error %.3g, cache %s",
                   sizes[i][0], sizes[i][1], t >= 0 ? cuda_wtype_name(t) : "no", sizes[i][2], err,
                   cache_ok ? "written" : "NOT written");
@@ -699,24 +712,72 @@ void test_cuda(void) {
     }
     {
         /* heads of 8 or 80 dims: not whole chunks of every type; wo runs as a matvec */
-        const cuda_attn_params p8 = {8, 4, 8, 8, 8, 0, 1e-6f, NULL, NULL, NULL, 1};
-        const cuda_attn_params p80 = {4, 4, 80, 80, 80, 1, 1e-6f, NULL, NULL, NULL, 1};
+        const cuda_attn_params p8 = {8, 4, 8, 8, 8, 0, 1e-6f, NULL, NULL, NULL, 1, 0};
+        const cuda_attn_params p80 = {4, 4, 80, 80, 80, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
         const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL};
         CHECK(!cuda_attention_can_project(&p8, &w8) && !cuda_attention_can_project(&p80, &w80),
               "attention would fold in wo for 8- or 80-dim heads");
     }
-    /* prefill attention: the tensor-core kernel (head_dim 128 and 64; batches not whole
-     * tiles, a cached prefix) and the CUDA-core one (8 dims). Q, K, V and P are rounded
-     * to F16 (2^-11 relative at most): 2e-3 of the largest output is ~4 such roundings. */
-    static const int pre[][5] = {{16, 8, 128, 5, 0},  {16, 8, 128, 64, 0}, {16, 8, 128, 100, 0},
-                                 {16, 8, 128, 70, 37}, {8, 2, 64, 130, 0},  {8, 2, 64, 17, 200},
-                                 {8, 4, 8, 9, 3}};
+    /* decode attention with a sliding window (n_head, n_head_kv, head_dim, n_embd,
+     * position, window): positions inside the window (it sees every row) and beyond it,
+     * windows of 1 (the new row alone), 4 and 8 (a part of one warp's keys, not aligned
+     * to them), 130 (more than one round of the cluster, 128 keys) and more than the
+     * context; head sizes 128 and 64 (Qwen3, Llama-like), 256 (Gemma-3: n_embd 1152,
+     * window 512), 80 and 8 (lanes past the head). Without wo, and folded in for every
+     * type the kernel takes it for. */
+    static const int win[][6] = {
+        {16, 8, 128, 1024, 0, 1},      {16, 8, 128, 1024, 5, 1},     {16, 8, 128, 1024, 1000, 1},
+        {16, 8, 128, 1024, 3, 4},      {16, 8, 128, 1024, 4, 4},     {16, 8, 128, 1024, 201, 4},
+        {16, 8, 128, 1024, 7, 8},      {16, 8, 128, 1024, 8, 8},     {16, 8, 128, 1024, 9, 8},
+        {16, 8, 128, 1024, 130, 8},    {16, 8, 128, 1024, 129, 130}, {16, 8, 128, 1024, 130, 130},
+        {16, 8, 128, 1024, 131, 130},  {16, 8, 128, 1024, 300, 130}, {16, 8, 128, 1024, 3000, 130},
+        {16, 8, 128, 1024, 100, 5000}, {16, 8, 128, 1024, 3000, 4096}, {8, 2, 64, 100, 0, 1},
+        {8, 2, 64, 100, 200, 1},       {8, 2, 64, 100, 3, 4},        {8, 2, 64, 100, 57, 4},
+        {8, 2, 64, 100, 50, 8},        {8, 2, 64, 100, 129, 130},    {8, 2, 64, 100, 500, 130},
+        {8, 2, 64, 100, 100, 5000},    {4, 1, 256, 1152, 600, 512},  {4, 1, 256, 1152, 511, 512},
+        {4, 1, 256, 1152, 40, 8},      {4, 4, 80, 320, 33, 8},       {4, 4, 80, 320, 300, 130},
+        {8, 4, 8, 64, 50, 4},          {8, 4, 8, 64, 3, 8}};
+    double win_worst = 0.0;
+    for (size_t i = 0; i < sizeof win / sizeof win[0]; i++) {
+        const int nh = win[i][0], nkv = win[i][1], hd = win[i][2], n_embd = win[i][3], pos = win[i][4];
+        const int window = win[i][5];
+        for (int t = -1; t < CUDA_W_COUNT; t++) {
+            const cuda_attn_params p = {nh, nkv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, pos + 1, window};
+            const cuda_weight w = {t, nh * hd, n_embd, NULL, NULL};
+            if (t >= 0 && !cuda_attention_can_project(&p, &w))
+                continue;
+            int cache_ok = 0;
+            const double err = attention_case(nh, nkv, hd, pos, window, 1, 1, t, n_embd, &cache_ok);
+            CHECK(err <= 1e-5 && cache_ok,
+                  "attention %d/%d heads of %d, position %d, window %d, %s wo: error %.3g, cache %s", nh, nkv, hd, pos,
+                  window, t >= 0 ? cuda_wtype_name(t) : "no", err, cache_ok ? "written" : "NOT written");
+            win_worst = err > win_worst || isnan(err) ? err : win_worst;
+        }
+    }
+    printf("  attention with sliding windows: worst error %.2e\n", win_worst);
+    /* prefill attention (n_head, n_head_kv, head_dim, tokens, pos0, window): the
+     * tensor-core kernel (head_dim 128 and 64; batches not whole tiles, a cached prefix)
+     * and the CUDA-core one (8, 80 and 256 dims); windows of 1, shorter than the batch,
+     * longer than the batch but not the context, and longer than the context. Q, K, V and
+     * P are rounded to F16 (2^-11 relative at most): 2e-3 of the largest output is ~4
+     * such roundings. */
+    static const int pre[][6] = {
+        {16, 8, 128, 5, 0, 0},     {16, 8, 128, 64, 0, 0},     {16, 8, 128, 100, 0, 0},
+        {16, 8, 128, 70, 37, 0},   {8, 2, 64, 130, 0, 0},      {8, 2, 64, 17, 200, 0},
+        {8, 4, 8, 9, 3, 0},        {16, 8, 128, 100, 0, 1},    {16, 8, 128, 100, 0, 16},
+        {16, 8, 128, 70, 37, 16},  {16, 8, 128, 70, 37, 100},  {16, 8, 128, 200, 300, 64},
+        {16, 8, 128, 150, 20, 65}, {16, 8, 128, 130, 500, 130}, {16, 8, 128, 64, 200, 1000},
+        {16, 8, 128, 5, 10, 3},    {8, 2, 64, 130, 0, 7},      {8, 2, 64, 17, 200, 50},
+        {8, 2, 64, 130, 77, 129},  {8, 2, 64, 100, 1000, 4096}, {8, 4, 8, 9, 3, 2},
+        {8, 4, 8, 9, 3, 20},       {4, 4, 80, 20, 30, 5},      {4, 4, 80, 20, 30, 100},
+        {4, 1, 256, 40, 600, 512}, {4, 1, 256, 40, 600, 16}};
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
-        const double err = prefill_attention_case(pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4]);
-        CHECK(err <= 2e-3, "prefill attention %d/%d heads of %d, %d tokens after %d: error %.3g of max |out|",
-              pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], err);
-        printf("  prefill attention %d/%d heads of %d, %d tokens after %d: error %.2e\n", pre[i][0], pre[i][1],
-               pre[i][2], pre[i][3], pre[i][4], err);
+        const double err = prefill_attention_case(pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
+        CHECK(err <= 2e-3,
+              "prefill attention %d/%d heads of %d, %d tokens after %d, window %d: error %.3g of max |out|",
+              pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], err);
+        printf("  prefill attention %d/%d heads of %d, %d tokens after %d, window %d: error %.2e\n", pre[i][0],
+               pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], err);
     }
 }
 #endif

@@ -7,13 +7,22 @@
  * wrote them), the norm weights, the RoPE angles and its share of the output
  * projection's weights. Then it applies the per-head Q RMSNorm and RoPE to its query,
  * the same to the new K of its KV head (the first block of the group also writes K and
- * V to the cache), and attends over its share of positions 0..pos with an online
+ * V to the cache), and attends over its share of positions j0..pos with an online
  * softmax per warp, the next round's loads in flight during each round. Each block
  * stores its partial result into the shared memory of every block of the cluster
  * (distributed shared memory); after one cluster barrier each merges them, multiplies
  * the head's output by its rows of wo's columns for the head, and adds that into the
  * residual stream's accumulator: no global ticket, no second launch, no wo kernel.
- * Reads per token: (pos + 1) * 2 * head_dim floats per KV head.
+ * Reads per token: (pos + 1 - j0) * 2 * head_dim floats per KV head.
+ *
+ * Sliding windows (cuda_attn_params.window > 0, kernels.h): the token at pos sees rows
+ * j0 = max(0, pos - window + 1) .. pos, as cpu_attention_window does; j0 = 0 without a
+ * window. Every kernel computes its j0 once and starts its key loop there: decode
+ * shifts the warps' keys by j0, the prefill kernels start at the first key the window of
+ * their (block's) first query touches and the tensor-core one masks the rest per query,
+ * so rows below the window are never read. Full attention pays a few integer ops per
+ * thread, outside the key loops (in the tensor-core prefill: one more compare per score
+ * in the diagonal tiles, the only ones it now masks).
  *
  * Prefill runs two kernels: Q/K norm + RoPE + cache store for all tokens, then
  * attention over the cache on the tensor cores (head_dim 64 and 128; see
@@ -170,9 +179,9 @@ static constexpr __host__ __device__ int scale_word_elems(int wt) {
 #define PROJ_SMEM_MAX (64 * 1024) /* beyond, wo runs as its own matvec */
 
 /* grid (n_head, ATT_CLUSTER), one cluster per head (blockIdx.y is the block's rank in
- * it). Warp w of block s takes keys (s * ATT_WARPS + w) * KB + r * stride .. + KB - 1 in
- * round r (stride: the keys of a round of the whole cluster), with the next round's
- * loads in flight while it computes this one.
+ * it). Warp w of block s takes keys j0 + (s * ATT_WARPS + w) * KB + r * stride .. + KB - 1
+ * in round r (stride: the keys of a round of the whole cluster; j0 the window's first
+ * key, 0 without one), with the next round's loads in flight while it computes this one.
  *
  * WT < 0: rank 0 merges the blocks' states and writes the head's output to out. WT >= 0
  * (a weight type): every block merges them, and multiplies the head's output by its
@@ -197,8 +206,11 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     /* the position comes from the previous step (its commit), not from this one */
     const int pos = __ldcg(&state->pos);
     const bool writer = h % group == 0 && s == 0;
+    /* keys j0..pos: the warps' keys shifted by j0, so nothing below the window is read
+     * and full attention (j0 = 0) pays a select and an add */
+    const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
     const int n_keys = pos + 1, stride = ATT_CLUSTER * ATT_WARPS * KB;
-    const int jb0 = (s * ATT_WARPS + warp) * KB;
+    const int jb0 = j0 + (s * ATT_WARPS + warp) * KB;
     /* everything that does not depend on this step's q, k and v before the wait: the
      * first round of cached keys and values (earlier steps wrote them), the norm weights,
      * the RoPE angles and the projection's weights */
@@ -428,7 +440,8 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
     }
 }
 
-/* grid (n_head, ceil(n_tokens / 4)): warp w takes query blockIdx.y * 4 + w */
+/* grid (n_head, ceil(n_tokens / 4)): warp w takes query blockIdx.y * 4 + w, over the keys
+ * of its window */
 template <int DPL>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int n_tokens, int pos0,
@@ -445,7 +458,8 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
 #pragma unroll
     for (int j = 0; j < DPL; j++)
         acc[j] = 0.0f;
-    for (int j = 0; j <= pos0 + t; j++)
+    const int qpos = pos0 + t, j0 = p.window > 0 ? max(0, qpos - p.window + 1) : 0;
+    for (int j = j0; j <= qpos; j++)
         attend_row<DPL>(q, k_cache + (size_t)j * kv_dim + kvh * hd, v_cache + (size_t)j * kv_dim + kvh * hd, hd,
                         scale, lane, &m, &l, acc);
 #pragma unroll
@@ -463,7 +477,9 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
  * with the online softmax on S's fragments in registers. Q is scaled by 1/sqrt(hd)
  * before rounding to F16; P is rounded to F16 for P V, its row sums stay F32.
  * With the fragment layouts of mma_16816 (common.cuh), the C fragments of two 8-key
- * tiles of S are the A fragment of P for 16 keys. */
+ * tiles of S are the A fragment of P for 16 keys. With a window, the tiles start at the
+ * first key the block's first query sees; the keys below each row's window are masked
+ * like those past it. */
 #define FA_BQ 64
 #define FA_BK 64
 #define FA_THREADS (FA_BQ / 16 * 32)
@@ -502,11 +518,20 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
 #pragma unroll
     for (int n = 0; n < HD / 8; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    /* keys 0 .. the position of the block's last query */
+    /* -1e30, not -inf: with a window, a row may see no key of a whole tile (its first
+     * tile, or any, for the rows past the batch); its maximum then stays finite, with
+     * exp(m - mx) = 1 and l and o still 0 */
+    float m0 = -1e30f, m1 = -1e30f, l0 = 0.0f, l1 = 0.0f;
+    /* keys kb0 .. the position of the block's last query, kb0 the first key of its first
+     * query's window (0 without one); lo0, lo1 the first keys of this thread's rows */
     const int n_keys = pos0 + min((int)(blockIdx.y + 1) * FA_BQ, n_tokens);
+    const int kb0 = p.window > 0 ? max(0, pos0 + (int)blockIdx.y * FA_BQ - p.window + 1) : 0;
+    const int lo0 = p.window > 0 ? qpos0 - p.window + 1 : 0, lo1 = p.window > 0 ? qpos1 - p.window + 1 : 0;
+    /* the tiles a row of this warp masks: those past its first row's position (causal),
+     * and those that start below its last row's window (first key w_lo_last) */
+    const int w_first = pos0 + q0, w_lo_last = p.window > 0 ? w_first + 16 - p.window : 0;
 
-    for (int kb = 0; kb < n_keys; kb += FA_BK) {
+    for (int kb = kb0; kb < n_keys; kb += FA_BK) {
         __syncthreads(); /* the previous tile is consumed */
         /* K: consecutive threads take consecutive float4s of a key row (coalesced) */
         for (int i = threadIdx.x; i < FA_BK * HD / 4; i += FA_THREADS) {
@@ -540,25 +565,30 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
                           *reinterpret_cast<const uint32_t *>(kr + 8));
             }
         }
-        /* causal mask (keys past n_keys are past every row too), the rows' new maxima
-         * over the 4 threads that share them */
+        /* the mask, only in the tiles where a row of the warp needs it (a warp-uniform
+         * branch): causal (keys past n_keys are past every row too), and the window */
+        if (kb + FA_BK - 1 > w_first || kb < w_lo_last) {
+#pragma unroll
+            for (int n = 0; n < FA_BK / 8; n++) {
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int key = kb + 8 * n + 2 * c + e;
+                    sc[n][e] = key <= qpos0 && key >= lo0 ? sc[n][e] : -INFINITY;
+                    sc[n][2 + e] = key <= qpos1 && key >= lo1 ? sc[n][2 + e] : -INFINITY;
+                }
+            }
+        }
+        /* the rows' new maxima over the 4 threads that share them */
         float mx0 = m0, mx1 = m1;
 #pragma unroll
         for (int n = 0; n < FA_BK / 8; n++) {
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int key = kb + 8 * n + 2 * c + e;
-                sc[n][e] = key <= qpos0 ? sc[n][e] : -INFINITY;
-                sc[n][2 + e] = key <= qpos1 ? sc[n][2 + e] : -INFINITY;
-                mx0 = fmaxf(mx0, sc[n][e]);
-                mx1 = fmaxf(mx1, sc[n][2 + e]);
-            }
+            mx0 = fmaxf(mx0, fmaxf(sc[n][0], sc[n][1]));
+            mx1 = fmaxf(mx1, fmaxf(sc[n][2], sc[n][3]));
         }
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        /* key 0 is in the first tile and never masked, so the maxima are finite */
         const float corr0 = expf(m0 - mx0), corr1 = expf(m1 - mx1);
         m0 = mx0;
         m1 = mx1;

@@ -25,6 +25,7 @@ cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il) {
     p.k_norm = cc->cm->layers[il].k_norm;
     p.rope_cs = (const float2 *)cc->rope_cs;
     p.n_ctx = cc->n_ctx;
+    p.window = 0; /* set by the caller for sliding-window layers */
     return p;
 }
 

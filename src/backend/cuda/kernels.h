@@ -76,14 +76,17 @@ typedef struct cuda_attn_params {
     const float *q_norm, *k_norm; /* (head_dim) each, or NULL */
     const float2 *rope_cs;        /* (n_ctx, n_rot / 2) cos and sin of every angle */
     int64_t n_ctx;
+    int window; /* sliding window: the token at pos attends to rows max(0, pos - window + 1) .. pos
+                 * (cpu_attention_window); 0: every row 0..pos */
 } cuda_attn_params;
 
 /* Decode, fused: from qkv (n_head*hd + 2*n_head_kv*hd) of the token at state->pos:
  * Q/K RMSNorm, RoPE, K/V written to the caches (n_ctx, n_head_kv * hd) at pos, then
- * attention over 0..pos by a cluster of 8 blocks per head. Without wo: the result into
- * out (n_head * head_dim_v). With wo (n_embd, n_head * head_dim), where
- * cuda_attention_can_project allows it: its product with the result added into acc
- * (n_embd, fixed-point, see cuda_matvec) and out unused. */
+ * attention over j0..pos (j0 = max(0, pos - window + 1), or 0 without a window) by a
+ * cluster of 8 blocks per head. Without wo: the result into out (n_head * head_dim_v).
+ * With wo (n_embd, n_head * head_dim), where cuda_attention_can_project allows it: its
+ * product with the result added into acc (n_embd, fixed-point, see cuda_matvec) and out
+ * unused. */
 cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache, float *v_cache,
                                   const cuda_step_state *state, float *out, const cuda_weight *wo,
                                   unsigned long long *acc, cudaStream_t stream);
@@ -95,8 +98,8 @@ int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo)
 cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, float *k_cache,
                                float *v_cache, cudaStream_t stream);
 /* Prefill attention: out (n_tokens, n_head * head_dim_v) f16 (the next GEMM's input),
- * token t at pos0 + t attends to cache rows 0..pos0+t; q read from qkv (already normed
- * and rotated). */
+ * token t at pos0 + t attends to cache rows 0..pos0+t, or with a window to rows
+ * max(0, pos0 + t - window + 1) .. pos0 + t; q read from qkv (already normed and rotated). */
 cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
                                    const float *k_cache, const float *v_cache, uint16_t *out, cudaStream_t stream);
 
