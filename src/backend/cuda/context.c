@@ -1,7 +1,7 @@
 /*
  * context.c - a context of the CUDA backend: the KV cache (F32), the activations and
- * scratch of one batch in one allocation, a stream, and the model layer's RoPE table
- * copied to the device.
+ * scratch of one batch in one allocation, a stream, and the model layer's RoPE tables
+ * copied to the device (a second one where sliding-window layers have their own base).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -23,9 +23,9 @@ cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il) {
     p.eps = c->norm_eps;
     p.q_norm = cc->cm->layers[il].q_norm;
     p.k_norm = cc->cm->layers[il].k_norm;
-    p.rope_cs = (const float2 *)cc->rope_cs;
+    p.rope_cs = (const float2 *)(cc->cm->m->layers[il].swa ? cc->rope_cs_swa : cc->rope_cs);
     p.n_ctx = cc->n_ctx;
-    p.window = 0; /* set by the caller for sliding-window layers */
+    p.window = cc->cm->m->layers[il].swa ? (int)c->n_swa : 0;
     return p;
 }
 
@@ -75,6 +75,7 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->xh = cuda_arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
         cc->logits = cuda_arena_take(a, &used, (size_t)c->n_vocab * f);
         cc->rope_cs = cuda_arena_take(a, &used, rope_bytes);
+        cc->rope_cs_swa = p->rope_cs[1] ? cuda_arena_take(a, &used, rope_bytes) : cc->rope_cs;
         cc->tokens = cuda_arena_take(a, &used, (size_t)n_batch * sizeof(int32_t));
         cc->out_ids = cuda_arena_take(a, &used, (size_t)(n_ctx + 1) * sizeof(int32_t));
         cc->state = cuda_arena_take(a, &used, sizeof(cuda_step_state));
@@ -82,6 +83,8 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
             goto fail;
     }
     CUDA_TRY(cudaMemcpy(cc->rope_cs, p->rope_cs[0], rope_bytes, cudaMemcpyHostToDevice));
+    if (p->rope_cs[1])
+        CUDA_TRY(cudaMemcpy(cc->rope_cs_swa, p->rope_cs[1], rope_bytes, cudaMemcpyHostToDevice));
     CUDA_TRY(cudaMallocHost((void **)&cc->logits_host, (size_t)c->n_vocab * f));
     CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
     CUDA_TRY(cudaMemset(cc->acc, 0, (size_t)c->n_embd * sizeof(unsigned long long))); /* each step leaves it 0 */

@@ -21,8 +21,9 @@ static size_t device_bytes_in_use(void) {
 
 const backend_ops cuda_ops = {
     .name = "CUDA",
-    /* step.c's forward pass: the Llama layer with Q/K norms (Qwen3); issue 18 adds the rest */
-    .features = ER_FEAT_QK_NORM | ER_FEAT_TIED_OUTPUT,
+    /* step.c's forward pass: the Llama layer with Q/K norms (Qwen3) and sliding windows
+     * (Mistral, Phi-3; attention.cu); issue 18 adds the rest */
+    .features = ER_FEAT_QK_NORM | ER_FEAT_SLIDING_WINDOW | ER_FEAT_TIED_OUTPUT,
     .kv_types = 1u << ER_TYPE_F32,
     .kv_default = ER_TYPE_F32,
     .available = available,

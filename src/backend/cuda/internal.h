@@ -68,6 +68,7 @@ typedef struct cuda_context {
     float *logits;           /* (n_vocab) of the last token */
     float *logits_host;      /* (n_vocab) pinned: a copy from pageable memory takes much longer */
     float *rope_cs;          /* (n_ctx, n_rot / 2, 2) cos, sin of every RoPE angle (the model layer's table) */
+    float *rope_cs_swa;      /* the same for sliding-window layers with a RoPE base of their own, else rope_cs */
     uint8_t *arena;          /* every buffer above but the caches, in one allocation */
     int32_t *tokens;         /* (n_batch) */
     int32_t *out_ids;        /* (n_ctx + 1) generated ids */

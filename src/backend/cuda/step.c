@@ -18,8 +18,10 @@
  * device layout and rounds them to F16 on the way in (F16 inputs, F32 sums and
  * outputs, as llama.cpp's cuBLAS path does); attention runs from the cache.
  *
- * The features of backend.h this implements: Q/K norms and a tied output head (the
- * ops table in cuda.c says so); the model layer refuses models that need others.
+ * The features of backend.h this implements: Q/K norms, sliding windows (each layer's
+ * window and RoPE table come with its attention parameters, cuda_layer_attn) and a tied
+ * output head (the ops table in cuda.c says so); the model layer refuses models that
+ * need others.
  */
 #define _POSIX_C_SOURCE 200809L
 
