@@ -132,10 +132,10 @@ def llama_prompt_logits(path, ids):
     return np.stack(rows)
 
 
-def llama_greedy(path, ids, n):
+def llama_greedy(path, ids, n, n_ctx=128):
     """Greedy argmax loop over llm.eval: never stops at EOS, adds no BOS. Returns the ids and
     the top1-top2 margin of llama.cpp's logits at each step."""
-    llm = llama_model(path, 128)
+    llm = llama_model(path, n_ctx)
     n_vocab = llm.n_vocab()
     llm.eval(ids)
     out, margins = [], []
@@ -265,23 +265,29 @@ def check_q8_same(man, build, tmp):
                        required=AVX2)
 
 
-def compare_greedy(name, build, path, ids, n, extra=(), required=True):
-    want, margins = llama_greedy(path, ids, n)
+def compare_greedy(name, build, path, ids, n, extra=(), required=True, n_ctx=128):
+    want, margins = llama_greedy(path, ids, n, n_ctx)
+    greedy_vs(name, build, path, ids, n, want, margins, "llama.cpp", extra, required)
+
+
+def greedy_vs(name, build, path, ids, n, want, margins, oracle, extra=(), required=True):
+    """Reports the engine's n greedy ids against an oracle's (`want`, with its margins)."""
     try:
         got = engine_greedy(build, path, ids, n, extra)
     except Exception as e:  # noqa: BLE001
         report(False, f"{name}: {e}")
         return
     ok = got == want
-    line = f"{name} engine == llama.cpp over {n} tokens (min llama.cpp top1-top2 margin " \
+    line = f"{name} engine == {oracle} over {n} tokens (min {oracle} top1-top2 margin " \
            f"{min(margins):.3f})" + ("" if required else " (reported)")
     if not ok:
         div = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]),
                    min(len(got), len(want)))
+        w = max(11, len(oracle) + 2)
         line += (f"\n      first divergence at step {div}"
-                 + (f" (llama.cpp margin there {margins[div]:.4f})" if div < n else "")
-                 + f"\n      llama.cpp: {' '.join(map(str, want))}"
-                 f"\n      engine:    {' '.join(map(str, got))}")
+                 + (f" ({oracle} margin there {margins[div]:.4f})" if div < n else "")
+                 + f"\n      {oracle + ':':{w}s}{' '.join(map(str, want))}"
+                 f"\n      {'engine:':{w}s}{' '.join(map(str, got))}")
     report(ok or not required, line)
 
 
