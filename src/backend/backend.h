@@ -66,6 +66,7 @@ typedef struct model_config {
     int64_t n_swa;        /* ER_FEAT_SLIDING_WINDOW: window of the sliding-window layers (the
                              last n_swa positions, the token's own included) */
     float rope_base_swa;  /* ER_FEAT_SLIDING_WINDOW: their RoPE base */
+    float rope_pos_scale_swa; /* ... and position scale (Gemma-3: 1, the linear scaling is the global layers') */
     int32_t bos;          /* -1: none */
     int32_t eos;          /* -1: none */
 } model_config;

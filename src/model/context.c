@@ -70,8 +70,12 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     ctx->n_ctx = p.n_ctx;
     ctx->n_batch = p.n_batch;
     ctx->n_threads = p.n_threads;
-    /* a second table only where sliding-window layers have a RoPE base of their own (Gemma-3) */
-    const int n_tables = (c->features & ER_FEAT_SLIDING_WINDOW) && c->rope_base_swa != c->rope_base ? 2 : 1;
+    /* a second table only where sliding-window layers rotate differently (Gemma-3's: their
+     * own base, no position scaling) */
+    const int n_tables = (c->features & ER_FEAT_SLIDING_WINDOW) &&
+                                 (c->rope_base_swa != c->rope_base || c->rope_pos_scale_swa != c->rope_pos_scale)
+                             ? 2
+                             : 1;
     const size_t table_floats = (size_t)p.n_ctx * (size_t)c->n_rot; /* (n_ctx, n_rot / 2, 2) */
     ctx->logits = calloc((size_t)c->n_vocab, sizeof(float));
     ctx->rope_cs = malloc((size_t)n_tables * table_floats * sizeof(float));
@@ -85,10 +89,10 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
     const float *divisors = model->rope_freqs    ? model->rope_freqs
                             : p.n_ctx > c->n_ctx_orig && model->rope_long ? model->rope_long
                                                                         : model->rope_short;
-    model_rope_table(c, c->rope_base, divisors, p.n_ctx, ctx->rope_cs);
+    model_rope_table(c, c->rope_base, c->rope_pos_scale, divisors, p.n_ctx, ctx->rope_cs);
     bp.rope_cs[0] = ctx->rope_cs;
     if (n_tables == 2) {
-        model_rope_table(c, c->rope_base_swa, divisors, p.n_ctx, ctx->rope_cs + table_floats);
+        model_rope_table(c, c->rope_base_swa, c->rope_pos_scale_swa, divisors, p.n_ctx, ctx->rope_cs + table_floats);
         bp.rope_cs[1] = ctx->rope_cs + table_floats;
     }
     if ((st = ops->context_create(&model->view, model->dev, &bp, &ctx->bctx)) != ER_OK)

@@ -163,8 +163,12 @@ static er_status read_config(loader *ld) {
     if ((st = get_int(ld, "attention.sliding_window", swa_required, 0, swa_required, INT32_MAX, &c->n_swa)) != ER_OK)
         return st;
     if (c->n_swa > 0) {
+        /* Gemma-3's sliding layers have their own base and no linear scaling (llama.cpp:
+         * rope_freq_scale_train_swa = 1; transformers scales only the global layers); where
+         * every layer slides, the model's own RoPE applies */
         c->features |= ER_FEAT_SLIDING_WINDOW;
         c->rope_base_swa = m->arch->swa_period > 0 ? m->arch->rope_base_swa : c->rope_base;
+        c->rope_pos_scale_swa = m->arch->swa_period > 0 ? 1.0f : c->rope_pos_scale;
     }
     return m->arch->check ? m->arch->check(c, ld->path) : ER_OK;
 }

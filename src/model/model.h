@@ -52,10 +52,11 @@ struct er_context {
 er_status model_check_backend(const er_model *m, const backend_ops *ops);
 
 /* The RoPE table of config c at RoPE base `base`: cs (n_ctx, n_rot / 2, 2) cos and sin
- * of position * rope_pos_scale * base^(-2i / n_rot) / freq_divisors[i], times
+ * of position * pos_scale * base^(-2i / n_rot) / freq_divisors[i], times
  * rope_attn_factor, computed in double and rounded once: every backend rotates by these
  * same floats. */
-void model_rope_table(const model_config *c, float base, const float *freq_divisors, int64_t n_ctx, float *cs);
+void model_rope_table(const model_config *c, float base, float pos_scale, const float *freq_divisors, int64_t n_ctx,
+                      float *cs);
 
 /* One line naming the model's architecture, shape and features (`edgerunner info`). */
 void model_describe(const er_model *m, char *buf, size_t cap);

@@ -7,7 +7,8 @@
 
 #include "model/model.h"
 
-void model_rope_table(const model_config *c, float base, const float *freq_divisors, int64_t n_ctx, float *cs) {
+void model_rope_table(const model_config *c, float base, float pos_scale, const float *freq_divisors, int64_t n_ctx,
+                      float *cs) {
     const int64_t half = c->n_rot / 2;
     double inv_freq[512]; /* (half): the loader refuses n_rot > 1024 */
     for (int64_t i = 0; i < half; i++)
@@ -15,7 +16,7 @@ void model_rope_table(const model_config *c, float base, const float *freq_divis
     for (int64_t pos = 0; pos < n_ctx; pos++, cs += 2 * half)
         for (int64_t i = 0; i < half; i++) {
             /* angles in double: exact to float for any position */
-            double theta = (double)pos * (double)c->rope_pos_scale * inv_freq[i];
+            double theta = (double)pos * (double)pos_scale * inv_freq[i];
             if (freq_divisors)
                 theta /= freq_divisors[i];
             cs[2 * i] = (float)cos(theta) * c->rope_attn_factor;
