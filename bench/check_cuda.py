@@ -45,6 +45,15 @@ def logits(exe, model, backend, ids, tmp):
     return np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
 
 
+def vocab_size(exe, model):
+    """Rows of token_embd.weight, from `edgerunner info` (no Python GGUF reader needed)."""
+    out = subprocess.run([exe, "info", "-m", model], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith("token_embd.weight"):
+            return int(line.split("[")[1].split("]")[0].split(",")[1])
+    raise RuntimeError(f"{model}: no token_embd.weight in `edgerunner info`")
+
+
 def main():
     exe, models = sys.argv[1], sys.argv[2:]
     n_pass = n_fail = 0
@@ -60,7 +69,7 @@ def main():
             name = os.path.basename(model)
             rng = np.random.default_rng(7)
             for n_prompt in (16, 3):
-                n_vocab = 512 if "stories" in name else 151936
+                n_vocab = vocab_size(exe, model)
                 ids = [1] + [int(x) for x in rng.integers(3, n_vocab, n_prompt - 1)]
                 try:
                     a = logits(exe, model, "cpu", ids, tmp)
