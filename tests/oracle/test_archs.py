@@ -33,16 +33,19 @@ longer than 32.
 
 Metric: as test_oracles.py, err = max over positions of max|ours - ref| / max|ref|.
 
-Measured (2 cores, AVX2; the engine at 1ee683a, ref / fast32 / fast):
+Measured (2 cores, AVX2; the engine at a77cab3, ref / fast32 / fast, and llama.cpp's export):
+  phi3          7.8e-7 / 6.1e-7 / 1.8e-4    llama.cpp 6.9e-7 (windowless)
+  phi3-longrope 7.0e-7 / 6.6e-7 / 2.4e-4    llama.cpp 1.4e-6
+  mistral       5.7e-7 / 5.8e-7 / 1.7e-4    llama.cpp 6.3e-7 (windowless)
   llama3-rope   7.1e-7 / 6.9e-7 / 2.6e-4    llama.cpp 7.1e-7
   llama-linear  5.7e-7 / 5.7e-7 / 1.8e-4    llama.cpp 4.9e-7
   gemma3        2.2e-6 / 1.5e-6 / 8.4e-4    llama.cpp 6.2e-4 (its F16 GELU)
-  gemma3-linear (fails: the engine scales the sliding layers' RoPE too) llama.cpp 7.7e-4
-  phi3, phi3-longrope (fail: phi3 refused)  llama.cpp 6.9e-7 (windowless), 1.4e-6
-  mistral       (fails: the window ignored; the engine is transformers' windowless model
-                to 7e-7)                    llama.cpp 6.3e-7 (windowless)
+  gemma3-linear 1.5e-6 / 1.2e-6 / 7.5e-4    llama.cpp 7.7e-4
   matters: 0.18 (gemma3-linear no-scaling) to 1.4 (gemma3 no-window), all >> 2e-2.
   greedy margins (the oracle's top1-top2, min over 32 steps): 0.13 to 0.24.
+Before the engine had them (1ee683a) this file failed as it should: gemma3-linear (the
+sliding layers' RoPE scaled too), phi3 and phi3-longrope (phi3 refused), mistral (the window
+ignored: the engine was transformers' windowless model to 7e-7).
 """
 import json
 import os
