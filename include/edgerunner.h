@@ -235,6 +235,11 @@ er_status er_model_open(const char *path, er_model **out);
  * the model; NULL (and *len 0) when the file has none. `len` may be NULL. */
 const char *er_model_chat_template(const er_model *model, int64_t *len);
 
+/* Called with each generated token and the (n_vocab) logits it was chosen from (the
+ * model's, before the sampler's penalties), before its text is streamed; return non-zero
+ * to stop generation. An end-of-generation token that stops generation is not reported. */
+typedef int (*er_token_logits_callback)(int32_t token, const float *logits, int64_t n_vocab, void *user);
+
 typedef struct er_text_params {
     int64_t max_tokens;           /* most tokens to generate; <= 0: until a stop or a full context */
     er_sampler_params sampling;   /* default: er_sampler_default_params() */
@@ -242,7 +247,26 @@ typedef struct er_text_params {
     int64_t n_stop;
     int parse_special;            /* non-zero: control tokens' text in the prompt becomes those tokens */
     int ignore_eos;               /* non-zero: do not stop at end-of-generation tokens */
+    er_token_logits_callback on_token; /* NULL: none. Set, every step's logits come to the host
+                                          (no device-side greedy loop) */
+    void *on_token_user;
 } er_text_params;
+
+/* Why generation ended. */
+typedef enum er_stop_reason {
+    ER_STOP_NONE = 0, /* it did not run (an error) */
+    ER_STOP_EOG,      /* an end-of-generation token (EOS, end of turn) */
+    ER_STOP_STRING,   /* one of the stop strings */
+    ER_STOP_LENGTH,   /* max_tokens were generated */
+    ER_STOP_CONTEXT,  /* the context is full */
+    ER_STOP_CALLBACK, /* a callback returned non-zero */
+} er_stop_reason;
+
+typedef struct er_text_result {
+    int64_t n_prompt;    /* tokens fed from the prompt */
+    int64_t n_generated; /* tokens generated; the end-of-generation token is not counted */
+    er_stop_reason stop;
+} er_text_result;
 
 er_text_params er_text_default_params(void); /* max_tokens 256, default sampling, no stops */
 
@@ -256,6 +280,12 @@ typedef int (*er_text_callback)(const char *text, int64_t len, void *user);
  * changing nothing. *n_generated (may be NULL) counts the tokens generated. */
 er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_params *params, er_text_callback on_text,
                          void *user, int64_t *n_generated);
+
+/* The same from prompt ids (fed exactly, nothing added), with why it stopped in *result
+ * (may be NULL). A prompt that does not fit fails with ER_ERR_CONTEXT_FULL naming both
+ * lengths, changing nothing; an empty prompt continues from the logits the context holds. */
+er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt, const er_text_params *params,
+                        er_text_callback on_text, void *user, er_text_result *result);
 
 /* The same, returning the whole text in *text: malloc'd, NUL-terminated, free with
  * er_free(); *len (may be NULL) gets its length. */
@@ -314,6 +344,12 @@ enum {
  * and NFC normalization can make the text longer. */
 er_status er_tokenize(const er_vocab *vocab, const char *text, int64_t len, int flags, int32_t *ids,
                       int64_t cap, int64_t *n_ids);
+
+/* er_tokenize into a malloc'd *ids (free with er_free) of *n_ids ids, sized by the count
+ * er_tokenize reports. With ER_TOKENIZE_ADD_SPECIAL, a text that begins with BOS itself (a
+ * chat template's rendering) does not get a second one. */
+er_status er_tokenize_prompt(const er_vocab *vocab, const char *text, int64_t len, int flags, int32_t **ids,
+                             int64_t *n_ids);
 
 enum {
     ER_DETOKENIZE_SPECIAL = 1,     /* control tokens as their text; without it they give nothing */

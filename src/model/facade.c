@@ -36,34 +36,8 @@ er_text_params er_text_default_params(void) {
     return p;
 }
 
-/* The ids of text[0..len) in a malloc'd *ids, sized by the count er_tokenize reports:
- * len + 3 holds ordinary text, but a vocabulary without U+2581 or an NFC expansion needs
- * more, and the count alone says how many. */
-static er_status tokenize_all(const er_vocab *voc, const char *text, int64_t len, int flags, int32_t **ids,
-                              int64_t *n_ids) {
-    int64_t cap = len + 3;
-    er_status st;
-    *ids = NULL;
-    for (;;) {
-        int32_t *grown = realloc(*ids, (size_t)cap * sizeof **ids);
-        if (!grown) {
-            st = er_fail(ER_ERR_NO_MEMORY, "er_stream_text: out of memory for the %lld ids of a %lld-byte prompt",
-                         (long long)cap, (long long)len);
-            break;
-        }
-        *ids = grown;
-        if ((st = er_tokenize(voc, text, len, flags, *ids, cap, n_ids)) != ER_OK || *n_ids <= cap)
-            break;
-        cap = *n_ids;
-    }
-    if (st != ER_OK) {
-        free(*ids);
-        *ids = NULL;
-    }
-    return st;
-}
-
 typedef struct text_stream {
+    const er_context *ctx;
     const er_vocab *vocab;
     const er_text_params *params;
     er_detokenizer *detok;
@@ -71,14 +45,16 @@ typedef struct text_stream {
     void *user;
     char *pending; /* (n_pending) text held back: it may be the start of a stop string */
     size_t n_pending, cap_pending;
-    int stopped; /* a stop string or the callback ended generation */
-    int hit_eog;
+    int stopped; /* a stop string or a callback ended generation */
+    er_stop_reason why; /* set where generation is ended from here */
     er_status st;
 } text_stream;
 
 static int emit(text_stream *ts, size_t n) {
-    if (n && ts->on_text && ts->on_text(ts->pending, (int64_t)n, ts->user) != 0)
+    if (n && ts->on_text && ts->on_text(ts->pending, (int64_t)n, ts->user) != 0 && !ts->stopped) {
         ts->stopped = 1;
+        ts->why = ER_STOP_CALLBACK;
+    }
     memmove(ts->pending, ts->pending + n, ts->n_pending - n);
     ts->n_pending -= n;
     return ts->stopped;
@@ -117,6 +93,7 @@ static int push_text(text_stream *ts, const char *text, size_t len, int final) {
         ts->n_pending = hold;
         emit(ts, hold);
         ts->stopped = 1;
+        ts->why = ER_STOP_STRING;
         return 1;
     }
     if (final)
@@ -138,58 +115,70 @@ static int push_text(text_stream *ts, const char *text, size_t len, int final) {
 static int on_token_text(int32_t token, void *user) {
     text_stream *ts = user;
     if (!ts->params->ignore_eos && er_vocab_is_eog(ts->vocab, token)) {
-        ts->hit_eog = 1;
+        ts->why = ER_STOP_EOG;
         return 1;
+    }
+    if (ts->params->on_token) {
+        const er_context *ctx = ts->ctx;
+        if (ts->params->on_token(token, er_context_logits(ctx), ctx->model->view.config.n_vocab,
+                                 ts->params->on_token_user) != 0) {
+            ts->stopped = 1;
+            ts->why = ER_STOP_CALLBACK;
+        }
     }
     const char *text;
     int64_t len;
     if ((ts->st = er_detokenizer_push(ts->detok, token, &text, &len)) != ER_OK)
         return 1;
-    return push_text(ts, text, (size_t)len, 0);
+    return push_text(ts, text, (size_t)len, 0) || ts->stopped;
 }
 
-er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_params *params, er_text_callback on_text,
-                         void *user, int64_t *n_generated) {
-    if (n_generated)
-        *n_generated = 0;
+static er_status check_text_params(const char *fn, const er_text_params *p) {
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop))
+        return er_fail(ER_ERR_INVALID_ARG, "%s: %lld stop strings at %p", fn, (long long)p->n_stop, (const void *)p->stop);
+    for (int64_t i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !p->stop[i][0])
+            return er_fail(ER_ERR_INVALID_ARG, "%s: stop string %lld is NULL or empty", fn, (long long)i);
+    return ER_OK;
+}
+
+/* With an on_token hook the prompt is fed here and generation continues from its logits:
+ * er_generate runs the device-side greedy loop only straight after a prompt it fed
+ * itself, and that loop never brings a step's logits to the host. */
+er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt, const er_text_params *params,
+                        er_text_callback on_text, void *user, er_text_result *result) {
+    if (result)
+        memset(result, 0, sizeof *result);
     const er_text_params p = params ? *params : er_text_default_params();
-    if (!ctx || !prompt)
-        return er_fail(ER_ERR_INVALID_ARG, "er_stream_text: NULL %s", ctx ? "prompt" : "context");
-    if (p.n_stop < 0 || (p.n_stop > 0 && !p.stop))
-        return er_fail(ER_ERR_INVALID_ARG, "er_stream_text: %lld stop strings at %p", (long long)p.n_stop, (const void *)p.stop);
-    for (int64_t i = 0; i < p.n_stop; i++)
-        if (!p.stop[i] || !p.stop[i][0])
-            return er_fail(ER_ERR_INVALID_ARG, "er_stream_text: stop string %lld is NULL or empty", (long long)i);
+    er_status st;
+    if (!ctx || n_prompt < 0 || (n_prompt > 0 && !prompt))
+        return er_fail(ER_ERR_INVALID_ARG, "er_stream_ids: %s", !ctx ? "NULL context" : "bad prompt");
+    if ((st = check_text_params("er_stream_ids", &p)) != ER_OK)
+        return st;
     const er_vocab *voc = er_model_vocab(ctx->model);
     if (!voc)
-        return er_fail(ER_ERR_UNSUPPORTED, "er_stream_text: %s has no tokenizer", ctx->model->path);
+        return er_fail(ER_ERR_UNSUPPORTED, "er_stream_ids: %s has no tokenizer", ctx->model->path);
+    if (n_prompt > ctx->n_ctx - ctx->n_past)
+        return er_fail(ER_ERR_CONTEXT_FULL, "the prompt's %lld tokens do not fit: %lld of the context's %lld are used",
+                       (long long)n_prompt, (long long)ctx->n_past, (long long)ctx->n_ctx);
 
-    er_status st;
     er_sampler *sampler = NULL;
-    text_stream ts = {voc, &p, NULL, on_text, user, NULL, 0, 0, 0, 0, ER_OK};
-    const int64_t len = (int64_t)strlen(prompt);
-    int64_t n_ids = 0, n_gen = 0;
-    int32_t *ids = NULL;
-    const int flags = (ctx->n_past == 0 ? ER_TOKENIZE_ADD_SPECIAL : 0) | (p.parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0);
-    if ((st = tokenize_all(voc, prompt, len, flags, &ids, &n_ids)) != ER_OK)
-        goto done;
-    int32_t *first = ids;
-    const int32_t bos = er_vocab_bos(voc);
-    if ((flags & ER_TOKENIZE_ADD_SPECIAL) && n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos) {
-        first++; /* the text (a chat template's rendering) began with BOS itself */
-        n_ids--;
-    }
-    if (n_ids > ctx->n_ctx - ctx->n_past) {
-        st = er_fail(ER_ERR_CONTEXT_FULL, "er_stream_text: the prompt's %lld tokens do not fit: %lld of the context's %lld are used",
-                     (long long)n_ids, (long long)ctx->n_past, (long long)ctx->n_ctx);
-        goto done;
-    }
+    text_stream ts = {ctx, voc, &p, NULL, on_text, user, NULL, 0, 0, 0, ER_STOP_NONE, ER_OK};
+    int64_t n_gen = 0;
     if ((st = er_sampler_create(&p.sampling, ctx->model->view.config.n_vocab, &sampler)) != ER_OK ||
         (st = er_detokenizer_create(voc, 0, &ts.detok)) != ER_OK)
         goto done;
     /* the EOS check is ours (any end-of-generation token), hence ignore_eos for er_generate */
     const er_generate_params gp = {p.max_tokens <= 0 ? INT64_MAX : p.max_tokens, 1};
-    st = er_generate(ctx, first, n_ids, &gp, sampler, on_token_text, &ts, &n_gen);
+    if (p.on_token && n_prompt > 0) {
+        if ((st = er_context_decode(ctx, prompt, n_prompt, NULL)) != ER_OK)
+            goto done;
+        for (int64_t i = 0; i < n_prompt; i++)
+            er_sampler_accept(sampler, prompt[i]);
+        st = er_generate(ctx, NULL, 0, &gp, sampler, on_token_text, &ts, &n_gen);
+    } else {
+        st = er_generate(ctx, prompt, n_prompt, &gp, sampler, on_token_text, &ts, &n_gen);
+    }
     if (st == ER_OK)
         st = ts.st;
     if (st == ER_OK && !ts.stopped) {
@@ -200,12 +189,38 @@ er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_para
             st = ts.st;
         }
     }
-    if (n_generated)
-        *n_generated = n_gen - ts.hit_eog;
+    if (st == ER_OK && result) {
+        result->n_prompt = n_prompt;
+        result->n_generated = n_gen - (ts.why == ER_STOP_EOG);
+        result->stop = ts.why != ER_STOP_NONE ? ts.why : n_gen >= gp.n_predict ? ER_STOP_LENGTH : ER_STOP_CONTEXT;
+    }
 done:
     er_detokenizer_free(ts.detok);
     er_sampler_free(sampler);
     free(ts.pending);
+    return st;
+}
+
+er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_params *params, er_text_callback on_text,
+                         void *user, int64_t *n_generated) {
+    if (n_generated)
+        *n_generated = 0;
+    if (!ctx || !prompt)
+        return er_fail(ER_ERR_INVALID_ARG, "er_stream_text: NULL %s", ctx ? "prompt" : "context");
+    const er_text_params p = params ? *params : er_text_default_params();
+    const er_vocab *voc = er_model_vocab(ctx->model);
+    er_status st;
+    if ((st = check_text_params("er_stream_text", &p)) != ER_OK)
+        return st;
+    if (!voc)
+        return er_fail(ER_ERR_UNSUPPORTED, "er_stream_text: %s has no tokenizer", ctx->model->path);
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    er_text_result result;
+    const int flags = (ctx->n_past == 0 ? ER_TOKENIZE_ADD_SPECIAL : 0) | (p.parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0);
+    if ((st = er_tokenize_prompt(voc, prompt, (int64_t)strlen(prompt), flags, &ids, &n_ids)) == ER_OK &&
+        (st = er_stream_ids(ctx, ids, n_ids, &p, on_text, user, &result)) == ER_OK && n_generated)
+        *n_generated = result.n_generated;
     free(ids);
     return st;
 }

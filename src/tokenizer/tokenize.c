@@ -215,6 +215,43 @@ done:
     return st;
 }
 
+/* A first guess of len + 3 ids holds ordinary text; a vocabulary without U+2581 or an NFC
+ * expansion needs more, and the count er_tokenize reports says how many. */
+er_status er_tokenize_prompt(const er_vocab *v, const char *text, int64_t len, int flags, int32_t **ids,
+                             int64_t *n_ids) {
+    if (!ids || !n_ids || len < 0)
+        return er_fail(ER_ERR_INVALID_ARG, "er_tokenize_prompt: %s", !ids ? "NULL ids" : !n_ids ? "NULL n_ids" : "negative length");
+    *ids = NULL;
+    *n_ids = 0;
+    int64_t cap = len + 3;
+    int32_t *buf = NULL;
+    er_status st;
+    for (;;) {
+        int32_t *grown = realloc(buf, (size_t)cap * sizeof *buf);
+        if (!grown) {
+            st = er_fail(ER_ERR_NO_MEMORY, "er_tokenize_prompt: out of memory for the %lld ids of a %lld-byte text",
+                         (long long)cap, (long long)len);
+            goto fail;
+        }
+        buf = grown;
+        if ((st = er_tokenize(v, text, len, flags, buf, cap, n_ids)) != ER_OK)
+            goto fail;
+        if (*n_ids <= cap)
+            break;
+        cap = *n_ids;
+    }
+    if ((flags & ER_TOKENIZE_ADD_SPECIAL) && *n_ids >= 2 && v->bos >= 0 && buf[0] == v->bos && buf[1] == v->bos) {
+        memmove(buf, buf + 1, (size_t)(*n_ids - 1) * sizeof *buf);
+        (*n_ids)--;
+    }
+    *ids = buf;
+    return ER_OK;
+fail:
+    free(buf);
+    *n_ids = 0;
+    return st;
+}
+
 /* ---- ids -> text ---------------------------------------------------------------------- */
 
 static er_status append_piece(const vocab *v, int32_t id, int flags, int first, strbuf *out) {

@@ -483,9 +483,100 @@ static void test_generation(void) {
     er_model_free(model);
 }
 
+/* er_stream_ids's token hook: each token is the argmax of the logits it comes with
+ * (greedy), and stop_after > 0 ends generation after that many tokens. */
+typedef struct hooked {
+    int n, not_argmax, stop_after;
+} hooked;
+
+static int check_hook(int32_t token, const float *logits, int64_t n_vocab, void *user) {
+    hooked *h = user;
+    h->not_argmax += !logits || er_argmax(logits, n_vocab) != token;
+    return ++h->n == h->stop_after;
+}
+
+/* er_tokenize_prompt and er_stream_ids: the counts and the stop reason a server reports. */
+static void test_stream_ids(void) {
+    er_model *model = NULL;
+    er_context *ctx = NULL, *small = NULL;
+    CHECK(er_model_open(TEST_DATA "stories260K.gguf", &model) == ER_OK, "open: %s", er_last_error());
+    if (!model)
+        return;
+    er_context_params cp = er_context_default_params();
+    cp.n_threads = 1;
+    CHECK(er_context_create(model, &cp, &ctx) == ER_OK, "context: %s", er_last_error());
+    cp.n_ctx = 12;
+    CHECK(er_context_create(model, &cp, &small) == ER_OK, "small context: %s", er_last_error());
+    const er_vocab *voc = er_model_vocab(model);
+    int32_t *p1 = NULL, *p2 = NULL;
+    int64_t n1 = 0, n2 = 0;
+    /* "<s>" is stories260K's BOS: a text that begins with it gets no second one */
+    CHECK(er_tokenize_prompt(voc, "Once upon a time", 16, ER_TOKENIZE_ADD_SPECIAL, &p1, &n1) == ER_OK && n1 > 2 &&
+              p1[0] == er_vocab_bos(voc),
+          "tokenize_prompt: %s", er_last_error());
+    CHECK(er_tokenize_prompt(voc, "<s>Once upon a time", 19, ER_TOKENIZE_ADD_SPECIAL | ER_TOKENIZE_PARSE_SPECIAL, &p2,
+                             &n2) == ER_OK &&
+              n2 == n1 && p1 && p2 && !memcmp(p1, p2, (size_t)n1 * sizeof *p1),
+          "a text that begins with BOS: %lld ids, want %lld", (long long)n2, (long long)n1);
+    CHECK(er_tokenize_prompt(voc, "x", 1, 0, NULL, &n2) == ER_ERR_INVALID_ARG, "NULL ids");
+    er_text_params tp = er_text_default_params();
+    tp.sampling = er_sampler_greedy_params();
+    tp.max_tokens = 20;
+    tp.ignore_eos = 1;
+    er_text_result r;
+    pieces plain = {{0}, 0, 0, 0}, hooked_text = {{0}, 0, 0, 0};
+    CHECK(ctx && er_stream_ids(ctx, p1, n1, &tp, collect_piece, &plain, &r) == ER_OK && r.n_prompt == n1 &&
+              r.n_generated == 20 && r.stop == ER_STOP_LENGTH,
+          "max_tokens: %lld tokens, stop %d: %s", (long long)r.n_generated, (int)r.stop, er_last_error());
+    hooked h = {0, 0, 0};
+    tp.on_token = check_hook;
+    tp.on_token_user = &h;
+    er_context_rewind(ctx, 0);
+    CHECK(ctx && er_stream_ids(ctx, p1, n1, &tp, collect_piece, &hooked_text, &r) == ER_OK && h.n == 20 &&
+              !h.not_argmax && !strcmp(plain.buf, hooked_text.buf),
+          "the hook saw %d tokens, %d not the argmax of their logits; '%s' vs '%s'", h.n, h.not_argmax,
+          hooked_text.buf, plain.buf);
+    hooked stop3 = {0, 0, 3};
+    tp.on_token_user = &stop3;
+    er_context_rewind(ctx, 0);
+    CHECK(ctx && er_stream_ids(ctx, p1, n1, &tp, NULL, NULL, &r) == ER_OK && r.n_generated == 3 &&
+              r.stop == ER_STOP_CALLBACK,
+          "the hook stops: %lld tokens, stop %d", (long long)r.n_generated, (int)r.stop);
+    tp.on_token = NULL;
+    if (plain.len > 12) {
+        char stop[4] = {plain.buf[8], plain.buf[9], plain.buf[10], 0};
+        const char *stops[1] = {stop};
+        tp.stop = stops;
+        tp.n_stop = 1;
+        pieces cut = {{0}, 0, 0, 0};
+        er_context_rewind(ctx, 0);
+        CHECK(ctx && er_stream_ids(ctx, p1, n1, &tp, collect_piece, &cut, &r) == ER_OK && r.stop == ER_STOP_STRING &&
+                  !strstr(cut.buf, stop) && r.n_generated < 20,
+              "stop string '%s': '%s', stop %d", stop, cut.buf, (int)r.stop);
+        tp.n_stop = 0;
+    }
+    tp.max_tokens = 0;
+    CHECK(small && er_stream_ids(small, p1, n1, &tp, NULL, NULL, &r) == ER_OK && r.stop == ER_STOP_CONTEXT &&
+              r.n_prompt + r.n_generated == 12 + 1, /* the last token is chosen, never fed */
+          "a full context: %lld + %lld tokens, stop %d", (long long)r.n_prompt, (long long)r.n_generated, (int)r.stop);
+    er_context_rewind(small, 0);
+    int32_t long_prompt[13] = {1};
+    CHECK(small && er_stream_ids(small, long_prompt, 13, &tp, NULL, NULL, &r) == ER_ERR_CONTEXT_FULL &&
+              strstr(er_last_error(), "13") && strstr(er_last_error(), "12") && er_context_n_past(small) == 0 &&
+              r.stop == ER_STOP_NONE,
+          "a prompt longer than the context: %s", er_last_error());
+    CHECK(er_stream_ids(NULL, p1, n1, &tp, NULL, NULL, &r) == ER_ERR_INVALID_ARG, "NULL context");
+    er_free(p1);
+    er_free(p2);
+    er_context_free(small);
+    er_context_free(ctx);
+    er_model_free(model);
+}
+
 void test_sampler(void) {
     test_rng();
     test_misuse();
     test_distributions();
     test_generation();
+    test_stream_ids();
 }
