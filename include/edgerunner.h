@@ -266,6 +266,7 @@ typedef struct er_text_result {
     int64_t n_prompt;    /* tokens fed from the prompt */
     int64_t n_generated; /* tokens generated; the end-of-generation token is not counted */
     er_stop_reason stop;
+    int64_t stop_index;  /* ER_STOP_STRING: which of params.stop matched; else -1 */
 } er_text_result;
 
 er_text_params er_text_default_params(void); /* max_tokens 256, default sampling, no stops */

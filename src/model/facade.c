@@ -47,6 +47,7 @@ typedef struct text_stream {
     size_t n_pending, cap_pending;
     int stopped; /* a stop string or a callback ended generation */
     er_stop_reason why; /* set where generation is ended from here */
+    int64_t stop_index; /* ER_STOP_STRING: the stop string that matched */
     er_status st;
 } text_stream;
 
@@ -79,6 +80,7 @@ static int push_text(text_stream *ts, const char *text, size_t len, int final) {
     /* the earliest complete stop string ends generation; the text before it goes out */
     size_t hold = ts->n_pending;
     int matched = 0;
+    int64_t which = -1;
     for (int64_t i = 0; i < ts->params->n_stop; i++) {
         const char *stop = ts->params->stop[i];
         const size_t n_stop = strlen(stop);
@@ -86,6 +88,7 @@ static int push_text(text_stream *ts, const char *text, size_t len, int final) {
             if (!memcmp(ts->pending + at, stop, n_stop)) {
                 hold = at;
                 matched = 1;
+                which = i;
                 break;
             }
     }
@@ -94,6 +97,7 @@ static int push_text(text_stream *ts, const char *text, size_t len, int final) {
         emit(ts, hold);
         ts->stopped = 1;
         ts->why = ER_STOP_STRING;
+        ts->stop_index = which;
         return 1;
     }
     if (final)
@@ -147,8 +151,10 @@ static er_status check_text_params(const char *fn, const er_text_params *p) {
  * itself, and that loop never brings a step's logits to the host. */
 er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt, const er_text_params *params,
                         er_text_callback on_text, void *user, er_text_result *result) {
-    if (result)
+    if (result) {
         memset(result, 0, sizeof *result);
+        result->stop_index = -1;
+    }
     const er_text_params p = params ? *params : er_text_default_params();
     er_status st;
     if (!ctx || n_prompt < 0 || (n_prompt > 0 && !prompt))
@@ -163,7 +169,7 @@ er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt
                        (long long)n_prompt, (long long)ctx->n_past, (long long)ctx->n_ctx);
 
     er_sampler *sampler = NULL;
-    text_stream ts = {ctx, voc, &p, NULL, on_text, user, NULL, 0, 0, 0, ER_STOP_NONE, ER_OK};
+    text_stream ts = {ctx, voc, &p, NULL, on_text, user, NULL, 0, 0, 0, ER_STOP_NONE, -1, ER_OK};
     int64_t n_gen = 0;
     if ((st = er_sampler_create(&p.sampling, ctx->model->view.config.n_vocab, &sampler)) != ER_OK ||
         (st = er_detokenizer_create(voc, 0, &ts.detok)) != ER_OK)
@@ -192,6 +198,7 @@ er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt
     if (st == ER_OK && result) {
         result->n_prompt = n_prompt;
         result->n_generated = n_gen - (ts.why == ER_STOP_EOG);
+        result->stop_index = ts.stop_index;
         result->stop = ts.why != ER_STOP_NONE ? ts.why : n_gen >= gp.n_predict ? ER_STOP_LENGTH : ER_STOP_CONTEXT;
     }
 done:
