@@ -38,12 +38,15 @@ else
 LIB_SRC := $(filter-out src/backend/cuda/%,$(LIB_SRC))
 CU_SRC :=
 endif
-CLI_SRC := $(wildcard tools/cli/*.c)
+# The command line, with the HTTP server (tools/server): only the edgerunner binary links
+# libmicrohttpd and jansson; the library stays libc/libm/pthreads.
+CLI_SRC := $(wildcard tools/cli/*.c) $(wildcard tools/server/*.c)
+SERVER_LIBS := -lmicrohttpd -ljansson
 TEST_SRC := $(wildcard tests/unit/*.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tools/server/page.o
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all test unit debug fuzz $(addprefix fuzz-,$(FUZZ_TARGETS)) format clean bench
@@ -54,7 +57,12 @@ $(BUILD)/libedgerunner.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/edgerunner: $(CLI_OBJ) $(BUILD)/libedgerunner.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS)
+
+# the chat page (GET /), built into the binary by .incbin
+$(BUILD)/tools/server/page.o: tools/server/page.S tools/server/chat.html
+	@mkdir -p $(dir $@)
+	$(CC) -c -o $@ $<
 
 $(BUILD)/unit_tests: $(TEST_OBJ) $(BUILD)/libedgerunner.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

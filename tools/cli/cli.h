@@ -18,6 +18,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* tools/server/serve.c */
 
 /* From now on a SIGBUS (the mapped model file truncated under us) prints one line naming
  * `path` on stderr and exits 1. Called by each subcommand before it maps a model file. */

@@ -75,6 +75,12 @@ static void usage(FILE *out) {
             "        [--backend cpu|cuda] [--reference]\n"
             "        perplexity on TEXT as llama.cpp defines it: chunks of -c tokens, the second\n"
             "        half of each scored\n"
+            "  serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np|--parallel N] [--api-key KEY] [-a|--alias NAME]\n"
+            "        [-c N_CTX] [-t N_THREADS] [-ctk T] [-ctv T] [--backend cpu|cuda] [--reference]\n"
+            "        an OpenAI- and Anthropic-compatible HTTP server: /v1/chat/completions, /v1/completions,\n"
+            "        /v1/messages, /v1/models, /tokenize, /detokenize, /health, /metrics, a chat page at /;\n"
+            "        N slots (one context each), a queue beyond them; SIGTERM/SIGINT finishes what is in\n"
+            "        flight and exits 0\n"
             "  info  -m MODEL   metadata and tensor summary of a GGUF file\n"
             "  quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]\n"
             "        rewrites IN with its weights in TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
@@ -104,6 +110,8 @@ int main(int argc, char **argv) {
         return cmd_chat(argc - 2, argv + 2);
     if (!strcmp(argv[1], "perplexity"))
         return cmd_perplexity(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "serve"))
+        return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench"))
         return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

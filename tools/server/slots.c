@@ -1,0 +1,329 @@
+/*
+ * slots.c - the slots and their queue. Each slot is one er_context (its own KV cache) and
+ * one worker thread; all share the read-only model. Jobs wait in a FIFO queue until a
+ * worker takes them; a job cancelled while it waits is dropped unrun. A job's output goes
+ * through its locked buffer to the connection thread, which waits on its condition.
+ */
+#define _GNU_SOURCE
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- sbuf ----------------------------------------------------------------------------- */
+
+int sbuf_add(sbuf *b, const char *data, size_t len) {
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len + 1)
+            cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown)
+            return -1;
+        b->data = grown;
+        b->cap = cap;
+    }
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+int sbuf_printf(sbuf *b, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    if ((size_t)n < sizeof small)
+        return sbuf_add(b, small, (size_t)n);
+    char *big = malloc((size_t)n + 1);
+    if (!big)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    const int rc = sbuf_add(b, big, (size_t)n);
+    free(big);
+    return rc;
+}
+
+void sbuf_free(sbuf *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- jobs ----------------------------------------------------------------------------- */
+
+job *job_new(server *srv, const job_api *api, const char *id_prefix) {
+    job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->api = api;
+    j->srv = srv;
+    j->params = er_text_default_params();
+    j->n_top_logprobs = -1;
+    j->refs = 1;
+    j->status = 200;
+    j->created = (int64_t)time(NULL);
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    pthread_mutex_lock(&srv->mu);
+    const uint64_t n = ++srv->n_ids;
+    pthread_mutex_unlock(&srv->mu);
+    snprintf(j->id, sizeof j->id, "%s%llx%08llx", id_prefix, (unsigned long long)j->created, (unsigned long long)n);
+    return j;
+}
+
+void job_release(job *j) {
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->mu);
+    const int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last)
+        return;
+    free(j->prompt);
+    for (int64_t i = 0; j->stop && i < j->params.n_stop; i++)
+        free(j->stop[i]);
+    free(j->stop);
+    sbuf_free(&j->text);
+    sbuf_free(&j->out);
+    json_decref(j->logprobs);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+/* Out of memory for the client's bytes: the stream ends there (the connection sees done). */
+void job_emit(job *j, const char *data, size_t len) {
+    pthread_mutex_lock(&j->mu);
+    if (sbuf_add(&j->out, data, len) != 0)
+        j->cancelled = 1; /* the stream ends short rather than with a hole */
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_cancel(job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->cancelled = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_emit_sse(job *j, const char *event, json_t *obj) {
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    if (!text) {
+        job_cancel(j);
+        return;
+    }
+    sbuf b = {0};
+    if (event)
+        sbuf_printf(&b, "event: %s\n", event);
+    sbuf_printf(&b, "data: %s\n\n", text);
+    job_emit(j, b.data, b.len);
+    sbuf_free(&b);
+    free(text);
+}
+
+void job_emit_json(job *j, json_t *obj) {
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    if (text)
+        job_emit(j, text, strlen(text));
+    else
+        j->status = 500;
+    free(text);
+}
+
+/* ---- the worker ----------------------------------------------------------------------- */
+
+static int is_cancelled(job *j) {
+    pthread_mutex_lock(&j->mu);
+    const int c = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+static int on_text(const char *text, int64_t len, void *user) {
+    job *j = user;
+    if (is_cancelled(j))
+        return 1;
+    j->api->text(j, text, len);
+    return 0;
+}
+
+/* {"token", "bytes", "logprob"}: the token's text as stored (JSON needs valid UTF-8, so a
+ * byte token's text is "" and its bytes say what it is) */
+static json_t *token_entry(const er_model *model, int32_t token, double logprob) {
+    char piece[256];
+    const int64_t n = er_token_to_piece(model, token, piece, sizeof piece);
+    const size_t len = n > 0 ? (size_t)n : 0;
+    json_t *entry = json_object(), *bytes = json_array(), *text = json_stringn(piece, len);
+    for (size_t i = 0; i < len; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
+    json_object_set_new(entry, "token", text ? text : json_string(""));
+    json_object_set_new(entry, "logprob", json_real(logprob));
+    json_object_set_new(entry, "bytes", bytes);
+    return entry;
+}
+
+/* The per-token hook: timing for /metrics, the disconnect check, and logprobs (the
+ * log-softmax of the model's logits, in double, with the top alternatives). */
+static int on_token(int32_t token, const float *logits, int64_t n_vocab, void *user) {
+    job *j = user;
+    server *srv = j->srv;
+    const double t = now_seconds();
+    pthread_mutex_lock(&srv->mu);
+    if (j->t_first == 0)
+        metrics_observe(&srv->m.ttft, t - j->t_queued);
+    else
+        metrics_observe(&srv->m.per_token, t - j->t_last);
+    srv->m.generation_tokens++;
+    srv->m.kv_tokens++;
+    pthread_mutex_unlock(&srv->mu);
+    j->n_tokens++;
+    if (j->t_first == 0)
+        j->t_first = t;
+    j->t_last = t;
+    if (is_cancelled(j))
+        return 1;
+    if (j->n_top_logprobs < 0)
+        return 0;
+    double max = logits[0], sum = 0;
+    for (int64_t i = 1; i < n_vocab; i++)
+        max = logits[i] > max ? logits[i] : max;
+    for (int64_t i = 0; i < n_vocab; i++)
+        sum += exp((double)logits[i] - max);
+    const double log_z = max + log(sum);
+    /* the top alternatives, kept sorted (largest first) in one pass; ties: the smaller id */
+    int32_t top[MAX_TOP_LOGPROBS]; /* (n_top) ids */
+    int n_top = 0;
+    for (int64_t i = 0; i < n_vocab; i++) {
+        if (n_top == j->n_top_logprobs && (n_top == 0 || logits[i] <= logits[top[n_top - 1]]))
+            continue;
+        int at = n_top < j->n_top_logprobs ? n_top++ : n_top - 1;
+        for (; at > 0 && logits[top[at - 1]] < logits[i]; at--)
+            top[at] = top[at - 1];
+        top[at] = (int32_t)i;
+    }
+    json_t *entry = token_entry(srv->model, token, (double)logits[token] - log_z), *alts = json_array();
+    for (int k = 0; k < n_top; k++)
+        json_array_append_new(alts, token_entry(srv->model, top[k], (double)logits[top[k]] - log_z));
+    json_object_set_new(entry, "top_logprobs", alts);
+    if (!j->logprobs)
+        j->logprobs = json_array();
+    json_array_append_new(j->logprobs, entry);
+    return 0;
+}
+
+static void run_job(slot *s, job *j) {
+    server *srv = j->srv;
+    er_text_result r;
+    j->params.on_token = on_token;
+    j->params.on_token_user = j;
+    er_context_rewind(s->ctx, 0);
+    j->api->start(j);
+    pthread_mutex_lock(&srv->mu);
+    srv->m.kv_tokens += j->n_prompt;
+    pthread_mutex_unlock(&srv->mu);
+    const er_status st = er_stream_ids(s->ctx, j->prompt, j->n_prompt, &j->params, on_text, j, &r);
+    pthread_mutex_lock(&srv->mu);
+    srv->m.kv_tokens -= j->n_prompt + j->n_tokens;
+    if (st == ER_OK) {
+        srv->m.requests_ok++;
+        srv->m.prompt_tokens += (uint64_t)r.n_prompt;
+    } else {
+        srv->m.requests_failed++;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    j->api->finish(j, &r, st);
+}
+
+static void *worker(void *arg) {
+    slot *s = arg;
+    server *srv = s->srv;
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        while (!srv->queue_head && !srv->stopping)
+            pthread_cond_wait(&srv->cv, &srv->mu);
+        job *j = srv->queue_head;
+        if (!j) { /* stopping, and nothing left */
+            pthread_mutex_unlock(&srv->mu);
+            break;
+        }
+        srv->queue_head = j->next;
+        if (!srv->queue_head)
+            srv->queue_tail = NULL;
+        srv->m.waiting--;
+        srv->m.running++;
+        pthread_mutex_unlock(&srv->mu);
+
+        if (!is_cancelled(j))
+            run_job(s, j);
+        pthread_mutex_lock(&j->mu);
+        j->done = 1;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+        job_release(j);
+
+        pthread_mutex_lock(&srv->mu);
+        srv->m.running--;
+        pthread_mutex_unlock(&srv->mu);
+    }
+    return NULL;
+}
+
+void pool_submit(server *srv, job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+    j->t_queued = now_seconds();
+    pthread_mutex_lock(&srv->mu);
+    j->next = NULL;
+    if (srv->queue_tail)
+        srv->queue_tail->next = j;
+    else
+        srv->queue_head = j;
+    srv->queue_tail = j;
+    srv->m.waiting++;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+int pool_start(server *srv) {
+    for (int i = 0; i < srv->n_slots; i++) {
+        srv->slots[i].srv = srv;
+        if (pthread_create(&srv->slots[i].thread, NULL, worker, &srv->slots[i]) != 0)
+            return -1;
+        srv->slots[i].started = 1;
+    }
+    return 0;
+}
+
+void pool_stop(server *srv) {
+    pthread_mutex_lock(&srv->mu);
+    srv->stopping = 1;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    for (int i = 0; i < srv->n_slots; i++)
+        if (srv->slots[i].started) {
+            pthread_join(srv->slots[i].thread, NULL);
+            srv->slots[i].started = 0;
+        }
+}
