@@ -1,6 +1,6 @@
 # EdgeRunner-C. Targets:
 #   make              build/edgerunner and build/libedgerunner.a
-#   make test         unit tests (plain and under ASan+UBSan), CLI tests, oracle tests
+#   make test         unit tests (plain and under ASan+UBSan), CLI tests, server tests, oracle tests
 #   make bench        CPU matvec throughput per weight type, read bandwidth (1 and 2 threads)
 #                     and the AVX2 FMA peak (bench/matvec_bench.c)
 #   make debug        the same binaries with AddressSanitizer + UBSan, in build/debug
@@ -108,6 +108,8 @@ test: all $(BUILD)/unit_tests debug
 	tests/tokenizer/run.sh $(BUILD)
 	tests/cli/run.sh $(BUILD)/edgerunner
 	tests/cli/run.sh build/debug/edgerunner
+	tests/server/run.sh $(BUILD)/edgerunner
+	tests/server/run.sh build/debug/edgerunner --asan
 	tests/oracle/run.sh $(BUILD)
 	tests/quant/run.sh $(BUILD)
 	tests/sampler/run.sh $(BUILD)
