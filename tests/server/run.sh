@@ -23,3 +23,4 @@ export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=0:print_stacktrace=1:exitcod
 export LSAN_OPTIONS=exitcode=88
 timeout 900 "$PY" tests/server/test_server.py "$BIN"
 timeout 900 "$PY" tests/server/test_load.py "$BIN" "$@"
+timeout 300 "$PY" tests/server/test_page.py "$BIN"

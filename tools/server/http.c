@@ -223,6 +223,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->t_start = now_seconds();
         snprintf(k->method, sizeof k->method, "%s", method);
         snprintf(k->path, sizeof k->path, "%s", url);
+        for (char *p = k->path; *p; p++) /* the log stays one line per request, whatever the URL */
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
         *con_cls = k;
         pthread_mutex_lock(&srv->mu);
         srv->in_flight++;
