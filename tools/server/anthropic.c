@@ -82,7 +82,6 @@ void handle_messages(server *srv, json_t *body, reply *out) {
     req_error e = {0, ""};
     json_t *vars = NULL, *messages = json_object_get(body, "messages"), *system = json_object_get(body, "system");
     json_t *stream = json_object_get(body, "stream");
-    char *prompt = NULL;
     job *j = job_new(srv, &messages_api, "msg_");
     if (!j) {
         req_fail(&e, 500, "out of memory");
@@ -126,16 +125,11 @@ void handle_messages(server *srv, json_t *body, reply *out) {
             goto fail;
         json_array_append_new(list, json_pack("{s:s, s:o}", "role", role, "content", text));
     }
-    if (!(prompt = req_render_chat(srv, vars, &e)) || req_tokenize_prompt(srv, prompt, strlen(prompt), j, &e) < 0)
-        goto fail;
-    pool_submit(srv, j);
-    out->job = j;
+    req_queue_chat(srv, vars, j, 1, out);
     json_decref(vars);
-    free(prompt);
     return;
 fail:
     reply_error(out, 1, &e);
     job_release(j);
     json_decref(vars);
-    free(prompt);
 }

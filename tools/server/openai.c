@@ -35,19 +35,17 @@ static json_t *take_chat_logprobs(job *j) {
     return lp;
 }
 
-static void emit_error_event(job *j, er_status st) {
+/* Generation failed: an error event and [DONE] on a stream, else a 500 body. */
+static void fail_job(job *j) {
     char message[600];
     snprintf(message, sizeof message, "generation failed: %s", er_last_error());
-    (void)st;
+    if (!j->stream) {
+        j->status = 500;
+        job_emit_json(j, error_body_openai(500, message));
+        return;
+    }
     job_emit_sse(j, NULL, error_body_openai(500, message));
     job_emit(j, "data: [DONE]\n\n", 14);
-}
-
-static void set_error_body(job *j) {
-    char message[600];
-    snprintf(message, sizeof message, "generation failed: %s", er_last_error());
-    j->status = 500;
-    job_emit_json(j, error_body_openai(500, message));
 }
 
 /* ---- tool calls ------------------------------------------------------------------------- */
@@ -120,10 +118,7 @@ static void chat_text(job *j, const char *text, int64_t len) {
 
 static void chat_finish(job *j, const er_text_result *r, er_status st) {
     if (st != ER_OK) {
-        if (j->stream)
-            emit_error_event(j, st);
-        else
-            set_error_body(j);
+        fail_job(j);
         return;
     }
     const char *finish = finish_reason(r);
@@ -257,7 +252,6 @@ static const char *const openai_max_tokens[] = {"max_tokens", "max_completion_to
 void handle_chat_completions(server *srv, json_t *body, reply *out) {
     req_error e = {0, ""};
     json_t *vars = NULL, *messages = json_object_get(body, "messages"), *tools = json_object_get(body, "tools");
-    char *prompt = NULL;
     job *j = job_new(srv, &chat_api, "chatcmpl-");
     if (!j) {
         req_fail(&e, 500, "out of memory");
@@ -295,18 +289,13 @@ void handle_chat_completions(server *srv, json_t *body, reply *out) {
         json_object_set(vars, "tools", tools);
         j->has_tools = 1;
     }
-    if (!(prompt = req_render_chat(srv, vars, &e)) || req_tokenize_prompt(srv, prompt, strlen(prompt), j, &e) < 0)
-        goto fail;
-    pool_submit(srv, j);
-    out->job = j;
+    req_queue_chat(srv, vars, j, 0, out);
     json_decref(vars);
-    free(prompt);
     return;
 fail:
     reply_error(out, 0, &e);
     job_release(j);
     json_decref(vars);
-    free(prompt);
 }
 
 /* ---- completions ------------------------------------------------------------------------ */
@@ -354,10 +343,7 @@ static void completion_text(job *j, const char *text, int64_t len) {
 
 static void completion_finish(job *j, const er_text_result *r, er_status st) {
     if (st != ER_OK) {
-        if (j->stream)
-            emit_error_event(j, st);
-        else
-            set_error_body(j);
+        fail_job(j);
         return;
     }
     if (j->stream) {

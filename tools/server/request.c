@@ -188,6 +188,19 @@ done:
     return out;
 }
 
+void req_queue_chat(server *srv, json_t *vars, job *j, int anthropic, reply *out) {
+    req_error e = {0, ""};
+    char *prompt = req_render_chat(srv, vars, &e);
+    if (prompt && req_tokenize_prompt(srv, prompt, strlen(prompt), j, &e) == 0) {
+        pool_submit(srv, j);
+        out->job = j;
+    } else {
+        reply_error(out, anthropic, &e);
+        job_release(j);
+    }
+    free(prompt);
+}
+
 json_t *req_content_text(json_t *content, const char *where, req_error *e) {
     if (json_is_string(content))
         return json_incref(content);

@@ -47,6 +47,7 @@ void sbuf_free(sbuf *b);
 
 typedef struct job job;
 typedef struct server server;
+typedef struct reply reply;
 
 #define MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
 
@@ -183,6 +184,9 @@ int req_tokenize_prompt(server *srv, const char *text, size_t len, job *j, req_e
 /* Renders the chat template with `vars` (messages, tools, add_generation_prompt set here)
  * into a malloc'd string; NULL with e set. */
 char *req_render_chat(server *srv, json_t *vars, req_error *e);
+/* Renders vars (req_render_chat), tokenizes into j and queues it: out->job; or out is
+ * the error (in Anthropic's shape when `anthropic`) and j is released. */
+void req_queue_chat(server *srv, json_t *vars, job *j, int anthropic, reply *out);
 /* A message's content: a string, or an array of {"type":"text","text":...} parts joined;
  * a new string reference, or NULL with e set. `where` names it in the message. */
 json_t *req_content_text(json_t *content, const char *where, req_error *e);
@@ -198,7 +202,7 @@ json_t *error_body_anthropic(unsigned status, const char *message);
 /* ---- endpoints ------------------------------------------------------------------------ */
 
 /* What a handler answers: a JSON body, or a job whose output is the body or the stream. */
-typedef struct reply {
+struct reply {
     unsigned status;
     json_t *body;      /* owned; or */
     job *job;          /* a queued job (one reference held) */
@@ -206,7 +210,7 @@ typedef struct reply {
     size_t raw_len;
     char *raw_owned;   /* ... or malloc'd bytes */
     const char *content_type;
-} reply;
+};
 
 typedef void (*handler_fn)(server *srv, json_t *body, reply *out);
 
