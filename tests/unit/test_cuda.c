@@ -87,6 +87,82 @@ static double encode_q4_0(uint8_t *row, const uint16_t *d_row, int i) {
     return (double)((int)q - 8) * er_f16_to_f32(d_row[b]);
 }
 
+/* The plane types (wtypes.cuh: the low bits of each element in 16-byte chunks w, scales
+ * and high bits beside them in d), from the drawing there, written again here for the
+ * host: element i of a row is element e = 16 g + 4 wi + k of chunk c. */
+typedef struct plane_elem {
+    int c, g, wi, k, j; /* j = e % 16: the byte of the chunk */
+} plane_elem;
+
+static plane_elem plane_at(int type, int i) {
+    const int ce = 16 * cuda_wtype_quant_elems(type) / cuda_wtype_quant_bytes(type), e = i % ce;
+    return (plane_elem){i / ce, e >> 4, (e >> 2) & 3, e & 3, e & 15};
+}
+
+static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static void set_bits(uint8_t *p, int bit, int n, uint32_t v) { /* n bits at bit of the u32 at p */
+    uint32_t u = get_u32(p);
+    u = (u & ~(((1u << n) - 1) << bit)) | (v << bit);
+    for (int b = 0; b < 4; b++)
+        p[b] = (uint8_t)(u >> (8 * b));
+}
+static float half_at(const uint8_t *p) { return er_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+/* A random code of element i of a plane-type row written into it (low bits into w, high
+ * bits into the scales' bytes sd), and its value: d (code - bias) + m with the scale and
+ * offset of its group, formed in float as the format defines them. */
+static double encode_plane(int type, int bits, int bias, uint8_t *row, const uint16_t *d_row, int i) {
+    uint8_t *sd = (uint8_t *)d_row;
+    const plane_elem p = plane_at(type, i);
+    const int low_bits = cuda_wtype_quant_elems(type) == 2 ? 4 : 2;
+    const uint32_t code = rnd() & ((1u << bits) - 1);
+    uint8_t *byte = row + 16 * p.c + p.j;
+    *byte = (uint8_t)((*byte & ~(((1 << low_bits) - 1) << (low_bits * p.g))) |
+                      ((code & ((1u << low_bits) - 1)) << (low_bits * p.g)));
+    const int se = cuda_wtype_scale_elems(type), sb = cuda_wtype_scale_bytes(type);
+    const int per = se / (16 * cuda_wtype_quant_elems(type) / cuda_wtype_quant_bytes(type)); /* chunks per scale unit */
+    uint8_t *u = sd + (p.c / per) * sb;
+    const int cc = p.c % per, wb = 8 * p.k; /* chunk in the unit; byte k of a high-bit word */
+    float d = 1.0f, m = 0.0f;
+    switch (type) {
+    case CUDA_W_Q4_1: d = half_at(u), m = half_at(u + 2); break;
+    case CUDA_W_Q5_0: d = half_at(u), set_bits(u + 2, wb + 4 * p.g + p.wi, 1, code >> 4); break;
+    case CUDA_W_Q5_1: d = half_at(u), m = half_at(u + 2), set_bits(u + 4, wb + 4 * p.g + p.wi, 1, code >> 4); break;
+    case CUDA_W_Q4_K:
+    case CUDA_W_Q5_K: {
+        uint8_t sc, mn;
+        get_scale_min_k4(cc, u + 4, &sc, &mn);
+        d = half_at(u) * (float)sc, m = -(half_at(u + 2) * (float)mn);
+        if (type == CUDA_W_Q5_K)
+            set_bits(u + 16 + 4 * cc, wb + 4 * p.g + p.wi, 1, code >> 4);
+        break;
+    }
+    case CUDA_W_Q6_K:
+        d = half_at(u + 80) * (float)(int8_t)u[64 + 2 * cc + p.g];
+        set_bits(u + 8 * cc + 4 * (p.wi & 1), wb + 4 * (p.wi >> 1) + 2 * p.g, 2, code >> 4);
+        break;
+    case CUDA_W_Q2_K: {
+        const uint8_t sc = u[4 * cc + p.g];
+        d = half_at(u + 16) * (float)(sc & 15), m = -(half_at(u + 18) * (float)(sc >> 4));
+        break;
+    }
+    case CUDA_W_Q3_K:
+        d = half_at(u + 44) * (float)(q3_K_scale(u + 32, 4 * cc + p.g) - 32);
+        set_bits(u + 8 * cc + 4 * (p.wi & 1), wb + 4 * (p.wi >> 1) + p.g, 1, code >> 2);
+        break;
+    }
+    return (double)d * ((int)code - bias) + m;
+}
+
+static double encode_q4_k(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q4_K, 4, 0, row, d_row, i); }
+static double encode_q5_k(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q5_K, 5, 0, row, d_row, i); }
+static double encode_q6_k(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q6_K, 6, 32, row, d_row, i); }
+static double encode_q4_1(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q4_1, 4, 0, row, d_row, i); }
+static double encode_q5_0(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q5_0, 5, 16, row, d_row, i); }
+static double encode_q5_1(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q5_1, 5, 0, row, d_row, i); }
+static double encode_q2_k(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q2_K, 2, 0, row, d_row, i); }
+static double encode_q3_k(uint8_t *row, const uint16_t *d_row, int i) { return encode_plane(CUDA_W_Q3_K, 3, 4, row, d_row, i); }
+
 /* encode_<name> of every type in the list, by type id */
 #define ENCODER(A, NAME, name, ...) encode_##name,
 static double (*const encoders[CUDA_W_COUNT])(uint8_t *, const uint16_t *, int) = {CUDA_WTYPES(ENCODER, _)};
@@ -134,7 +210,7 @@ static void free_matrix(host_matrix *m) {
 static int upload_weight(const host_matrix *m, cuda_weight *dw) {
     const size_t w_bytes = (size_t)m->n_out * cuda_row_bytes(m->type, m->n_in);
     const size_t d_bytes = (size_t)m->n_out * cuda_scale_row_bytes(m->type, m->n_in);
-    *dw = (cuda_weight){m->type, m->n_in, m->n_out, NULL, NULL};
+    *dw = (cuda_weight){m->type, m->n_in, m->n_out, NULL, NULL, NULL};
     if (cudaMalloc(&dw->w, w_bytes + 16) != cudaSuccess || (m->d && cudaMalloc(&dw->d, d_bytes + 16) != cudaSuccess))
         return -1;
     cudaMemcpy(dw->w, m->w, w_bytes, cudaMemcpyHostToDevice);
@@ -170,7 +246,7 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     const int n_acc = mode == MV_ADD ? n_y : n_in; /* acc belongs to the residual: y of MV_ADD, else x */
     unsigned long long *acc = malloc((size_t)n_acc * sizeof *acc), *dacc = NULL;
     double *acc_v = calloc((size_t)n_acc, sizeof(double));
-    cuda_weight dw = {m->type, n_in, n_out, NULL, NULL};
+    cuda_weight dw = {m->type, n_in, n_out, NULL, NULL, NULL};
     float *dx = NULL, *dnw = NULL, *dy = NULL;
     cuda_step_state *dstate = NULL;
     double worst = INFINITY;
@@ -542,7 +618,7 @@ static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy
     uint16_t *x = malloc((size_t)T * K * sizeof(uint16_t));
     float *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
     double *w16 = malloc((size_t)N * K * sizeof(double));
-    cuda_weight dw = {m->type, K, N, NULL, NULL};
+    cuda_weight dw = {m->type, K, N, NULL, NULL, NULL};
     uint16_t *dx = NULL;
     float *dy = NULL;
     double worst = INFINITY;
@@ -588,6 +664,81 @@ done:
     return worst;
 }
 
+/* The upload's repack against the CPU reference: random rows quantized by our CPU
+ * quantizer into the file's blocks, repacked on the device (cuda_repack), then a matvec
+ * (worst error over max |y|, against doubles of the CPU's dequantized values) and the
+ * embedding of every row (worst error over the largest value, against to_f32). */
+static double repack_case(int type, int n_out, int n_in, double *embd_err) {
+    uint32_t er = 0;
+    while (cuda_wtype_from_er(er) != type)
+        er++;
+    const er_type_traits *tr = er_type_get(er);
+    const size_t row = er_type_row_size(tr, n_in), rb = cuda_row_bytes(type, n_in);
+    const size_t sb = cuda_scale_row_bytes(type, n_in), n = (size_t)n_out * n_in;
+    float *f = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float)), *x = malloc((size_t)n_in * sizeof(float));
+    float *y = malloc((size_t)n_out * sizeof(float)), *e = malloc(n * sizeof(float));
+    uint8_t *raw = malloc(row * n_out), *draw = NULL;
+    int32_t ids[64], *dids = NULL;
+    cuda_weight dw = {type, n_in, n_out, NULL, NULL, NULL};
+    float *dx = NULL, *dy = NULL, *de = NULL;
+    double worst = INFINITY;
+    *embd_err = INFINITY;
+    if (!f || !ref || !x || !y || !e || !raw || n_out > 64)
+        goto done;
+    for (size_t i = 0; i < n; i++) /* a few outliers: the scales' ranges */
+        f[i] = rndf() * (rnd() % 10 == 0 ? 4.0f : 1.0f);
+    for (int i = 0; i < n_in; i++)
+        x[i] = rndf();
+    for (int r = 0; r < n_out; r++) {
+        tr->from_f32(f + (size_t)r * n_in, raw + r * row, n_in);
+        tr->to_f32(raw + r * row, ref + (size_t)r * n_in, n_in);
+        ids[r] = r;
+    }
+    if (cudaMalloc((void **)&draw, row * n_out) != cudaSuccess || cudaMalloc(&dw.w, rb * n_out + 16) != cudaSuccess ||
+        cudaMalloc(&dw.d, sb * n_out + 16) != cudaSuccess || cudaMalloc((void **)&dx, (size_t)n_in * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dy, (size_t)n_out * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&de, n * sizeof(float)) != cudaSuccess || cudaMalloc((void **)&dids, sizeof ids) != cudaSuccess)
+        goto done;
+    cudaMemcpy(draw, raw, row * n_out, cudaMemcpyHostToDevice);
+    cudaMemcpy(dx, x, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dids, ids, sizeof ids, cudaMemcpyHostToDevice);
+    if (cuda_repack(type, draw, n_out, n_in, dw.w, dw.d, 0) != cudaSuccess ||
+        cuda_matvec(&dw, MV_STORE, dx, NULL, 0.0f, dy, NULL, NULL, 0) != cudaSuccess ||
+        cuda_embed_tokens(&dw, dids, n_out, de, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(y, dy, (size_t)n_out * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(e, de, n * sizeof(float), cudaMemcpyDeviceToHost);
+    double ymax = 0.0, vmax = 0.0, ye = 0.0, ee = 0.0;
+    for (int r = 0; r < n_out; r++) {
+        double a = 0.0;
+        for (int i = 0; i < n_in; i++)
+            a += (double)ref[(size_t)r * n_in + i] * x[i];
+        ymax = fabs(a) > ymax ? fabs(a) : ymax;
+        ye = fabs(y[r] - a) > ye || isnan(y[r]) ? fabs(y[r] - a) : ye;
+    }
+    for (size_t i = 0; i < n; i++) {
+        vmax = fabs(ref[i]) > vmax ? fabs(ref[i]) : vmax;
+        ee = fabs(e[i] - ref[i]) > ee || isnan(e[i]) ? fabs(e[i] - ref[i]) : ee;
+    }
+    worst = ye / (ymax > 0 ? ymax : 1.0);
+    *embd_err = ee / (vmax > 0 ? vmax : 1.0);
+done:
+    cudaFree(draw);
+    cudaFree(dw.w);
+    cudaFree(dw.d);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(de);
+    cudaFree(dids);
+    free(f);
+    free(ref);
+    free(x);
+    free(y);
+    free(e);
+    free(raw);
+    return worst;
+}
+
 void test_cuda(void) {
     if (!er_cuda_available()) {
         printf("cuda: no CUDA device here, nothing to test\n");
@@ -595,9 +746,11 @@ void test_cuda(void) {
     }
     /* (n_out, n_in): Qwen3-0.6B's qkv, wo, gate|up, down; small and odd shapes */
     static const int shapes[][2] = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}, {64, 64},
-                                    {300, 96}, {38, 160}, {2, 32}};
+                                    {300, 96}, {38, 160}, {2, 32}, {37, 768}, {5, 256}};
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            if (shapes[s][1] % cuda_wtype_block(t) != 0)
+                continue; /* rows of whole blocks (256 for the K types) */
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
             for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
@@ -624,11 +777,24 @@ void test_cuda(void) {
             free_matrix(&m);
         }
     }
+    /* the upload's repack of the file's blocks, for every type it repacks: the values of
+     * the CPU reference (quant/), through the matvec and the embedding */
+    for (int t = 0; t < CUDA_W_COUNT; t++) {
+        if (!cuda_wtype_repack_bytes(t))
+            continue;
+        static const int rp[][2] = {{37, 768}, {3, 256}, {64, 1024}};
+        for (size_t s = 0; s < sizeof rp / sizeof rp[0]; s++) {
+            double embd_err = 0.0;
+            const double err = repack_case(t, rp[s][0], rp[s][1], &embd_err);
+            CHECK(err <= 1e-5 && embd_err <= 1e-6, "%s repack (%d x %d): matvec error %.3g of max |y|, embedding %.3g",
+                  cuda_wtype_name(t), rp[s][0], rp[s][1], err, embd_err);
+        }
+    }
     /* prefill GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles of tokens
      * and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and 44
      * elements, the element-by-element stages); the residual add and odd row strides */
     static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
-                                {70, 100, 96},     {37, 50, 172},     {9, 20, 44}};
+                                {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256}};
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
             if (gm[s][2] % cuda_wtype_block(t) != 0)
@@ -681,6 +847,16 @@ void test_cuda(void) {
                                   {8, 2, 64, 200, 100, -1},  {8, 2, 64, 3, 5, -1}};
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
         for (int t = 0; t < CUDA_W_COUNT; t++) {
+            const cuda_attn_params p = {.n_head = proj[i][0], .n_head_kv = proj[i][1], .head_dim = proj[i][2],
+                                        .head_dim_v = proj[i][2], .n_rot = proj[i][2], .rope_neox = 1,
+                                        .eps = 1e-6f, .n_ctx = proj[i][3] + 1};
+            const cuda_weight w = {t, proj[i][0] * proj[i][2], proj[i][4], NULL, NULL, NULL};
+            if (!cuda_attention_can_project(&p, &w)) {
+                /* Q8_0, Q4_0 and the float types always fold in at these shapes; the
+                 * others where their scales come in whole 4-byte words per head */
+                CHECK(t > CUDA_W_Q4_0, "attention would not fold in a %s wo", cuda_wtype_name(t));
+                continue;
+            }
             int cache_ok = 0;
             const double err = attention_case(proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4],
                                               &cache_ok);
@@ -700,7 +876,7 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         for (int t = -1; t < CUDA_W_COUNT; t++) {
             const cuda_attn_params p = {sizes[i][0], sizes[i][1], 128, 128, 128, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
-            const cuda_weight w = {t, sizes[i][0] * 128, sizes[i][2], NULL, NULL};
+            const cuda_weight w = {t, sizes[i][0] * 128, sizes[i][2], NULL, NULL, NULL};
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue; /* wo runs as a matvec: the matvec cases above */
             int cache_ok = 0;
@@ -714,7 +890,7 @@ void test_cuda(void) {
         /* heads of 8 or 80 dims: not whole chunks of every type; wo runs as a matvec */
         const cuda_attn_params p8 = {8, 4, 8, 8, 8, 0, 1e-6f, NULL, NULL, NULL, 1, 0};
         const cuda_attn_params p80 = {4, 4, 80, 80, 80, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
-        const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL};
+        const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL, NULL};
         CHECK(!cuda_attention_can_project(&p8, &w8) && !cuda_attention_can_project(&p80, &w80),
               "attention would fold in wo for 8- or 80-dim heads");
     }
@@ -743,7 +919,7 @@ void test_cuda(void) {
         const int window = win[i][5];
         for (int t = -1; t < CUDA_W_COUNT; t++) {
             const cuda_attn_params p = {nh, nkv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, pos + 1, window};
-            const cuda_weight w = {t, nh * hd, n_embd, NULL, NULL};
+            const cuda_weight w = {t, nh * hd, n_embd, NULL, NULL, NULL};
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue;
             int cache_ok = 0;

@@ -386,7 +386,8 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     for (int base = warp * rows_per_pass; base < nr; base += PROJ_PASSES * pass_rows) {
         int r[PROJ_PASSES];
         uint4 v[PROJ_PASSES];
-        float d[PROJ_PASSES], a[PROJ_PASSES];
+        chunk_sc d[PROJ_PASSES]; /* the chunks' scales (wtypes.cuh) */
+        float a[PROJ_PASSES];
 #pragma unroll
         for (int k = 0; k < PROJ_PASSES; k++) { /* rows past the slice repeat row 0, and are dropped */
             r[k] = base + k * pass_rows + lane / cpr;

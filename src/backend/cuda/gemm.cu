@@ -219,7 +219,13 @@ extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_
      * blocks for the 132 SMs below ~4096 rows (bench/gemm_bench.cu: 28 vs 33 us for
      * qkv, 31 vs 35 us for wo, 512 tokens) */
     const __half *X = reinterpret_cast<const __half *>(x);
-    if (n_tokens > 64 && w->n_out >= 4096)
-        return launch_gemm<128, 64>(w, X, n_tokens, y, ldy, accumulate, stream);
-    return launch_gemm<64, 64>(w, X, n_tokens, y, ldy, accumulate, stream);
+    /* a stacked matrix of several types (w->next): each part into its columns of y */
+    for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
+        const cudaError_t e = n_tokens > 64 && w->n_out >= 4096
+                                  ? launch_gemm<128, 64>(w, X, n_tokens, y + col0, ldy, accumulate, stream)
+                                  : launch_gemm<64, 64>(w, X, n_tokens, y + col0, ldy, accumulate, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
 }

@@ -32,6 +32,7 @@
 
 typedef struct cuda_layer {
     cuda_weight qkv;     /* (q_dim + 2 kv_dim, n_embd): wq, wk, wv stacked */
+    cuda_weight qkv_more[2]; /* qkv's later parts where wq, wk, wv differ in type (qkv.next) */
     cuda_weight wo;      /* (n_embd, q_dim) */
     cuda_weight gate_up; /* (2 n_ff, n_embd): w_gate, w_up stacked */
     cuda_weight down;    /* (n_embd, n_ff) */

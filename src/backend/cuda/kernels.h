@@ -29,6 +29,10 @@ typedef struct cuda_weight {
     int64_t n_out;
     void *w;            /* (n_out, cuda_row_bytes(type, n_in)) bytes: the quants, or the elements */
     void *d;            /* (n_out, cuda_scale_row_bytes(type, n_in)) bytes: the scales, or NULL */
+    /* The next rows of a stacked matrix whose parts have different types (a Q4_K_M file's
+     * Q6_K attn_v under Q4_K attn_q and attn_k), or NULL: cuda_matvec (MV_STORE, MV_ADD,
+     * MV_NORM_STORE) and cuda_gemm run each part into its rows of y. Host memory. */
+    const struct cuda_weight *next;
 } cuda_weight;
 
 /* Device-resident state of the decode loop. */
@@ -54,6 +58,9 @@ enum cuda_matvec_mode {
  * fixed-point, not yet added to the residual stream. The residual is x + acc wherever
  * it is read: as the input of MV_STORE, MV_NORM_STORE and MV_NORM_SWIGLU (acc (n_in)),
  * and as the y of MV_ADD (acc (n_out)), which folds it in and clears it. */
+/* A stacked matrix of several types (w->next): rows of each part into their rows of y;
+ * cudaErrorInvalidValue for MV_NORM_SWIGLU and MV_NORM_ARGMAX, whose rows pair up or
+ * compete across the parts. */
 cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                         float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
 

@@ -381,10 +381,27 @@ static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, c
     return cudaErrorInvalidValue;
 }
 
-extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                                   float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
+static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
+                               float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
 #define CALL(WT) return launch_mode<WT>(w, mode, x, norm_w, eps, y, acc, state, stream)
     CUDA_WTYPE_SWITCH(w->type, CALL);
 #undef CALL
     return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
+                                   float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
+    if (!w->next)
+        return matvec_part(w, mode, x, norm_w, eps, y, acc, state, stream);
+    if (mode != MV_STORE && mode != MV_ADD && mode != MV_NORM_STORE)
+        return cudaErrorInvalidValue;
+    /* each part after the previous one has finished (programmatic dependent launch
+     * orders them as any two kernels); MV_ADD's acc belongs to the rows of y */
+    for (int64_t row0 = 0; w; row0 += w->n_out, w = w->next) {
+        const cudaError_t e = matvec_part(w, mode, x, norm_w, eps, y + row0, mode == MV_ADD && acc ? acc + row0 : acc,
+                                          state, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
 }

@@ -1,7 +1,7 @@
 /*
  * upload.c - the model's weights to the device, once per model: the layer's matrices
- * stacked where one kernel reads them together (wq|wk|wv, w_gate|w_up), Q8_0 and Q4_0
- * repacked on the device into the layout of kernels.h, the norms as F32 vectors, all of
+ * stacked where one kernel reads them together (wq|wk|wv, w_gate|w_up), the quantized
+ * types repacked on the device into the layouts of wtypes.cuh, the norms as F32 vectors, all of
  * it in one allocation.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -46,44 +46,70 @@ fail:
     return st;
 }
 
-/* Uploads n_parts host matrices with the same type and row length as one stacked
- * matrix; the blocks of the types that the upload repacks (RAW in wtypes.cuh) are
- * repacked on the device through a small staging buffer, the others copied. */
+/* Uploads n_parts host matrices with the same row length as one stacked matrix; the
+ * blocks of the types that the upload repacks (RAW in wtypes.cuh) are repacked on the
+ * device through a small staging buffer, the others copied. Parts of different types
+ * (the _K_M recipes give some layers a Q6_K attn_v) become runs of one type each, chained
+ * through cuda_weight.next into more[] (n_parts - 1 entries), where the caller's kernels
+ * allow it (more != NULL); without, a message names the two tensors. */
 static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, const char *const *names, int n_parts,
-                               cuda_weight *out, void *staging) {
+                               cuda_weight *out, cuda_weight *more, void *staging) {
     er_status st = ER_OK;
-    const int type = cuda_wtype_from_er(parts[0]->type);
-    memset(out, 0, sizeof *out);
-    int64_t n_out = 0;
-    for (int i = 0; i < n_parts; i++) {
-        const int ti = cuda_wtype_from_er(parts[i]->type);
-        if (ti < 0)
-            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the CUDA backend does not run (it runs" CUDA_WTYPE_NAMES ")",
-                           cm->m->path, names[i], parts[i]->traits->name);
-        if (ti != type || parts[i]->n_in != parts[0]->n_in)
-            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensors '%s' and '%s' differ in type or row length; the CUDA backend stacks them",
-                           cm->m->path, names[0], names[i]);
-        n_out += parts[i]->n_out;
-    }
-    const int64_t n_in = parts[0]->n_in;
-    if (n_in > INT32_MAX / 4 || n_out > INT32_MAX)
-        return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' is too large for the CUDA kernels", cm->m->path, names[0]);
-    out->type = type;
-    out->n_in = n_in;
-    out->n_out = n_out;
-    const size_t rb = cuda_row_bytes(type, n_in), sb = cuda_scale_row_bytes(type, n_in);
-    /* + 16 bytes: the matvec kernels copy whole aligned 16-byte units around a slice */
-    out->w = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)n_out * rb + 16);
-    if (sb)
-        out->d = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)n_out * sb + 16);
-    if (!cm->arena)
-        return ER_OK; /* sizing pass */
-    cm->weight_bytes += cuda_matrix_bytes(type, n_out, n_in);
-    int64_t row0 = 0;
+    cuda_weight *run = out; /* the run of one type that parts[i] goes into */
+    int n_runs = 0;
     for (int i = 0; i < n_parts; i++) {
         const er_weight *p = parts[i];
+        const int type = cuda_wtype_from_er(p->type);
+        if (type < 0)
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the CUDA backend does not run (it runs" CUDA_WTYPE_NAMES ")",
+                           cm->m->path, names[i], p->traits->name);
+        if (p->n_in != parts[0]->n_in)
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensors '%s' and '%s' differ in row length; the CUDA backend stacks them",
+                           cm->m->path, names[0], names[i]);
+        if (i == 0 || type != run->type) {
+            if (i > 0 && !more)
+                return er_fail(ER_ERR_UNSUPPORTED, "%s: tensors '%s' (%s) and '%s' (%s) differ in type; the CUDA backend "
+                               "stacks them into one matrix of one type", cm->m->path, names[0], parts[0]->traits->name,
+                               names[i], p->traits->name);
+            if (i > 0) {
+                run->next = &more[n_runs - 1];
+                run = &more[n_runs - 1];
+            }
+            memset(run, 0, sizeof *run);
+            run->type = type;
+            run->n_in = p->n_in;
+            n_runs++;
+        }
+        run->n_out += p->n_out;
+        if (p->n_in > INT32_MAX / 4 || run->n_out > INT32_MAX)
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' is too large for the CUDA kernels", cm->m->path, names[i]);
+        /* the run's memory, once its last part is known */
+        const int last = i + 1 == n_parts || cuda_wtype_from_er(parts[i + 1]->type) != type;
+        const size_t rb = cuda_row_bytes(type, p->n_in), sb = cuda_scale_row_bytes(type, p->n_in);
+        if (last) {
+            /* + 16 bytes: the matvec kernels copy whole aligned 16-byte units around a slice */
+            run->w = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)run->n_out * rb + 16);
+            if (sb)
+                run->d = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)run->n_out * sb + 16);
+            if (cm->arena)
+                cm->weight_bytes += cuda_matrix_bytes(type, run->n_out, run->n_in);
+        }
+    }
+    if (!cm->arena)
+        return ER_OK; /* sizing pass */
+    /* the data, part by part into its run */
+    run = out;
+    int64_t row0 = 0; /* of parts[i] in its run */
+    for (int i = 0; i < n_parts; i++) {
+        const er_weight *p = parts[i];
+        if (i > 0 && cuda_wtype_from_er(p->type) != run->type) {
+            run = (cuda_weight *)run->next;
+            row0 = 0;
+        }
+        const int type = run->type;
+        const size_t rb = cuda_row_bytes(type, p->n_in), sb = cuda_scale_row_bytes(type, p->n_in);
         if (!cuda_wtype_repack_bytes(type)) {
-            CUDA_TRY(cudaMemcpy((uint8_t *)out->w + (size_t)row0 * rb, p->data, (size_t)p->n_out * p->row_size,
+            CUDA_TRY(cudaMemcpy((uint8_t *)run->w + (size_t)row0 * rb, p->data, (size_t)p->n_out * p->row_size,
                                 cudaMemcpyHostToDevice));
         } else {
             const int64_t chunk = (int64_t)(UPLOAD_CHUNK_BYTES / p->row_size);
@@ -91,9 +117,9 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
                 const int64_t rows = p->n_out - r < chunk ? p->n_out - r : chunk;
                 CUDA_TRY(cudaMemcpy(staging, p->data + (size_t)r * p->row_size, (size_t)rows * p->row_size,
                                     cudaMemcpyHostToDevice));
-                uint8_t *qs = (uint8_t *)out->w + (size_t)(row0 + r) * rb;
-                uint8_t *d = sb ? (uint8_t *)out->d + (size_t)(row0 + r) * sb : NULL;
-                CUDA_TRY(cuda_repack(type, staging, rows, n_in, qs, d, 0));
+                uint8_t *qs = (uint8_t *)run->w + (size_t)(row0 + r) * rb;
+                uint8_t *d = sb ? (uint8_t *)run->d + (size_t)(row0 + r) * sb : NULL;
+                CUDA_TRY(cuda_repack(type, staging, rows, p->n_in, qs, d, 0));
             }
         }
         row0 += p->n_out;
@@ -118,7 +144,7 @@ size_t cuda_model_bytes(const void *dev) { return dev ? ((const cuda_model *)dev
 /* Parts of one stacked matrix (see upload_matrix) named "blk.<il>.<suffix>", or
  * "<suffix>" when il < 0. */
 static er_status upload_named(cuda_model *cm, int64_t il, int n_parts, const er_weight *const *parts,
-                              const char *const *suffixes, cuda_weight *out, void *staging) {
+                              const char *const *suffixes, cuda_weight *out, cuda_weight *more, void *staging) {
     char names[3][96];
     const char *nm[3] = {names[0], names[1], names[2]};
     for (int i = 0; i < n_parts && i < 3; i++) {
@@ -127,7 +153,7 @@ static er_status upload_named(cuda_model *cm, int64_t il, int n_parts, const er_
         else
             snprintf(names[i], sizeof names[i], "blk.%lld.%s", (long long)il, suffixes[i]);
     }
-    return upload_matrix(cm, parts, nm, n_parts, out, staging);
+    return upload_matrix(cm, parts, nm, n_parts, out, more, staging);
 }
 
 /* Every weight into the arena (or, with no arena yet, only its size: see cuda_arena_take). */
@@ -140,11 +166,11 @@ static er_status upload_all(cuda_model *cm, void *staging) {
     const model_view *m = cm->m;
     const model_config *c = &m->config;
     const er_weight *embd[] = {&m->token_embd}, *output[] = {&m->output};
-    if ((st = upload_named(cm, -1, 1, embd, embd_name, &cm->token_embd, staging)) != ER_OK)
+    if ((st = upload_named(cm, -1, 1, embd, embd_name, &cm->token_embd, NULL, staging)) != ER_OK)
         return st;
     if (c->features & ER_FEAT_TIED_OUTPUT)
         cm->output = cm->token_embd;
-    else if ((st = upload_named(cm, -1, 1, output, output_name, &cm->output, staging)) != ER_OK)
+    else if ((st = upload_named(cm, -1, 1, output, output_name, &cm->output, NULL, staging)) != ER_OK)
         return st;
     if ((st = upload_vector(cm, m->output_norm, c->n_embd, &cm->output_norm)) != ER_OK)
         return st;
@@ -153,10 +179,10 @@ static er_status upload_all(cuda_model *cm, void *staging) {
         cuda_layer *l = &cm->layers[il];
         const er_weight *qkv[] = {&lw->wq, &lw->wk, &lw->wv}, *gate_up[] = {&lw->w_gate, &lw->w_up};
         const er_weight *wo[] = {&lw->wo}, *down[] = {&lw->w_down};
-        if ((st = upload_named(cm, il, 3, qkv, qkv_names, &l->qkv, staging)) != ER_OK ||
-            (st = upload_named(cm, il, 1, wo, wo_name, &l->wo, staging)) != ER_OK ||
-            (st = upload_named(cm, il, 2, gate_up, gate_up_names, &l->gate_up, staging)) != ER_OK ||
-            (st = upload_named(cm, il, 1, down, down_name, &l->down, staging)) != ER_OK ||
+        if ((st = upload_named(cm, il, 3, qkv, qkv_names, &l->qkv, l->qkv_more, staging)) != ER_OK ||
+            (st = upload_named(cm, il, 1, wo, wo_name, &l->wo, NULL, staging)) != ER_OK ||
+            (st = upload_named(cm, il, 2, gate_up, gate_up_names, &l->gate_up, NULL, staging)) != ER_OK ||
+            (st = upload_named(cm, il, 1, down, down_name, &l->down, NULL, staging)) != ER_OK ||
             (st = upload_vector(cm, lw->attn_norm, c->n_embd, &l->attn_norm)) != ER_OK ||
             (st = upload_vector(cm, lw->ffn_norm, c->n_embd, &l->ffn_norm)) != ER_OK ||
             (st = upload_vector(cm, lw->q_norm, c->head_dim, &l->q_norm)) != ER_OK ||

@@ -59,7 +59,15 @@
     X(A, F16,  f16,  ER_TYPE_F16,    1, 1, 2,  1, 0,   0,  2,        0)                   \
     X(A, BF16, bf16, ER_TYPE_BF16,   1, 1, 2,  1, 0,   0,  2,        0)                   \
     X(A, Q8_0, q8_0, ER_TYPE_Q8_0,  32, 1, 1, 32, 2,  34,  2,        1)                   \
-    X(A, Q4_0, q4_0, ER_TYPE_Q4_0,  32, 2, 1, 32, 2,  18,  3,        1)
+    X(A, Q4_0, q4_0, ER_TYPE_Q4_0,  32, 2, 1, 32, 2,  18,  3,        1)                   \
+    X(A, Q4_K, q4_k, ER_TYPE_Q4_K, 256, 2, 1, 256, 16, 144, 2,       0)                   \
+    X(A, Q6_K, q6_k, ER_TYPE_Q6_K, 256, 2, 1, 256, 84, 210, 2,       0)                   \
+    X(A, Q5_K, q5_k, ER_TYPE_Q5_K, 256, 2, 1, 256, 48, 176, 2,       0)                   \
+    X(A, Q4_1, q4_1, ER_TYPE_Q4_1,  32, 2, 1, 32, 4,  20,  2,        0)                   \
+    X(A, Q5_0, q5_0, ER_TYPE_Q5_0,  32, 2, 1, 32, 6,  22,  2,        0)                   \
+    X(A, Q5_1, q5_1, ER_TYPE_Q5_1,  32, 2, 1, 32, 8,  24,  2,        0)                   \
+    X(A, Q2_K, q2_k, ER_TYPE_Q2_K, 256, 4, 1, 256, 20, 84,  2,       0)                   \
+    X(A, Q3_K, q3_k, ER_TYPE_Q3_K, 256, 4, 1, 256, 48, 110, 2,       0)
 
 enum cuda_wtype {
 #define CUDA_WT_ENUM_(A, NAME, ...) CUDA_W_##NAME,
@@ -195,13 +203,49 @@ CUDA_WTYPES(CUDA_WT_CHECK_, _)
  *             upload: the file's blocks of 18 bytes (d, then the 16 nibble bytes)
  *             repacked, the nibbles kept as they are
  *
+ * The other quantized types: the kernels are fed as Q4_0's are, one 16-byte load of
+ * quants per lane and chunk, coalesced across the warp, so that they stream the same
+ * bytes per second. That fixes the layout of w: the low 4 bits of every element (2 for
+ * Q2_K and Q3_K) in planes of 16-byte chunks, and everything else (scales, minimums,
+ * high bits) beside them in d, in as many bytes as the file has (Q6_K and Q3_K: 2 more
+ * per 256 elements, for 4-byte aligned words). In a chunk of 32 (4-bit plane), byte j
+ * holds element j in its low nibble and element j + 16 in its high one, as Q4_0; in a
+ * chunk of 64 (2-bit plane), byte j holds element 16 g + j in bits 2g..2g+1. Either way
+ * word i of a chunk holds elements 16 g + 4 i + k (byte k) of each group g of 16, which
+ * multiply the chunk's staged input float4 4 g + i: one extraction per word and group.
+ * A group of 16 lies in one sub-block of every type, so it has one scale and offset.
+ *   Q4_1:  d (.., n_in / 32 x 4 bytes):  f16 d, f16 m                value = d q + m
+ *   Q5_0:  d (.., n_in / 32 x 6 bytes):  f16 d, H (two halves)       value = d (q - 16)
+ *   Q5_1:  d (.., n_in / 32 x 8 bytes):  f16 d, f16 m, H             value = d q + m
+ *   Q4_K:  d (.., n_in / 256 x 16):  f16 d, f16 dmin, the file's 12 scale bytes;
+ *          chunk j of the super-block is sub-block j      value = d sc_j q - dmin m_j
+ *   Q5_K:  d (.., n_in / 256 x 48):  as Q4_K, then H of each of the 8 chunks
+ *   Q6_K:  d (.., n_in / 256 x 84):  G0, G1 of each of the 8 chunks (64 bytes), the 16
+ *          int8 scales, f16 d, 2 bytes of padding; chunk j: sub-blocks 2j (low nibbles),
+ *          2j + 1 (high)                                  value = d sc (q - 32)
+ *   Q2_K:  d (.., n_in / 256 x 20):  the file's 16 scale bytes (sc | m << 4), f16 d,
+ *          f16 dmin; chunk c: sub-blocks 4c + g            value = d sc q - dmin m
+ *   Q3_K:  d (.., n_in / 256 x 48):  M0, M1 of each of the 4 chunks (32 bytes), the
+ *          file's 12 scale bytes, f16 d, 2 bytes of padding    value = d (sc - 32) (q - 4)
+ * The high bits, placed so that one shift and one mask put those of word i, group g at
+ * their place in each byte of the extracted word (word_vals):
+ *   H (Q5_*):  byte k, bit 4 g + i: bit 4 of element 16 g + 4 i + k
+ *   G0/G1 (Q6_K): G(i & 1), byte k, bits 4 (i >> 1) + 2 g ..+1: bits 4..5 of that element
+ *   M0/M1 (Q3_K): M(i & 1), byte k, bit 4 (i >> 1) + g: bit 2 of that element
+ * Upload: repack_block, one thread per file block.
+ *
  * How the kernels read them: the six functions below, a branch per type in each. They
  * stay branches of one template, not one function per type (explicit specializations):
  * the optimizer's choices depend on that shape, and with Q4_0's elem on its own the
  * GEMM's code changed (16-bit nibble selects became 32-bit ones), while the kernels must
  * keep the code they were measured and tuned with. */
-static_assert(CUDA_W_COUNT == 5, "a new type: its branch in chunk_scale, chunk_dot, elem, gemm_load, gemm_half "
-                                 "and repack_block below, then count it here");
+static_assert(CUDA_W_COUNT == 13, "a new type: its branch in chunk_scale, chunk_dot, elem, gemm_load, gemm_half "
+                                  "and repack_block below, then count it here");
+
+/* The types with the layout of planes described above (word_vals reads them). */
+#define IS_PLANE(WT)                                                                                             \
+    ((WT) == CUDA_W_Q4_1 || (WT) == CUDA_W_Q5_0 || (WT) == CUDA_W_Q5_1 || (WT) == CUDA_W_Q2_K ||                 \
+     (WT) == CUDA_W_Q3_K || (WT) == CUDA_W_Q4_K || (WT) == CUDA_W_Q5_K || (WT) == CUDA_W_Q6_K)
 
 /* Biased quant byte k of word u as a float in [-128, 127], exactly: the byte goes into
  * the mantissa of 2^23 (one PRMT), then one FADD removes 2^23 + 128. */
@@ -232,17 +276,83 @@ static __device__ __forceinline__ float dot8_q4(uint32_t u, float4 lo, float4 hi
            dot4(hi, q4_byte(h, 0), q4_byte(h, 1), q4_byte(h, 2), q4_byte(h, 3));
 }
 
-/* Dot of one 16-byte chunk v of a row in the device layout (scale d, from chunk_scale)
+/* What a chunk's elements are scaled by (chunk_scale): Q8_0 and Q4_0 use d[0], the float
+ * types nothing; the plane types give each group of 16 (g) its scale and offset,
+ * value = d[g] q + m[g], and their high bits (H in h[0]; G0, G1 or M0, M1). */
+typedef struct chunk_sc {
+    float d[4];
+    float m[4];
+    uint32_t h[2];
+} chunk_sc;
+
+/* a[g] for a g known only at run time, without indexing (local memory) */
+static __device__ __forceinline__ float pick4(const float a[4], int g) {
+    return g == 0 ? a[0] : g == 1 ? a[1] : g == 2 ? a[2] : a[3];
+}
+
+static __device__ __forceinline__ uint32_t byte_of(uint32_t u, int k) { return (u >> (8 * k)) & 0xffu; }
+
+/* The code of a plane type's element is q + bias; q as a float, exactly. */
+CUDA_WT_FN int plane_bias(int wt) {
+    return wt == CUDA_W_Q5_0 ? 16 : wt == CUDA_W_Q6_K ? 32 : wt == CUDA_W_Q3_K ? 4 : 0;
+}
+
+/* Plane types: the values of elements 16 g + 4 i + 0..3 of a chunk from its word i, u,
+ * with the group's scale d and offset m and the word's high bits hb (H, or G / M of
+ * word i). Codes go into the mantissa of 2^23 as in q4_byte, then one FMA each. */
+template <int WT>
+static __device__ __forceinline__ float4 word_vals(uint32_t u, float d, float m, uint32_t hb, int g, int i) {
+    uint32_t q;
+    if (cuda_wtype_quant_elems(WT) == 2) { /* 4-bit plane */
+        q = (u >> (4 * g)) & 0x0f0f0f0fu;
+        if (WT == CUDA_W_Q5_0 || WT == CUDA_W_Q5_1 || WT == CUDA_W_Q5_K)
+            q |= ((hb >> (4 * g + i)) << 4) & 0x10101010u;
+        else if (WT == CUDA_W_Q6_K)
+            q |= ((hb >> (4 * (i >> 1) + 2 * g)) << 4) & 0x30303030u;
+    } else { /* 2-bit plane */
+        q = (u >> (2 * g)) & 0x03030303u;
+        if (WT == CUDA_W_Q3_K)
+            q |= ((hb >> (4 * (i >> 1) + g)) << 2) & 0x04040404u;
+    }
+    const float magic = 8388608.0f + (float)plane_bias(WT);
+    float4 v;
+    v.x = fmaf(d, __int_as_float((int)__byte_perm(q, 0x4B000000u, 0x7540u)) - magic, m);
+    v.y = fmaf(d, __int_as_float((int)__byte_perm(q, 0x4B000000u, 0x7541u)) - magic, m);
+    v.z = fmaf(d, __int_as_float((int)__byte_perm(q, 0x4B000000u, 0x7542u)) - magic, m);
+    v.w = fmaf(d, __int_as_float((int)__byte_perm(q, 0x4B000000u, 0x7543u)) - magic, m);
+    return v;
+}
+
+/* The high bits that word i of a plane type's chunk needs (word_vals' hb). */
+template <int WT>
+static __device__ __forceinline__ uint32_t word_high_bits(const chunk_sc &s, int i) {
+    return WT == CUDA_W_Q6_K || WT == CUDA_W_Q3_K ? ((i & 1) ? s.h[1] : s.h[0]) : s.h[0];
+}
+
+/* Dot of one 16-byte chunk v of a row in the device layout (scales s, from chunk_scale)
  * with the CHUNK_ELEMS(WT) inputs it multiplies, in order, as float4s xv: the decode
  * matvecs, the head, the fused wo. */
 template <int WT>
-static __device__ __forceinline__ float chunk_dot(uint4 v, float d, const float4 *xv) {
+static __device__ __forceinline__ float chunk_dot(uint4 v, const chunk_sc &s, const float4 *xv) {
     if (WT == CUDA_W_Q8_0) {
-        return d * (dot4_q8(v.x, xv[0]) + dot4_q8(v.y, xv[1]) + dot4_q8(v.z, xv[2]) + dot4_q8(v.w, xv[3]));
+        return s.d[0] *
+               (dot4_q8(v.x, xv[0]) + dot4_q8(v.y, xv[1]) + dot4_q8(v.z, xv[2]) + dot4_q8(v.w, xv[3]));
     } else if (WT == CUDA_W_Q4_0) {
         /* byte j: element j (low nibble) and j + 16 (high nibble) */
-        return d * (dot8_q4(v.x, xv[0], xv[4]) + dot8_q4(v.y, xv[1], xv[5]) + dot8_q4(v.z, xv[2], xv[6]) +
-                    dot8_q4(v.w, xv[3], xv[7]));
+        return s.d[0] * (dot8_q4(v.x, xv[0], xv[4]) + dot8_q4(v.y, xv[1], xv[5]) + dot8_q4(v.z, xv[2], xv[6]) +
+                         dot8_q4(v.w, xv[3], xv[7]));
+    } else if (IS_PLANE(WT)) {
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+        float a = 0.0f;
+#pragma unroll
+        for (int g = 0; g < CHUNK_ELEMS(WT) / 16; g++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float4 w = word_vals<WT>(words[i], s.d[g], s.m[g], word_high_bits<WT>(s, i), g, i);
+                const float4 x = xv[4 * g + i];
+                a = fmaf(w.x, x.x, fmaf(w.y, x.y, fmaf(w.z, x.z, fmaf(w.w, x.w, a))));
+            }
+        return a;
     } else if (WT == CUDA_W_F32) {
         return dot4(xv[0], __uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
     } else { /* F16, BF16 */
@@ -251,10 +361,80 @@ static __device__ __forceinline__ float chunk_dot(uint4 v, float d, const float4
     }
 }
 
-/* Scale of chunk c of a row (1 for the float types); d_row from the row's first element. */
+/* 32-bit word at byte offset `at` (a multiple of 4) of a row's scales */
+static __device__ __forceinline__ uint32_t scale_word(const __half *d_row, int at) {
+    return *reinterpret_cast<const uint32_t *>(reinterpret_cast<const uint8_t *>(d_row) + at);
+}
+static __device__ __forceinline__ float scale_half(const __half *d_row, int at) {
+    return __half2float(*reinterpret_cast<const __half *>(reinterpret_cast<const uint8_t *>(d_row) + at));
+}
+
+/* Scales of chunk c of a row (1 for the float types); d_row from the row's first element.
+ * The sub-block scales are products in float of the f16 super-scale and the small
+ * integer, as the CPU reference (quant/kquants.c) forms them: exact. */
 template <int WT>
-static __device__ __forceinline__ float chunk_scale(const __half *d_row, int c) {
-    return WT == CUDA_W_Q8_0 ? __half2float(d_row[c >> 1]) : WT == CUDA_W_Q4_0 ? __half2float(d_row[c]) : 1.0f;
+static __device__ __forceinline__ chunk_sc chunk_scale(const __half *d_row, int c) {
+    chunk_sc s = {};
+    constexpr int SB = cuda_wtype_scale_bytes(WT);
+    if (WT == CUDA_W_Q8_0) {
+        s.d[0] = __half2float(d_row[c >> 1]);
+    } else if (WT == CUDA_W_Q4_0) {
+        s.d[0] = __half2float(d_row[c]);
+    } else if (WT == CUDA_W_Q4_1 || WT == CUDA_W_Q5_1) { /* d, m[, H] */
+        s.d[0] = s.d[1] = scale_half(d_row, c * SB);
+        s.m[0] = s.m[1] = scale_half(d_row, c * SB + 2);
+        if (WT == CUDA_W_Q5_1)
+            s.h[0] = scale_word(d_row, c * SB + 4);
+    } else if (WT == CUDA_W_Q5_0) { /* d, H in two halves (6 bytes: 2-byte aligned) */
+        const uint16_t *p = reinterpret_cast<const uint16_t *>(d_row) + 3 * c;
+        s.d[0] = s.d[1] = __half2float(__ushort_as_half(p[0]));
+        s.h[0] = (uint32_t)p[1] | (uint32_t)p[2] << 16;
+    } else if (WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K) {
+        /* the 6-bit scale and minimum of sub-block j from the file's 12 bytes q (words
+         * w0, w1, w2), as get_scale_min_k4 */
+        const int base = (c >> 3) * SB, j = c & 7, k = j & 3;
+        const uint32_t a = byte_of(scale_word(d_row, base + 4), k), b = byte_of(scale_word(d_row, base + 8), k);
+        const uint32_t e = byte_of(scale_word(d_row, base + 12), k);
+        const uint32_t sc = j < 4 ? a & 63 : (e & 15) | ((a >> 6) << 4);
+        const uint32_t mn = j < 4 ? b & 63 : (e >> 4) | ((b >> 6) << 4);
+        s.d[0] = s.d[1] = scale_half(d_row, base) * (float)sc;
+        s.m[0] = s.m[1] = -(scale_half(d_row, base + 2) * (float)mn);
+        if (WT == CUDA_W_Q5_K)
+            s.h[0] = scale_word(d_row, base + 16 + 4 * j);
+    } else if (WT == CUDA_W_Q6_K) {
+        const int base = (c >> 3) * SB, j = c & 7;
+        const float d = scale_half(d_row, base + 80);
+        const uint32_t sc2 = reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint8_t *>(d_row) + base + 64)[j];
+        s.d[0] = d * (float)(int8_t)(sc2 & 0xff);
+        s.d[1] = d * (float)(int8_t)(sc2 >> 8);
+        s.h[0] = scale_word(d_row, base + 8 * j);
+        s.h[1] = scale_word(d_row, base + 8 * j + 4);
+    } else if (WT == CUDA_W_Q2_K) {
+        const int base = (c >> 2) * SB, cc = c & 3;
+        const uint32_t scales = scale_word(d_row, base + 4 * cc);
+        const float d = scale_half(d_row, base + 16), dmin = scale_half(d_row, base + 18);
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            s.d[g] = d * (float)(byte_of(scales, g) & 15);
+            s.m[g] = -(dmin * (float)(byte_of(scales, g) >> 4));
+        }
+    } else if (WT == CUDA_W_Q3_K) {
+        /* sub-block 4 cc + g: low 4 bits in byte 4 (cc & 1) + g of the scales (the high
+         * nibble for cc >= 2), top 2 in byte 8 + g, bits 2 cc..; as q3_K_scale */
+        const int base = (c >> 2) * SB, cc = c & 3;
+        const uint32_t lo = scale_word(d_row, base + 32 + 4 * (cc & 1)), hi = scale_word(d_row, base + 40);
+        const float d = scale_half(d_row, base + 44);
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int sc = (int)((lo >> (8 * g + 4 * (cc >> 1))) & 15) | (int)(((hi >> (8 * g + 2 * cc)) & 3) << 4);
+            s.d[g] = d * (float)(sc - 32);
+        }
+        s.h[0] = scale_word(d_row, base + 8 * cc);
+        s.h[1] = scale_word(d_row, base + 8 * cc + 4);
+    } else {
+        s.d[0] = 1.0f;
+    }
+    return s;
 }
 
 /* One element of a row, for rows whose length is not a whole number of chunks, and the
@@ -266,6 +446,14 @@ static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half 
     if (WT == CUDA_W_Q4_0) {
         const uint8_t b = w_row[(i >> 5) * 16 + (i & 15)];
         return (float)((int)((i & 16) ? b >> 4 : b & 15) - 8) * __half2float(d_row[i >> 5]);
+    }
+    if (IS_PLANE(WT)) {
+        constexpr int CE = CHUNK_ELEMS(WT);
+        const int c = i / CE, e = i % CE, g = e >> 4, wi = (e >> 2) & 3, k = e & 3;
+        const chunk_sc s = chunk_scale<WT>(d_row, c);
+        const uint32_t u = reinterpret_cast<const uint32_t *>(w_row)[4 * c + wi];
+        const float4 v = word_vals<WT>(u, pick4(s.d, g), pick4(s.m, g), word_high_bits<WT>(s, wi), g, wi);
+        return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
     }
     if (WT == CUDA_W_F32)
         return reinterpret_cast<const float *>(w_row)[i];
@@ -279,8 +467,11 @@ static __device__ __forceinline__ float elem(const uint8_t *w_row, const __half 
  * registers a step ahead (gemm_load) and rounded to F16 when stored (gemm_half), once
  * per weight, as a dequantization to F16 followed by an F16 GEMM would round it. */
 typedef struct w_regs {
-    uint4 raw[4]; /* Q8_0/Q4_0: raw[0]; F16/BF16: raw[0..1]; F32: raw[0..3] */
+    uint4 raw[4]; /* Q8_0/Q4_0 and the plane types: raw[0]; F16/BF16: raw[0..1]; F32: raw[0..3] */
     __half d;     /* Q8_0/Q4_0: the block's scale */
+    float sd, sm; /* the plane types: the group's scale and offset */
+    uint32_t h0, h1; /* and the chunk's high bits */
+    int g;        /* and the group of 16 of the chunk */
 } w_regs;
 
 /* Elements k0 + 16 part .. + 15 (k0 a multiple of 32) of row `row` (its quants at w_row;
@@ -293,6 +484,17 @@ static __device__ __forceinline__ void gemm_load(const uint8_t *w_row, const __h
         /* Q4_0: all 16 bytes of the block; this part's elements are one nibble of each */
         r.raw[0] = __ldg(reinterpret_cast<const uint4 *>(w_row + (WT == CUDA_W_Q8_0 ? k : k0 / 2)));
         r.d = d[(size_t)row * (n_in / 32) + k0 / 32];
+    } else if (IS_PLANE(WT)) {
+        /* the chunk holding the 16 elements (all of it: they are one group of each word) */
+        constexpr int CE = CHUNK_ELEMS(WT);
+        const int c = k0 / CE;
+        r.raw[0] = __ldg(reinterpret_cast<const uint4 *>(w_row) + c);
+        r.g = (k0 % CE) / 16 + part;
+        const chunk_sc s = chunk_scale<WT>(d + (size_t)row * SCALE_HALVES(WT, n_in), c);
+        r.sd = pick4(s.d, r.g);
+        r.sm = pick4(s.m, r.g);
+        r.h0 = s.h[0];
+        r.h1 = s.h[1];
     } else {
         const int n16 = WT == CUDA_W_F32 ? 4 : 2;
         const uint4 *src = reinterpret_cast<const uint4 *>(w_row + (size_t)k * (WT == CUDA_W_F32 ? 4 : 2));
@@ -314,7 +516,8 @@ static __device__ __forceinline__ void bytes_to_half2(uint32_t u, __half2 bias, 
 }
 
 /* The 16 elements of gemm_load as 8 F16 pairs h, the lower element first. For Q8_0 and
- * Q4_0, exact integer arithmetic in F16 and one rounded multiply. */
+ * Q4_0, exact integer arithmetic in F16 and one rounded multiply; for the plane types,
+ * the value in float (as chunk_dot forms it), rounded once. */
 template <int WT>
 static __device__ __forceinline__ void gemm_half(const w_regs &r, int part, uint32_t h[8]) {
     if (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
@@ -325,6 +528,15 @@ static __device__ __forceinline__ void gemm_half(const w_regs &r, int part, uint
         for (int i = 0; i < 4; i++) {
             const uint32_t u = WT == CUDA_W_Q8_0 ? words[i] : (words[i] >> (4 * part)) & 0x0f0f0f0fu;
             bytes_to_half2(u, bias, d, h + 2 * i);
+        }
+    } else if (IS_PLANE(WT)) {
+        const uint32_t words[4] = {r.raw[0].x, r.raw[0].y, r.raw[0].z, r.raw[0].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t hb = (WT == CUDA_W_Q6_K || WT == CUDA_W_Q3_K) && (i & 1) ? r.h1 : r.h0;
+            const float4 v = word_vals<WT>(words[i], r.sd, r.sm, hb, r.g, i);
+            h[2 * i] = half2_bits(v.x, v.y);
+            h[2 * i + 1] = half2_bits(v.z, v.w);
         }
     } else if (WT == CUDA_W_F16) {
         h[0] = r.raw[0].x, h[1] = r.raw[0].y, h[2] = r.raw[0].z, h[3] = r.raw[0].w;
@@ -347,10 +559,43 @@ static __device__ __forceinline__ void gemm_half(const w_regs &r, int part, uint
     }
 }
 
+/* Repack helpers: element e (0..31) of a 32-element chunk at its place in a 4-bit plane
+ * chunk q (16 bytes, zeroed first), its bit 4 in H, its bits 4..5 in G[2]; element e
+ * (0..63) of a 64-element chunk in a 2-bit plane chunk, its bit 2 in M[2]. */
+static __device__ __forceinline__ void put_nibble(uint8_t *q, int e, int v) {
+    q[e & 15] |= (uint8_t)((v & 15) << (4 * (e >> 4)));
+}
+static __device__ __forceinline__ void put_h(uint32_t *H, int e, int bit) {
+    *H |= (uint32_t)bit << (8 * (e & 3) + 4 * (e >> 4) + ((e >> 2) & 3));
+}
+static __device__ __forceinline__ void put_g(uint32_t *G, int e, int two) {
+    const int i = (e >> 2) & 3;
+    G[i & 1] |= (uint32_t)two << (8 * (e & 3) + 4 * (i >> 1) + 2 * (e >> 4));
+}
+static __device__ __forceinline__ void put_crumb(uint8_t *q, int e, int v) {
+    q[e & 15] |= (uint8_t)((v & 3) << (2 * (e >> 4)));
+}
+static __device__ __forceinline__ void put_m(uint32_t *M, int e, int bit) {
+    const int i = (e >> 2) & 3;
+    M[i & 1] |= (uint32_t)bit << (8 * (e & 3) + 4 * (i >> 1) + (e >> 4));
+}
+static __device__ __forceinline__ uint32_t load_u32_le(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static __device__ __forceinline__ void store_u32(uint8_t *p, uint32_t v) {
+    for (int k = 0; k < 4; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
+}
+
 /* Upload: file block b (RAW bytes at src) into the device layout, quants qs and scales d;
- * one thread per block (elementwise.cu, k_repack), only for the types with RAW > 0. */
+ * one thread per block (elementwise.cu, k_repack), only for the types with RAW > 0.
+ * The file layouts are drawn in quant/blocks.h. */
 template <int WT>
 static __device__ __forceinline__ void repack_block(const uint8_t *src, int64_t b, uint8_t *qs, uint16_t *d) {
+    constexpr int BLK = cuda_wtype_block(WT), QE = cuda_wtype_quant_elems(WT);
+    constexpr int SE = cuda_wtype_scale_elems(WT), SB = cuda_wtype_scale_bytes(WT);
+    uint8_t *q = qs + b * (BLK / QE);                                 /* this block's quants */
+    uint8_t *sd = reinterpret_cast<uint8_t *>(d) + b * (BLK / SE * SB); /* and scales */
     if (WT == CUDA_W_Q8_0) { /* d (f16) then 32 int8 */
         d[b] = (uint16_t)(src[0] | (src[1] << 8));
         for (int j = 0; j < 32; j++)
@@ -359,6 +604,86 @@ static __device__ __forceinline__ void repack_block(const uint8_t *src, int64_t 
         d[b] = (uint16_t)(src[0] | (src[1] << 8));
         for (int j = 0; j < 16; j++)
             qs[b * 16 + j] = src[2 + j];
+    } else if (WT == CUDA_W_Q4_1 || WT == CUDA_W_Q5_0 || WT == CUDA_W_Q5_1) {
+        /* d[, m][, qh (u32, bit e: bit 4 of element e)], then the nibbles of Q4_0's order */
+        const int n_half = WT == CUDA_W_Q5_0 ? 1 : 2, has_qh = WT != CUDA_W_Q4_1;
+        for (int j = 0; j < 2 * n_half; j++)
+            sd[j] = src[j];
+        const uint8_t *nib = src + 2 * n_half + 4 * has_qh;
+        for (int j = 0; j < 16; j++)
+            q[j] = nib[j];
+        if (has_qh) {
+            const uint32_t qh = load_u32_le(src + 2 * n_half);
+            uint32_t H = 0;
+            for (int e = 0; e < 32; e++)
+                put_h(&H, e, (int)((qh >> e) & 1));
+            store_u32(sd + 2 * n_half, H);
+        }
+    } else if (WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K) {
+        /* file: d, dmin, scales[12], (Q5_K: qh[32],) qs[128]; element 64 c + 32 hi + l is
+         * nibble hi of qs[32 c + l] (bit 2c + hi of qh[l]); sub-block j = 2 c + hi */
+        const uint8_t *fq = src + (WT == CUDA_W_Q5_K ? 48 : 16);
+        for (int j = 0; j < 16; j++)
+            sd[j] = src[j];
+        for (int j = 0; j < 128; j++)
+            q[j] = 0;
+        for (int j = 0; j < 8; j++) {
+            uint32_t H = 0;
+            for (int l = 0; l < 32; l++) {
+                put_nibble(q + 16 * j, l, fq[32 * (j >> 1) + l] >> (4 * (j & 1)));
+                if (WT == CUDA_W_Q5_K)
+                    put_h(&H, l, (src[16 + l] >> j) & 1);
+            }
+            if (WT == CUDA_W_Q5_K)
+                store_u32(sd + 16 + 4 * j, H);
+        }
+    } else if (WT == CUDA_W_Q6_K) {
+        /* file: ql[128], qh[64], scales[16], d; element e = 128 h + 32 s + l: low 4 bits
+         * nibble (s >= 2) of ql[64 h + 32 (s & 1) + l], top 2 bits 2s.. of qh[32 h + l] */
+        for (int j = 0; j < 128; j++)
+            q[j] = 0;
+        for (int j = 0; j < 8; j++) {
+            const int h = j >> 2, s = j & 3;
+            uint32_t G[2] = {0, 0};
+            for (int l = 0; l < 32; l++) {
+                put_nibble(q + 16 * j, l, src[64 * h + 32 * (s & 1) + l] >> (4 * (s >> 1)));
+                put_g(G, l, (src[128 + 32 * h + l] >> (2 * s)) & 3);
+            }
+            store_u32(sd + 8 * j, G[0]);
+            store_u32(sd + 8 * j + 4, G[1]);
+        }
+        for (int j = 0; j < 16; j++)
+            sd[64 + j] = src[192 + j];
+        sd[80] = src[208], sd[81] = src[209], sd[82] = 0, sd[83] = 0;
+    } else if (WT == CUDA_W_Q2_K || WT == CUDA_W_Q3_K) {
+        /* Q2_K file: scales[16], qs[64], d, dmin; Q3_K: hmask[32], qs[64], scales[12], d.
+         * element e = 128 h + 32 s + l: bits 2s.. of qs[32 h + l] (Q3_K: its bit 2 is bit
+         * 4 h + s of hmask[l]) */
+        const uint8_t *fq = src + (WT == CUDA_W_Q2_K ? 16 : 32);
+        for (int j = 0; j < 64; j++)
+            q[j] = 0;
+        for (int c = 0; c < 4; c++) {
+            uint32_t M[2] = {0, 0};
+            for (int e = 0; e < 64; e++) {
+                const int f = 64 * c + e, h = f >> 7, s = (f >> 5) & 3, l = f & 31;
+                put_crumb(q + 16 * c, e, fq[32 * h + l] >> (2 * s));
+                if (WT == CUDA_W_Q3_K)
+                    put_m(M, e, (src[l] >> (4 * h + s)) & 1);
+            }
+            if (WT == CUDA_W_Q3_K) {
+                store_u32(sd + 8 * c, M[0]);
+                store_u32(sd + 8 * c + 4, M[1]);
+            }
+        }
+        if (WT == CUDA_W_Q2_K) {
+            for (int j = 0; j < 16; j++)
+                sd[j] = src[j];
+            sd[16] = src[80], sd[17] = src[81], sd[18] = src[82], sd[19] = src[83];
+        } else {
+            for (int j = 0; j < 12; j++)
+                sd[32 + j] = src[96 + j];
+            sd[44] = src[108], sd[45] = src[109], sd[46] = 0, sd[47] = 0;
+        }
     }
 }
 
