@@ -168,6 +168,11 @@ static int read_number(json_reader *r, json_item *it) {
         it->f = strtod(tmp, NULL); /* beyond the doubles: +-inf or 0, as Python's float() */
     else
         it->i = strtoll(tmp, NULL, 10);
+    if (!is_float && errno == ERANGE && r->big_int_as_float) {
+        it->kind = JSON_FLOAT;
+        it->f = strtod(tmp, NULL);
+        return 1;
+    }
     return !is_float && errno == ERANGE ? fail(r, "integer beyond 64 bits") : 1;
 }
 

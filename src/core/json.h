@@ -57,6 +57,9 @@ typedef struct json_reader {
     int fresh;                     /* the innermost container has no member yet */
     int done;                      /* the top value has been read */
     char open[JSON_MAX_DEPTH + 1]; /* (depth) '[' or '{' per open container */
+    int big_int_as_float;          /* set after json_init: an integer beyond int64 reads as a
+                                      JSON_FLOAT (its nearest double) instead of failing, as
+                                      model folders' configs hold 1e30 as an integer */
     const char *error;             /* what was wrong; NULL while all is well */
     size_t error_at;               /* its byte offset */
 } json_reader;
