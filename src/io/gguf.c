@@ -489,6 +489,8 @@ void gguf_close(gguf_file *f) {
     free(f->tensors);
     if (f->mapping)
         munmap(f->mapping, f->size);
+    if (f->owner_free)
+        f->owner_free(f->owner);
     free(f);
 }
 

@@ -91,6 +91,11 @@ typedef struct gguf_file {
     gguf_tensor *tensors; /* (n_tensors) */
     uint64_t alignment;
     uint64_t data_offset; /* start of the data section */
+    /* A file built in memory rather than parsed (a Hugging Face folder, io/hf.h) owns more
+     * than kv and tensors (its mappings, converted tensors, strings): gguf_close calls
+     * owner_free(owner) after freeing kv and tensors. NULL for a parsed file. */
+    void *owner;
+    void (*owner_free)(void *owner);
 } gguf_file;
 
 /* Maps `path` read-only and parses it. On failure *out is NULL. */

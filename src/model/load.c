@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "io/hf.h"
 #include "model/model.h"
 
 /* Sizes beyond these are refused: they keep every buffer size product far from
@@ -397,7 +398,7 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
         st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", path);
         goto fail;
     }
-    if ((st = gguf_open(path, &m->file)) != ER_OK || (st = read_config(&ld)) != ER_OK ||
+    if ((st = hf_open_any(path, 0, &m->file)) != ER_OK || (st = read_config(&ld)) != ER_OK ||
         (st = bind_weights(&ld)) != ER_OK || (st = vocab_load(m->file, path, &m->vocab)) != ER_OK ||
         (st = check_vocab_size(m)) != ER_OK)
         goto fail;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "io/hf.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---- vocabulary handle ---------------------------------------------------------------- */
@@ -24,7 +25,7 @@ er_status er_vocab_load(const char *path, er_vocab **out) {
         return er_fail(ER_ERR_INVALID_ARG, "er_vocab_load: NULL %s", path ? "out" : "path");
     *out = NULL;
     gguf_file *file = NULL;
-    er_status st = gguf_open(path, &file);
+    er_status st = hf_open_any(path, HF_TOKENIZER_ONLY, &file);
     if (st != ER_OK)
         return st;
     vocab *v = calloc(1, sizeof *v);

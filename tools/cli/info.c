@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "io/gguf.h"
+#include "io/hf.h"
 #include "model/model.h"
 #include "quant/types.h"
 
@@ -101,7 +102,7 @@ int cmd_info(int argc, char **argv) {
         return cli_fail("info: -m MODEL is required");
     gguf_file *f = NULL;
     cli_catch_sigbus(path);
-    er_status st = gguf_open(path, &f);
+    er_status st = hf_open_any(path, 0, &f);
     if (st != ER_OK)
         return cli_fail_status(st);
     printf("file: %s\nGGUF version %u, %zu bytes, %" PRIu64 " metadata pairs, %" PRIu64

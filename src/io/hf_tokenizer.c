@@ -1,0 +1,309 @@
+/*
+ * hf_tokenizer.c - tokenizer.json + tokenizer_config.json -> the tokenizer.ggml.* keys
+ * llama.cpp's converter writes for a byte-level BPE vocabulary (see hf.h and
+ * tokenizer/vocab.h for what the keys mean):
+ *
+ *   tokens       model.vocab and added_tokens by id; ids without a token, and the rows of
+ *                config.json's vocab_size beyond the last token, become "[PAD<id>]" (UNUSED)
+ *   token_type   NORMAL; an added token CONTROL when special or when it looks special
+ *                (<|...|>, as the converter's does_token_look_special), else USER_DEFINED
+ *   merges       "left right" by rank (a merge stored as a [left, right] pair is joined)
+ *   pre          recognised from the pre-tokenizer: ByteLevel with its own regex (gpt-2),
+ *                or a Split on Llama-3's regex (llama-bpe) or Qwen2's (qwen2) before a
+ *                ByteLevel without one; the normalizer must be what that kind implies
+ *                (none; NFC for qwen2), and model.ignore_merges too (Llama-3's only)
+ *   special ids  bos/eos/pad/unk from tokenizer_config.json, else config.json's ids
+ *   add_bos_token, add_eos_token, chat_template   from tokenizer_config.json when it has them
+ * Any other model type, pre-tokenizer or normalizer is refused by name: its tokens would
+ * differ from the reference tokenizer's, silently.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "io/hf_build.h"
+
+enum { MAX_TOKEN_ID = 1 << 24, TYPE_NORMAL = 1, TYPE_CONTROL = 3, TYPE_USER_DEFINED = 4, TYPE_UNUSED = 5 };
+
+/* The split regexes whose pre-tokenizers src/tokenizer/pretok.c implements, as they stand
+ * in tokenizer.json (decoded), with llama.cpp's name for each. */
+static const struct {
+    const char *regex, *pre;
+} known_splits[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     "llama-bpe"},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     "qwen2"},
+    {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "gpt-2"},
+};
+
+typedef struct tok_reader {
+    hf_build *b;
+    const json_doc *doc; /* tokenizer.json */
+    char path[4096];     /* DIR/tokenizer.json */
+} tok_reader;
+
+/* llama.cpp's pre-tokenizer name for tokenizer.json's pre_tokenizer and normalizer. */
+static er_status recognise_pre(const tok_reader *r, const json_node *root, const char **pre) {
+    const json_doc *d = r->doc;
+    const json_node *p = json_doc_get(d, root, "pre_tokenizer"), *norm = json_doc_get(d, root, "normalizer");
+    const json_node *model = json_doc_get(d, root, "model");
+    *pre = NULL;
+    if (json_doc_is(d, json_doc_get(d, p, "type"), "ByteLevel")) {
+        const json_node *use_regex = json_doc_get(d, p, "use_regex");
+        if (!use_regex || (use_regex->kind == JSON_BOOL && use_regex->i))
+            *pre = "gpt-2";
+    } else if (json_doc_is(d, json_doc_get(d, p, "type"), "Sequence")) {
+        const json_node *list = json_doc_get(d, p, "pretokenizers");
+        const json_node *split = json_doc_first(d, list), *bytes = split ? json_doc_next(d, split) : NULL;
+        const json_node *regex = json_doc_get(d, json_doc_get(d, split, "pattern"), "Regex");
+        const json_node *use_regex = json_doc_get(d, bytes, "use_regex");
+        if (list && list->len == 2 && json_doc_is(d, json_doc_get(d, split, "type"), "Split") &&
+            json_doc_is(d, json_doc_get(d, split, "behavior"), "Isolated") &&
+            json_doc_is(d, json_doc_get(d, bytes, "type"), "ByteLevel") && use_regex &&
+            use_regex->kind == JSON_BOOL && !use_regex->i)
+            for (size_t i = 0; i < sizeof known_splits / sizeof known_splits[0]; i++)
+                if (json_doc_is(d, regex, known_splits[i].regex))
+                    *pre = known_splits[i].pre;
+        if (!*pre && regex)
+            return er_fail(ER_ERR_UNSUPPORTED, "%s: pre-tokenizer split regex '%.120s' is not one of GPT-2's, "
+                           "Llama-3's or Qwen2's", r->path, json_doc_str(d, regex));
+    }
+    if (!*pre)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: pre_tokenizer of type '%.40s' is not supported (byte-level BPE: "
+                       "ByteLevel, or a Split on the GPT-2, Llama-3 or Qwen2 regex then ByteLevel)", r->path,
+                       p && p->kind == JSON_OBJECT ? json_doc_str(d, json_doc_get(d, p, "type")) : "none");
+    const int qwen2 = !strcmp(*pre, "qwen2");
+    const int nfc = json_doc_is(d, json_doc_get(d, norm, "type"), "NFC");
+    if ((norm && norm->kind != JSON_NULL && !nfc) || nfc != qwen2)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: normalizer '%.40s' with the %s pre-tokenizer is not supported (%s)",
+                       r->path, nfc ? "NFC" : json_doc_str(d, json_doc_get(d, norm, "type")), *pre,
+                       qwen2 ? "qwen2 needs NFC" : "none expected");
+    const json_node *ignore = json_doc_get(d, model, "ignore_merges");
+    const int ignores = ignore && ignore->kind == JSON_BOOL && ignore->i;
+    if (ignores != !strcmp(*pre, "llama-bpe"))
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: model.ignore_merges %s with the %s pre-tokenizer is not supported",
+                       r->path, ignores ? "true" : "false", *pre);
+    return ER_OK;
+}
+
+/* convert_hf_to_gguf.py's does_token_look_special, for the byte-level vocabularies */
+static int looks_special(const char *s) {
+    const size_t n = strlen(s);
+    return !strcmp(s, "<pad>") || !strcmp(s, "<mask>") || (n >= 4 && !strncmp(s, "<|", 2) && !strcmp(s + n - 2, "|>")) ||
+           (n >= 8 && !strncmp(s, "<unused", 7) && s[n - 1] == '>');
+}
+
+/* The id of the token whose text is s, or -1. */
+static int64_t find_token(const gguf_string *tokens, int64_t n, const char *s) {
+    const size_t len = strlen(s);
+    for (int64_t id = 0; id < n; id++)
+        if (tokens[id].data && tokens[id].len == len && !memcmp(tokens[id].data, s, len))
+            return id;
+    return -1;
+}
+
+/* A token named in tokenizer_config.json: a string, or an object with "content". */
+static const char *config_token(const json_doc *cfg, const char *key) {
+    const json_node *n = json_doc_get(cfg, json_doc_root(cfg), key);
+    if (n && n->kind == JSON_OBJECT)
+        n = json_doc_get(cfg, n, "content");
+    return n && n->kind == JSON_STRING ? json_doc_str(cfg, n) : NULL;
+}
+
+/* tokens (n_tokens) and their types from model.vocab and added_tokens. */
+static er_status read_tokens(tok_reader *r, const json_node *root, gguf_string **tokens_out, int32_t **types_out,
+                             int64_t *n_out) {
+    const json_doc *d = r->doc;
+    hf_build *b = r->b;
+    const json_node *vocab = json_doc_get(d, json_doc_get(d, root, "model"), "vocab");
+    const json_node *added = json_doc_get(d, root, "added_tokens");
+    er_status st;
+    if (!vocab || vocab->kind != JSON_OBJECT)
+        return er_fail(ER_ERR_FORMAT, "%s: missing object 'model.vocab'", r->path);
+    if (added && added->kind != JSON_ARRAY)
+        return er_fail(ER_ERR_FORMAT, "%s: 'added_tokens' is not an array", r->path);
+    int64_t n = b->n_vocab;
+    for (const json_node *e = json_doc_first(d, vocab); e; e = json_doc_next(d, e)) {
+        if (e->kind != JSON_INT || e->i < 0 || e->i >= MAX_TOKEN_ID)
+            return er_fail(ER_ERR_FORMAT, "%s: model.vocab['%.100s'] is not a token id in [0, %d)", r->path,
+                           json_doc_key(d, e), MAX_TOKEN_ID);
+        n = e->i + 1 > n ? e->i + 1 : n;
+    }
+    for (const json_node *e = json_doc_first(d, added); e; e = json_doc_next(d, e)) {
+        const json_node *id = json_doc_get(d, e, "id"), *content = json_doc_get(d, e, "content");
+        if (!id || id->kind != JSON_INT || id->i < 0 || id->i >= MAX_TOKEN_ID || !content || content->kind != JSON_STRING ||
+            content->len == 0)
+            return er_fail(ER_ERR_FORMAT, "%s: an added token has no id in [0, %d) or no content", r->path,
+                           MAX_TOKEN_ID);
+        n = id->i + 1 > n ? id->i + 1 : n;
+    }
+    gguf_string *tokens = calloc((size_t)n, sizeof *tokens); /* (n) owned by the kv pair */
+    int32_t *types;                                          /* (n) */
+    char *pads;                                              /* "[PAD<id>]" of each missing id */
+    if (!tokens)
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %lld tokens", r->path, (long long)n);
+    if ((st = hf_alloc(b, (size_t)n * sizeof *types, (void **)&types)) != ER_OK) {
+        free(tokens);
+        return st;
+    }
+    for (const json_node *e = json_doc_first(d, vocab); e; e = json_doc_next(d, e)) {
+        if (tokens[e->i].data) {
+            free(tokens);
+            return er_fail(ER_ERR_FORMAT, "%s: model.vocab gives id %lld twice", r->path, (long long)e->i);
+        }
+        tokens[e->i] = (gguf_string){json_doc_key(d, e), e->key_len};
+        types[e->i] = TYPE_NORMAL;
+    }
+    for (const json_node *e = json_doc_first(d, added); e; e = json_doc_next(d, e)) {
+        const int64_t id = json_doc_get(d, e, "id")->i;
+        const json_node *content = json_doc_get(d, e, "content"), *special = json_doc_get(d, e, "special");
+        tokens[id] = (gguf_string){json_doc_str(d, content), content->len};
+        types[id] = (special && special->kind == JSON_BOOL && special->i) || looks_special(json_doc_str(d, content))
+                        ? TYPE_CONTROL
+                        : TYPE_USER_DEFINED;
+    }
+    size_t n_pad = 0;
+    for (int64_t id = 0; id < n; id++)
+        n_pad += tokens[id].data ? 0 : 16;
+    if ((st = hf_alloc(b, n_pad, (void **)&pads)) != ER_OK) {
+        free(tokens);
+        return st;
+    }
+    for (int64_t id = 0; id < n; id++)
+        if (!tokens[id].data) {
+            const int len = snprintf(pads, 16, "[PAD%lld]", (long long)id);
+            tokens[id] = (gguf_string){pads, (uint64_t)len};
+            types[id] = TYPE_UNUSED;
+            pads += 16;
+        }
+    *tokens_out = tokens;
+    *types_out = types;
+    *n_out = n;
+    return ER_OK;
+}
+
+/* model.merges as "left right" strings (owned by the kv pair), by rank. */
+static er_status read_merges(tok_reader *r, const json_node *root, gguf_string **out, int64_t *n_out) {
+    const json_doc *d = r->doc;
+    const json_node *merges = json_doc_get(d, json_doc_get(d, root, "model"), "merges");
+    er_status st;
+    *out = NULL;
+    *n_out = 0;
+    if (!merges || merges->kind != JSON_ARRAY)
+        return er_fail(ER_ERR_FORMAT, "%s: missing array 'model.merges'", r->path);
+    size_t joined = 0;
+    for (const json_node *m = json_doc_first(d, merges); m; m = json_doc_next(d, m)) {
+        const json_node *left = json_doc_first(d, m), *right = left ? json_doc_next(d, left) : NULL;
+        if (m->kind == JSON_ARRAY && m->len == 2 && left->kind == JSON_STRING && right->kind == JSON_STRING)
+            joined += left->len + right->len + 1;
+        else if (m->kind != JSON_STRING)
+            return er_fail(ER_ERR_FORMAT, "%s: a merge is neither \"left right\" nor [left, right]", r->path);
+    }
+    char *text; /* (joined) the pairs joined with a space */
+    if ((st = hf_alloc(r->b, joined, (void **)&text)) != ER_OK)
+        return st;
+    gguf_string *list = calloc(merges->len ? merges->len : 1, sizeof *list);
+    if (!list)
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %zu merges", r->path, merges->len);
+    size_t i = 0;
+    for (const json_node *m = json_doc_first(d, merges); m; m = json_doc_next(d, m), i++) {
+        if (m->kind == JSON_STRING) {
+            list[i] = (gguf_string){json_doc_str(d, m), m->len};
+            continue;
+        }
+        const json_node *left = json_doc_first(d, m), *right = json_doc_next(d, left);
+        list[i] = (gguf_string){text, left->len + 1 + right->len};
+        memcpy(text, json_doc_str(d, left), left->len);
+        text[left->len] = ' ';
+        memcpy(text + left->len + 1, json_doc_str(d, right), right->len);
+        text += list[i].len;
+    }
+    *out = list;
+    *n_out = (int64_t)merges->len;
+    return ER_OK;
+}
+
+/* The special ids, add_bos/eos and the chat template from tokenizer_config.json. */
+static er_status read_config(tok_reader *r, const gguf_string *tokens, int64_t n) {
+    static const struct {
+        const char *name, *key;
+    } specials[] = {
+        {"bos_token", "tokenizer.ggml.bos_token_id"},
+        {"eos_token", "tokenizer.ggml.eos_token_id"},
+        {"unk_token", "tokenizer.ggml.unknown_token_id"},
+        {"pad_token", "tokenizer.ggml.padding_token_id"},
+    };
+    hf_build *b = r->b;
+    const json_doc *cfg;
+    er_status st;
+    if ((st = hf_read_json(b, "tokenizer_config.json", 1, &cfg)) != ER_OK)
+        return st;
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
+        const char *text = cfg ? config_token(cfg, specials[i].name) : NULL;
+        int64_t id = text ? find_token(tokens, n, text) : -1;
+        if (text && id < 0)
+            return er_fail(ER_ERR_FORMAT, "%s/tokenizer_config.json: %s '%.100s' is not a token of tokenizer.json",
+                           b->dir, specials[i].name, text);
+        if (id < 0)
+            id = i == 0 ? b->bos_id : i == 1 ? b->eos_id : -1; /* config.json's, as the converter falls back */
+        if (id >= 0 && id < n && (st = hf_kv_u32(b, specials[i].key, (uint32_t)id)) != ER_OK)
+            return st;
+    }
+    if (!cfg)
+        return ER_OK;
+    const json_node *root = json_doc_root(cfg);
+    const json_node *add_bos = json_doc_get(cfg, root, "add_bos_token"), *add_eos = json_doc_get(cfg, root, "add_eos_token");
+    if (add_bos && add_bos->kind == JSON_BOOL && (st = hf_kv_bool(b, "tokenizer.ggml.add_bos_token", (int)add_bos->i)) != ER_OK)
+        return st;
+    if (add_eos && add_eos->kind == JSON_BOOL && (st = hf_kv_bool(b, "tokenizer.ggml.add_eos_token", (int)add_eos->i)) != ER_OK)
+        return st;
+    /* chat_template: a string, or a list of {name, template} of which "default" is the chat one */
+    const json_node *tmpl = json_doc_get(cfg, root, "chat_template");
+    if (tmpl && tmpl->kind == JSON_ARRAY) {
+        const json_node *pick = NULL;
+        for (const json_node *t = json_doc_first(cfg, tmpl); t; t = json_doc_next(cfg, t))
+            if (!pick || json_doc_is(cfg, json_doc_get(cfg, t, "name"), "default"))
+                pick = t;
+        tmpl = json_doc_get(cfg, pick, "template");
+    }
+    if (tmpl && tmpl->kind == JSON_STRING)
+        return hf_kv_str(b, "tokenizer.chat_template", json_doc_str(cfg, tmpl), tmpl->len);
+    return ER_OK;
+}
+
+er_status hf_tokenizer(hf_build *b) {
+    tok_reader r = {b, NULL, {0}};
+    er_status st;
+    snprintf(r.path, sizeof r.path, "%s/tokenizer.json", b->dir);
+    if ((st = hf_read_json(b, "tokenizer.json", 1, &r.doc)) != ER_OK || !r.doc)
+        return st;
+    const json_node *root = json_doc_root(r.doc);
+    const json_node *type = json_doc_get(r.doc, json_doc_get(r.doc, root, "model"), "type");
+    if (!json_doc_is(r.doc, type, "BPE"))
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: model type '%.40s' is not supported (BPE is)", r.path,
+                       json_doc_str(r.doc, type));
+    const char *pre;
+    gguf_string *tokens = NULL, *merges = NULL;
+    int32_t *types = NULL;
+    int64_t n_tokens = 0, n_merges = 0;
+    if ((st = recognise_pre(&r, root, &pre)) != ER_OK || (st = read_tokens(&r, root, &tokens, &types, &n_tokens)) != ER_OK)
+        return st;
+    const gguf_value token_list = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, (uint64_t)n_tokens, NULL, tokens, NULL}};
+    const gguf_value type_list = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_INT32, (uint64_t)n_tokens, (const uint8_t *)types, NULL, NULL}};
+    /* the token list first: from here on the file owns it */
+    if ((st = hf_kv(b, "tokenizer.ggml.tokens", token_list)) != ER_OK ||
+        (st = hf_kv_str(b, "tokenizer.ggml.model", "gpt2", 4)) != ER_OK ||
+        (st = hf_kv_str(b, "tokenizer.ggml.pre", pre, strlen(pre))) != ER_OK ||
+        (st = hf_kv(b, "tokenizer.ggml.token_type", type_list)) != ER_OK)
+        return st;
+    if ((st = read_merges(&r, root, &merges, &n_merges)) != ER_OK)
+        return st;
+    const gguf_value merge_list = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, (uint64_t)n_merges, NULL, merges, NULL}};
+    if ((st = hf_kv(b, "tokenizer.ggml.merges", merge_list)) != ER_OK)
+        return st;
+    return read_config(&r, tokens, n_tokens);
+}
