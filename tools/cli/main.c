@@ -81,11 +81,14 @@ static void usage(FILE *out) {
             "        /v1/messages, /v1/models, /tokenize, /detokenize, /health, /metrics, a chat page at /;\n"
             "        N slots (one context each), a queue beyond them; SIGTERM/SIGINT finishes what is in\n"
             "        flight and exits 0\n"
-            "  info  -m MODEL   metadata and tensor summary of a GGUF file\n"
+            "  info  -m MODEL   metadata and tensor summary of a GGUF file (or of a folder, as GGUF)\n"
             "  quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]\n"
             "        rewrites IN with its weights in TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
             "        Q2_K Q3_K Q4_K Q5_K Q6_K (every weight in TYPE), or llama.cpp's mixes\n"
             "        Q4_K_M Q4_K_S Q5_K_M Q5_K_S\n"
+            "  convert DIR OUT.gguf [TYPE] [-t N]\n"
+            "        writes the Hugging Face folder DIR as a GGUF (llama.cpp's metadata keys and\n"
+            "        tensor names); without TYPE every tensor keeps the folder's type\n"
             "  bench -m MODEL [--backend cpu|cuda] [--prompt-ids 1] [-n 128] [--runs 5] [--warmup 1]\n"
             "        [--warmup-seconds 2] [-pp 512] [-t N] [-c N_CTX] [-b N_BATCH] [-ctk T] [-ctv T] [--reference]\n"
             "        [--json] [--profile]\n"
@@ -104,6 +107,8 @@ int main(int argc, char **argv) {
         return cmd_info(argc - 2, argv + 2);
     if (!strcmp(argv[1], "quantize"))
         return cmd_quantize(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "convert"))
+        return cmd_convert(argc - 2, argv + 2);
     if (!strcmp(argv[1], "tokenize"))
         return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(argv[1], "chat"))

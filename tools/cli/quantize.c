@@ -9,6 +9,11 @@
  * Weights that are already quantized are only re-quantized with --allow-requantize (as in
  * llama.cpp: quantizing twice compounds the error).
  *
+ * `edgerunner convert DIR OUT.gguf [TYPE]` is the same rewrite of a Hugging Face folder
+ * (io/hf.h reads it as the GGUF llama.cpp's converter would write); without TYPE every
+ * tensor keeps the type the folder has it in (1-D tensors are F32). `quantize` takes a
+ * folder as IN too.
+ *
  * OUT is replaced only by a whole file (the writer's temporary file, renamed when done):
  * a failure, Ctrl-C or kill -9 leaves an existing OUT as it was; OUT must be absent or a
  * regular file.
@@ -26,6 +31,7 @@
 #include "core/cpus.h"
 #include "io/gguf.h"
 #include "io/gguf_write.h"
+#include "io/hf.h"
 #include "quant/mix.h"
 #include "quant/types.h"
 
@@ -91,14 +97,40 @@ static int64_t meta_int(const gguf_file *f, const char *arch, const char *suffix
     return kv && gguf_value_as_int(&kv->value, &v) ? v : def;
 }
 
-static int usage_error(const char *what) {
-    fprintf(stderr, "edgerunner: quantize: %s\nusage: edgerunner quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]\n"
-                    "TYPE: %s\n",
-            what, quant_mix_names());
+static int usage_error(const char *cmd, const char *what) {
+    fprintf(stderr, "edgerunner: %s: %s\nusage: edgerunner %s\nTYPE: %s\n", cmd, what,
+            strcmp(cmd, "convert") ? "quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]"
+                                   : "convert DIR OUT.gguf [TYPE] [-t N]",
+            quant_mix_names());
     return 1;
 }
 
-int cmd_quantize(int argc, char **argv) {
+/* general.file_type of a file whose weights all have one type (llama.cpp's converter
+ * writes it for its --outtype), or -1 when they do not. */
+static int64_t uniform_file_type(const gguf_file *in) {
+    static const struct {
+        uint32_t type, file_type;
+    } plain[] = {{ER_TYPE_F32, 0}, {ER_TYPE_F16, 1}, {ER_TYPE_BF16, 32}};
+    int64_t seen = -1;
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 127 ? t->name.len : 127), t->name.data);
+        if (!quant_mix_is_weight(name, t->n_dims))
+            continue;
+        if (seen >= 0 && seen != t->type)
+            return -1;
+        seen = t->type;
+    }
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if (seen == plain[i].type)
+            return plain[i].file_type;
+    return -1;
+}
+
+/* quantize IN OUT TYPE, or convert DIR OUT [TYPE] (cmd "convert": TYPE optional) */
+static int rewrite(const char *cmd, int argc, char **argv) {
+    const int type_optional = !strcmp(cmd, "convert");
     const char *pos[3] = {NULL, NULL, NULL};
     int n_pos = 0, allow_requant = 0, operands_only = 0;
     int64_t n_threads = er_usable_cpus();
@@ -107,31 +139,31 @@ int cmd_quantize(int argc, char **argv) {
             operands_only = 1; /* the end of options: IN or OUT may start with '-' */
         } else if (operands_only) {
             if (n_pos == 3)
-                return usage_error("too many arguments");
+                return usage_error(cmd, "too many arguments");
             pos[n_pos++] = argv[i];
         } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             if (!cli_parse_i64(argv[++i], 1, MAX_THREADS, &n_threads))
-                return usage_error("-t takes a thread count from 1 to 64");
+                return usage_error(cmd, "-t takes a thread count from 1 to 64");
         } else if (!strcmp(argv[i], "--allow-requantize")) {
             allow_requant = 1;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "edgerunner: quantize: unknown option '%s'\n", argv[i]);
+            fprintf(stderr, "edgerunner: %s: unknown option '%s'\n", cmd, argv[i]);
             return 1;
         } else if (n_pos < 3) {
             pos[n_pos++] = argv[i];
         } else {
-            return usage_error("too many arguments");
+            return usage_error(cmd, "too many arguments");
         }
     }
-    if (n_pos != 3)
-        return usage_error("IN, OUT and TYPE are required");
+    if (n_pos != 3 && !(type_optional && n_pos == 2))
+        return usage_error(cmd, type_optional ? "DIR and OUT are required" : "IN, OUT and TYPE are required");
     if (n_threads < 1 || n_threads > MAX_THREADS)
         n_threads = n_threads < 1 ? 1 : MAX_THREADS;
-    const quant_mix *mix = quant_mix_find(pos[2]);
-    if (!mix) {
+    const quant_mix *mix = pos[2] ? quant_mix_find(pos[2]) : NULL; /* NULL: every tensor keeps its type */
+    if (pos[2] && !mix) {
         char what[96];
         snprintf(what, sizeof what, "unknown type '%.40s'", pos[2]);
-        return usage_error(what);
+        return usage_error(cmd, what);
     }
 
     gguf_file *in = NULL;
@@ -140,13 +172,13 @@ int cmd_quantize(int argc, char **argv) {
     char **names = NULL;
     int rc = 1;
     cli_catch_sigbus(pos[0]);
-    er_status st = gguf_open(pos[0], &in);
+    er_status st = hf_open_any(pos[0], 0, &in);
     if (st != ER_OK)
         return cli_fail_status(st);
     struct stat si, so; /* OUT is replaced when done: never by a quantized copy of IN itself */
     if (!strcmp(pos[0], pos[1]) ||
         (stat(pos[0], &si) == 0 && stat(pos[1], &so) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)) {
-        cli_fail("quantize: IN and OUT must be different files");
+        fprintf(stderr, "edgerunner: %s: IN and OUT must be different files\n", cmd);
         goto done;
     }
 
@@ -163,14 +195,14 @@ int cmd_quantize(int argc, char **argv) {
     types = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *types);
     names = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *names);
     if (!types || !names) {
-        cli_fail("quantize: out of memory");
+        cli_fail("out of memory");
         goto done;
     }
     for (uint64_t i = 0; i < in->n_tensors; i++) {
         const gguf_tensor *t = &in->tensors[i];
         names[i] = malloc((size_t)t->name.len + 1);
         if (!names[i]) {
-            cli_fail("quantize: out of memory");
+            cli_fail("out of memory");
             goto done;
         }
         memcpy(names[i], t->name.data, (size_t)t->name.len);
@@ -186,26 +218,27 @@ int cmd_quantize(int argc, char **argv) {
     for (uint64_t i = 0; i < in->n_kv; i++)
         if ((st = gguf_writer_set(w, in->kv[i].key, &in->kv[i].value)) != ER_OK)
             goto fail_status;
-    if ((st = gguf_writer_set_u32(w, "general.quantization_version", 2)) != ER_OK ||
-        (st = gguf_writer_set_u32(w, "general.file_type", mix->file_type)) != ER_OK)
+    const int64_t file_type = mix ? (int64_t)mix->file_type : uniform_file_type(in);
+    if ((mix && (st = gguf_writer_set_u32(w, "general.quantization_version", 2)) != ER_OK) ||
+        (file_type >= 0 && (st = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type)) != ER_OK))
         goto fail_status;
 
     int n_fallback = 0;
     for (uint64_t i = 0; i < in->n_tensors; i++) {
         const gguf_tensor *t = &in->tensors[i];
         int fell_back = 0;
-        types[i] = quant_mix_tensor_type(mix, &desc, names[i], t->n_dims, t->ne, t->type, &fell_back);
+        types[i] = mix ? quant_mix_tensor_type(mix, &desc, names[i], t->n_dims, t->ne, t->type, &fell_back) : t->type;
         n_fallback += fell_back;
         const er_type_traits *from = er_type_get(t->type), *to = er_type_get(types[i]);
         if (types[i] != t->type) {
             if (!from->to_f32 || !to->from_f32) {
-                fprintf(stderr, "edgerunner: quantize: tensor '%s': cannot convert %s to %s\n", names[i], from->name,
+                fprintf(stderr, "edgerunner: %s: tensor '%s': cannot convert %s to %s\n", cmd, names[i], from->name,
                         to->name);
                 goto done;
             }
             if (!allow_requant && t->type != ER_TYPE_F32 && t->type != ER_TYPE_F16 && t->type != ER_TYPE_BF16) {
-                fprintf(stderr, "edgerunner: quantize: tensor '%s' is already %s; re-quantizing it to %s loses "
-                                "accuracy (pass --allow-requantize to do it anyway)\n", names[i], from->name, to->name);
+                fprintf(stderr, "edgerunner: %s: tensor '%s' is already %s; re-quantizing it to %s loses "
+                                "accuracy (pass --allow-requantize to do it anyway)\n", cmd, names[i], from->name, to->name);
                 goto done;
             }
         }
@@ -231,7 +264,7 @@ int cmd_quantize(int argc, char **argv) {
             if (!out || !convert(er_type_get(t->type), er_type_get(types[i]), t->data, out, t->ne[0], n / t->ne[0],
                                  (int)n_threads)) {
                 free(out);
-                cli_fail("quantize: out of memory");
+                cli_fail("out of memory");
                 goto done;
             }
             st = gguf_writer_write_tensor(w, out, out_size);
@@ -246,7 +279,7 @@ int cmd_quantize(int argc, char **argv) {
     if ((st = gguf_writer_finish(w)) != ER_OK)
         goto fail_status;
     printf("%s: %s, %" PRIu64 " tensors: %.2f MiB (%.3f bits per weight) -> %.2f MiB (%.3f bits per weight)%s\n", pos[1],
-           mix->name, in->n_tensors, (double)bytes_in / 1048576.0, n_params ? 8.0 * (double)bytes_in / (double)n_params : 0.0,
+           mix ? mix->name : "types kept", in->n_tensors, (double)bytes_in / 1048576.0, n_params ? 8.0 * (double)bytes_in / (double)n_params : 0.0,
            (double)bytes_out / 1048576.0, n_params ? 8.0 * (double)bytes_out / (double)n_params : 0.0,
            n_fallback ? " (some rows needed a fallback type)" : "");
     rc = 0;
@@ -263,3 +296,6 @@ done:
     gguf_close(in);
     return rc;
 }
+
+int cmd_quantize(int argc, char **argv) { return rewrite("quantize", argc, argv); }
+int cmd_convert(int argc, char **argv) { return rewrite("convert", argc, argv); }
