@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Hugging Face folders (issue 22): the engine loads what `save_pretrained` writes and gives
+transformers' logits; `edgerunner convert` writes a GGUF that llama.cpp runs like the one
+llama.cpp's own convert_hf_to_gguf.py writes from the same folder.
+
+Usage: $PY tests/oracle/test_hf.py BUILD_DIR     (PY: tests/oracle/venv.sh's python)
+
+Models: seeded random weights (make_arch_models.py's gains, so that logits are not flat) at
+small shapes with GQA and head_dim != hidden / heads, one per architecture:
+  qwen3   Qwen3ForCausalLM, the real Qwen3 tokenizer (vocab 151,936 as the real model's
+          config pads it), tied embeddings
+  qwen2   Qwen2ForCausalLM (Q/K/V biases), the Qwen3 tokenizer, saved in shards of 20 MB
+          (model.safetensors.index.json)
+  llama   LlamaForCausalLM, the real Llama-3 tokenizer, Llama 3.1's RoPE scaling (original
+          context shrunk to 32, so the 40-token prompt passes it)
+  gemma3  Gemma3ForCausalLM, 6 layers (5 sliding with window 4, 1 global with linear RoPE
+          scaling 8), no tokenizer (ids only; Gemma's is SentencePiece)
+each saved in F32 and in BF16. The reference is transformers in float32 on the folder's own
+weights (for BF16: the rounded weights, widened), logits at every prompt position.
+
+Checks, one line each:
+  logits   engine (-m DIR, the reference backend and the fast path with an F32 cache) vs
+           transformers: max|ours - ref| / max|ref| <= 1e-4 (test_oracles.py's engine bound)
+  tokens   the prompt text tokenized from the folder's tokenizer.json == HF tokenizers'
+  convert  (F32 folders with a tokenizer.json) llama.cpp on `edgerunner convert DIR` vs llama.cpp on
+           convert_hf_to_gguf.py's output: the same tensor names, shapes and types, the
+           same values of the metadata keys that matter, and logits within 1e-6
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True
+
+import make_arch_models as A  # noqa: E402 -- build_model, init_weights, hf_logits, convert_all
+import test_oracles as T  # noqa: E402 -- report, rel_err, engine runners, llama.cpp
+from test_oracles import report, rel_err  # noqa: E402
+
+SHARED = os.environ.get("ER_SHARED_DATA") or os.path.join(HERE, "..", "..", "..", "shared", "data")
+if not os.path.isdir(SHARED):
+    SHARED = "/work/shared/data"
+TOKDIR = os.path.join(SHARED, "tokenizers")
+
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM,  # noqa: E402
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+
+ENGINE_BOUND = T.ENGINE_BOUND
+CONVERT_BOUND = 1e-6
+N_CTX = 128
+PROMPT = "Hello world! The quick brown fox jumps over 123 lazy dogs; ça va? 東京"
+
+SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+             intermediate_size=128, rms_norm_eps=1e-6, max_position_embeddings=256)
+MODELS = {
+    "qwen3": dict(cls=Qwen3ForCausalLM, cfg=Qwen3Config, seed=3, embd_std=0.03, head_gain=1.0, out_norm_gain=25.0,
+                  tokenizer="qwen3", kw=dict(SMALL, vocab_size=151936, tie_word_embeddings=True, bos_token_id=151643,
+                                             eos_token_id=151645)),
+    "qwen2": dict(cls=Qwen2ForCausalLM, cfg=Qwen2Config, seed=4, embd_std=1.0, head_gain=6.0, out_norm_gain=1.0,
+                  tokenizer="qwen3", shard="20MB",
+                  kw=dict(SMALL, head_dim=None, vocab_size=151936, tie_word_embeddings=False)),
+    "llama": dict(cls=LlamaForCausalLM, cfg=LlamaConfig, seed=5, embd_std=1.0, head_gain=6.0, out_norm_gain=1.0,
+                  tokenizer="llama3",
+                  kw=dict(SMALL, num_attention_heads=4, head_dim=48, vocab_size=128256, tie_word_embeddings=False,
+                          bos_token_id=128000, eos_token_id=128001,
+                          rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                           "original_max_position_embeddings": 32})),
+    "gemma3": dict(A.GEMMA3, seed=6, tokenizer=None,
+                   kw=dict(A.GEMMA3["kw"], rope_parameters=A.gemma3_rope(A.LINEAR8))),
+}
+
+
+def build(name, spec, outdir):
+    """Saves the F32 and BF16 folders; returns {dtype: (dir, reference model)}."""
+    kw = {k: v for k, v in spec["kw"].items() if v is not None}
+    torch.manual_seed(spec["seed"])
+    model = A.build_model(dict(spec, kw=kw))
+    A.init_weights(model, spec)
+    out = {}
+    for dtype in ("F32", "BF16"):
+        d = os.path.join(outdir, f"{name}-{dtype}")
+        m = model if dtype == "F32" else A.build_model(dict(spec, kw=kw))
+        if dtype == "BF16":
+            m.load_state_dict(model.state_dict())
+            m = m.to(torch.bfloat16)
+        m.save_pretrained(d, max_shard_size=spec.get("shard", "50GB"))
+        if dtype == "BF16":  # the reference: float32 arithmetic on the rounded weights, in a fresh
+            rounded = {k: v.float() for k, v in m.state_dict().items()}  # model: .float() would keep
+            m = A.build_model(dict(spec, kw=kw))  # the RoPE inverse frequencies rounded to BF16 too
+            m.load_state_dict(rounded)
+        if spec["tokenizer"]:
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(os.path.join(TOKDIR, spec["tokenizer"], f), d)
+        out[dtype] = (d, m)
+    return out
+
+
+def prompt_ids(spec, n_vocab):
+    if spec["tokenizer"]:
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(os.path.join(TOKDIR, spec["tokenizer"], "tokenizer.json"))
+        return tok.encode(PROMPT, add_special_tokens=False).ids
+    rng = np.random.default_rng(7)
+    return [int(x) for x in rng.integers(3, n_vocab, size=40)]
+
+
+def check_tokens(build_dir, name, d, want):
+    r = subprocess.run([os.path.join(build_dir, "edgerunner"), "tokenize", "-m", d, "--ids", "--no-bos", PROMPT],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else None
+    report(got == want, f"tokens  {name:12s} tokenizer.json vs HF tokenizers: "
+           + ("identical" if got == want else f"ours {got} {r.stderr.strip()} want {want}"))
+
+
+def check_logits(build_dir, name, d, model, ids, n_vocab, tmp):
+    ref = A.hf_logits(model, ids)
+    for what, flags in (("ref", ["--reference"]), ("fast32", ["-ctk", "f32", "-ctv", "f32"])):
+        label = f"logits  {name:12s} {what:6s}"
+        try:
+            ours = T.engine_logits(build_dir, d, ids, n_vocab, tmp, ["-c", str(N_CTX)] + flags)
+        except Exception as e:  # noqa: BLE001 -- any failure is this check's
+            report(False, f"{label}: {e}")
+            continue
+        err, pos = rel_err(ours, ref)
+        report(bool(np.isfinite(ours).all()) and err <= ENGINE_BOUND,
+               f"{label} engine vs transformers: err {err:.2e} (bound {ENGINE_BOUND:.0e}, worst pos {pos}, "
+               f"max|ref| {np.abs(ref).max():.2f})")
+
+
+# metadata keys whose values must agree between the two converters (where both write them)
+KEYS_THAT_MATTER = ("general.architecture", "context_length", "embedding_length", "feed_forward_length",
+                    "block_count", "attention.head_count", "attention.head_count_kv", "attention.key_length",
+                    "attention.value_length", "attention.layer_norm_rms_epsilon", "rope.freq_base",
+                    "rope.dimension_count", "rope.scaling.type", "rope.scaling.factor", "attention.sliding_window",
+                    "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                    "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                    "tokenizer.ggml.padding_token_id", "tokenizer.chat_template")
+
+
+# llama.cpp's converter names a pre-tokenizer by the hash of its tokens on a check text, we by
+# its split regex: shared/data's Llama-3 tokenizer.json hashes as "smaug-bpe", whose regex in
+# llama.cpp is Llama-3's ("same as llama3", llama-vocab.cpp); the tokens check above is the
+# judge of our choice
+PRE_ALIASES = {("llama-bpe", "smaug-bpe")}
+
+
+def gguf_summary(path):
+    import gguf
+    r = gguf.GGUFReader(path)
+    arch = r.fields["general.architecture"].contents()
+    keys = {}
+    for k in KEYS_THAT_MATTER:
+        full = k if k.startswith(("general.", "tokenizer.")) else f"{arch}.{k}"
+        if full in r.fields:
+            v = r.fields[full].contents()
+            keys[k] = [round(x, 6) if isinstance(x, float) else x for x in v] if isinstance(v, list) else \
+                round(v, 6) if isinstance(v, float) else v
+    tensors = {t.name: (tuple(int(x) for x in t.shape), t.tensor_type.name) for t in r.tensors}
+    return keys, tensors
+
+
+def check_convert(build_dir, name, d, theirs, ids, tmp):
+    ours = os.path.join(tmp, f"{name}.ours.gguf")
+    label = f"convert {name:12s}"
+    r = subprocess.run([os.path.join(build_dir, "edgerunner"), "convert", d, ours], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        report(False, f"{label} edgerunner convert failed: {r.stderr.strip()}")
+        return
+    (ok_keys, ok_tensors), (th_keys, th_tensors) = gguf_summary(ours), gguf_summary(theirs)
+    diff_k = sorted(k for k in set(ok_keys) | set(th_keys) if ok_keys.get(k) != th_keys.get(k)
+                    and not (k == "tokenizer.ggml.pre" and (ok_keys.get(k), th_keys.get(k)) in PRE_ALIASES))
+    report(not diff_k, f"{label} metadata keys that matter: " + ("identical" if not diff_k else
+           "differ: " + ", ".join(f"{k} ours {str(ok_keys.get(k))[:60]} theirs {str(th_keys.get(k))[:60]}"
+                                  for k in diff_k)))
+    report(ok_tensors == th_tensors, f"{label} tensor names, shapes, types: " + ("identical" if ok_tensors == th_tensors
+           else f"ours only {sorted(set(ok_tensors.items()) - set(th_tensors.items()))[:4]} theirs only "
+                f"{sorted(set(th_tensors.items()) - set(ok_tensors.items()))[:4]}"))
+    try:
+        a = T.llama_model(ours, N_CTX, logits_all=True)
+        a.eval(ids)
+        la = np.array(a.scores[:len(ids)], dtype=np.float32)
+        del a
+        b = T.llama_model(theirs, N_CTX, logits_all=True)
+        b.eval(ids)
+        lb = np.array(b.scores[:len(ids)], dtype=np.float32)
+        del b
+    except Exception as e:  # noqa: BLE001
+        report(False, f"{label} llama.cpp: {e}")
+        return
+    err, pos = rel_err(la, lb)
+    report(err <= CONVERT_BOUND, f"{label} llama.cpp on ours vs on convert_hf_to_gguf.py's: err {err:.2e} "
+           f"(bound {CONVERT_BOUND:.0e}, worst pos {pos})")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: test_hf.py BUILD_DIR")
+    build_dir = os.path.abspath(sys.argv[1])
+    t0 = time.time()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    conv = subprocess.run([os.path.join(HERE, "converter.sh")], check=True, stdout=subprocess.PIPE,
+                          text=True).stdout.strip()
+    print("metric: err = max over positions of max|ours - ref| / max|ref|", flush=True)
+    with tempfile.TemporaryDirectory(prefix="er-hf-") as tmp:
+        folders = {name: build(name, spec, tmp) for name, spec in MODELS.items()}
+        # (gemma3 has no tokenizer.json: its vocabulary would be SentencePiece's tokenizer.model,
+        # which the engine does not read, so a converted file could not hold one)
+        jobs = [(f["F32"][0], os.path.join(tmp, f"{name}.theirs.gguf")) for name, f in folders.items()
+                if MODELS[name]["tokenizer"]]
+        A.convert_all(jobs, conv)
+        print(f"models built and converted in {time.time() - t0:.1f}s", flush=True)
+        for name, spec in MODELS.items():
+            n_vocab = spec["kw"]["vocab_size"]
+            ids = prompt_ids(spec, n_vocab)
+            for dtype, (d, model) in folders[name].items():
+                label = f"{name}-{dtype}"
+                if spec["tokenizer"] and dtype == "F32":
+                    check_tokens(build_dir, label, d, ids)
+                check_logits(build_dir, label, d, model, ids, n_vocab, tmp)
+            if spec["tokenizer"]:
+                check_convert(build_dir, name, folders[name]["F32"][0], os.path.join(tmp, f"{name}.theirs.gguf"), ids, tmp)
+    n_fail = T.results.count(False)
+    print(f"({time.time() - t0:.1f}s)")
+    print(f"{len(T.results) - n_fail} passed, {n_fail} failed")
+    return 0 if n_fail == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
