@@ -14,6 +14,7 @@ typedef struct suite {
 int main(int argc, char **argv) {
     static const suite suites[] = {
         {"gguf", test_gguf},
+        {"safetensors", test_safetensors},
         {"types", test_types},
         {"model", test_model},
         {"tokenizer", test_tokenizer},

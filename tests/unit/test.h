@@ -26,6 +26,7 @@ extern int test_checks_passed;
 #define TEST_DATA "tests/data/"
 
 void test_gguf(void);
+void test_safetensors(void);
 void test_types(void);
 void test_model(void);
 void test_tokenizer(void);
