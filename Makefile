@@ -9,6 +9,7 @@
 #   make fuzz-json    the same on the JSON reader and writer (src/core/json.c)
 #   make fuzz-vocab   the same on the tokenizer, with vocabularies made from the input
 #   make fuzz-jinja   the same on the chat template engine (src/chat), seeded with real templates
+#   make fuzz-safetensors  the same on the SafeTensors reader (header JSON, shapes, offsets)
 #   make format       clang-format the sources
 
 CC := gcc
@@ -21,7 +22,7 @@ DEBUG_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-o
 LIB_SRC := $(sort $(wildcard src/*/*.c src/backend/*/*.c))
 # make fuzz runs these, each as fuzz-NAME (a rule below); in every one a UBSan report ends
 # the run (-fno-sanitize-recover), as in make debug: a report that only prints is missed
-FUZZ_TARGETS := gguf json vocab jinja
+FUZZ_TARGETS := gguf json vocab jinja safetensors
 
 # The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90 (H100/H200).
 # CUDA=0 forces a CPU-only build.
@@ -162,6 +163,19 @@ build/fuzz/fuzz_jinja: $(FUZZ_JINJA_SRC) $(wildcard src/chat/*.h src/core/*.h sr
 	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
 		$(FUZZ_JINJA_SRC)
 
+# Seeds: tests/data/seed.safetensors (two tensors, metadata, an escaped name)
+FUZZ_SAFETENSORS_SRC := tests/fuzz/fuzz_safetensors.c src/io/safetensors.c src/core/json_doc.c src/core/json.c \
+	src/core/utf8.c src/core/status.c
+fuzz-safetensors: build/fuzz/fuzz_safetensors
+	@mkdir -p build/fuzz/corpus_safetensors
+	cp -n tests/data/*.safetensors build/fuzz/corpus_safetensors/ 2>/dev/null || true
+	build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 build/fuzz/corpus_safetensors
+
+build/fuzz/fuzz_safetensors: $(FUZZ_SAFETENSORS_SRC) $(wildcard src/core/*.h src/io/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
+		$(FUZZ_SAFETENSORS_SRC)
+
 format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/backend/*/*.h include/*.h)
 
@@ -169,3 +183,4 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/quant/quant_tool.d $(BUILD)/bench/matvec_bench.d $(EXAMPLES:=.d) $(BUILD)/tests/sampler/sampler_tool.d
+
