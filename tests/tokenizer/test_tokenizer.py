@@ -7,7 +7,8 @@ One line per check, then "N passed, M failed" (exit 0 iff M == 0):
   vectors    llama.cpp's tokenizer test vectors (qwen2, llama-bpe, gpt-2, llama-spm, phi-3):
              every case's ids identical (no BOS, no special-token parsing)
   corpus     Hugging Face tokenizers with the real Qwen3 and Llama-3 tokenizer.json on the
-             corpus of corpus.py (>= 5 MB): identical ids for every document; and the ids
+             corpus of corpus.py (>= 5 MB), the engine reading each from a GGUF and from
+             the tokenizer.json folder itself: identical ids for every document; and the ids
              decode back to the text (to its NFC form for Qwen3, whose normalizer is NFC)
   special    with --special, control tokens in text become tokens exactly as Hugging Face
              parses them; without it they stay text (the corpus holds such text)
@@ -130,29 +131,36 @@ def check_vectors(exe, vocabs):
 
 
 def check_corpus(exe, vocabs, docs):
+    """Each tokenizer twice: from the GGUF metadata make_vocab_gguf.py writes, and read by the
+    engine straight from the tokenizer.json folder (io/hf_tokenizer.c, issue 22)."""
     from tokenizers import Tokenizer
     size = sum(len(d.encode("utf-8")) for d in docs)
     for name in ("qwen3", "llama3"):
         tok = Tokenizer.from_file(os.path.join(TOKDIR, name, "tokenizer.json"))
         tok.encode_special_tokens = True  # special tokens in text are text, as without --special
         ref = [e.ids for e in tok.encode_batch(docs, add_special_tokens=False)]
-        got = tokenize_batch(exe, vocabs[name], docs)
-        bad = [i for i in range(len(docs)) if got[i] != ref[i]]
-        detail = ""
-        if bad:
-            i = bad[0]
-            k = first_diff(got[i], ref[i])
-            detail = (f"; document {i} differs at id {k}: expected {ref[i][max(0, k - 2):k + 4]} "
-                      f"{[tok.id_to_token(x) for x in ref[i][max(0, k - 2):k + 4]]}, got {got[i][max(0, k - 2):k + 4]}")
-        n_ids = sum(len(r) for r in ref)
-        report(not bad, f"corpus {name}: {len(docs) - len(bad)}/{len(docs)} documents ({size / 1e6:.2f} MB, "
-                        f"{n_ids} ids) identical to Hugging Face tokenizers{detail}")
-        # decode(encode(x)) == x (Qwen3 normalizes to NFC first: the round trip gives NFC(x))
-        back = detokenize_batch(exe, vocabs[name], got)
-        want = [(tok.normalizer.normalize_str(d) if tok.normalizer else d).encode("utf-8") for d in docs]
-        bad = [i for i in range(len(docs)) if back[i] != want[i]]
-        report(not bad, f"roundtrip {name}: decode(encode(x)) == {'NFC(x)' if tok.normalizer else 'x'} for "
-                        f"{len(docs) - len(bad)}/{len(docs)} documents" + (f"; first bad: {bad[0]}" if bad else ""))
+        for label, source in ((name, vocabs[name]), (f"{name} tokenizer.json", os.path.join(TOKDIR, name))):
+            check_corpus_one(exe, label, source, tok, ref, docs, size)
+
+
+def check_corpus_one(exe, label, source, tok, ref, docs, size):
+    got = tokenize_batch(exe, source, docs)
+    bad = [i for i in range(len(docs)) if got[i] != ref[i]]
+    detail = ""
+    if bad:
+        i = bad[0]
+        k = first_diff(got[i], ref[i])
+        detail = (f"; document {i} differs at id {k}: expected {ref[i][max(0, k - 2):k + 4]} "
+                  f"{[tok.id_to_token(x) for x in ref[i][max(0, k - 2):k + 4]]}, got {got[i][max(0, k - 2):k + 4]}")
+    n_ids = sum(len(r) for r in ref)
+    report(not bad, f"corpus {label}: {len(docs) - len(bad)}/{len(docs)} documents ({size / 1e6:.2f} MB, "
+                    f"{n_ids} ids) identical to Hugging Face tokenizers{detail}")
+    # decode(encode(x)) == x (Qwen3 normalizes to NFC first: the round trip gives NFC(x))
+    back = detokenize_batch(exe, source, got)
+    want = [(tok.normalizer.normalize_str(d) if tok.normalizer else d).encode("utf-8") for d in docs]
+    bad = [i for i in range(len(docs)) if back[i] != want[i]]
+    report(not bad, f"roundtrip {label}: decode(encode(x)) == {'NFC(x)' if tok.normalizer else 'x'} for "
+                    f"{len(docs) - len(bad)}/{len(docs)} documents" + (f"; first bad: {bad[0]}" if bad else ""))
 
 
 SPECIAL_TEXTS = [
