@@ -98,7 +98,8 @@ static int64_t meta_int(const gguf_file *f, const char *arch, const char *suffix
 }
 
 static int usage_error(const char *cmd, const char *what) {
-    fprintf(stderr, "edgerunner: %s: %s\nusage: edgerunner %s\nTYPE: %s\n", cmd, what,
+    /* one line, as every error of the command line */
+    fprintf(stderr, "edgerunner: %s: %s (usage: edgerunner %s; TYPE: %s)\n", cmd, what,
             strcmp(cmd, "convert") ? "quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize]"
                                    : "convert DIR OUT.gguf [TYPE] [-t N]",
             quant_mix_names());
