@@ -689,5 +689,60 @@ if expect_ok "template: a namespace holding itself prints" -- chat -m "$STORIES"
     if [ "$(cat "$TMP/out")" = "<Namespace {'a': <Namespace {...}>}>" ]; then pass "as Python prints it"; else fail "as Python prints it" "$(head -c 200 "$TMP/out")"; fi
 fi
 
+# Hugging Face folders (io/hf.c): a tiny valid Qwen3 folder runs; hostile ones fail with one line
+HF=$TMP/hf
+mkdir -p "$HF"
+python3 - "$HF" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+cfg = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+       "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 8, "max_position_embeddings": 64,
+       "vocab_size": 16, "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "hidden_act": "silu",
+       "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+json.dump(cfg, open(f"{d}/config.json", "w"))
+shapes = {"model.embed_tokens.weight": [16, 8], "model.norm.weight": [8],
+          "model.layers.0.input_layernorm.weight": [8], "model.layers.0.post_attention_layernorm.weight": [8],
+          "model.layers.0.self_attn.q_proj.weight": [8, 8], "model.layers.0.self_attn.k_proj.weight": [4, 8],
+          "model.layers.0.self_attn.v_proj.weight": [4, 8], "model.layers.0.self_attn.o_proj.weight": [8, 8],
+          "model.layers.0.self_attn.q_norm.weight": [4], "model.layers.0.self_attn.k_norm.weight": [4],
+          "model.layers.0.mlp.gate_proj.weight": [8, 8], "model.layers.0.mlp.up_proj.weight": [8, 8],
+          "model.layers.0.mlp.down_proj.weight": [8, 8]}
+header, data = {}, b""
+for name, shape in shapes.items():
+    n = 1
+    for x in shape:
+        n *= x
+    vals = [1.0] * n if len(shape) == 1 else [((i * 7919) % 13 - 6) / 10 for i in range(n)]
+    header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + 4 * n]}
+    data += struct.pack(f"<{n}f", *vals)
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+open(f"{d}/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+expect_ok "folder: a tiny Qwen3 folder runs" -- run -m "$HF" --prompt-ids 1,2 -n 2 --ids --temp 0
+expect_ok "folder: info" -- info -m "$HF"
+cp -r "$HF" "$TMP/hf_bad"
+head -c 300 "$HF/model.safetensors" >"$TMP/hf_bad/model.safetensors"
+expect_error "folder: truncated model.safetensors" "model.safetensors: header length .* runs past the end" -- run -m "$TMP/hf_bad" --prompt-ids 1
+cp "$HF/model.safetensors" "$TMP/hf_bad/"
+sed 's/Qwen3ForCausalLM/FooForCausalLM/' "$HF/config.json" >"$TMP/hf_bad/config.json"
+expect_error "folder: unknown architecture" "config.json: architecture 'FooForCausalLM' is not supported" -- run -m "$TMP/hf_bad" --prompt-ids 1
+printf '\xff{}' >"$TMP/hf_bad/config.json"
+expect_error "folder: config.json not UTF-8" "config.json: JSON: not UTF-8 at byte 0" -- info -m "$TMP/hf_bad"
+sed 's/"default"/"yarn"/' "$HF/config.json" >"$TMP/hf_bad/config.json"
+expect_error "folder: an unsupported RoPE scaling" "RoPE scaling 'yarn' is not supported" -- run -m "$TMP/hf_bad" --prompt-ids 1
+cp "$HF/config.json" "$TMP/hf_bad/"
+printf '{"weight_map": {"model.norm.weight": "../model.safetensors"}}' >"$TMP/hf_bad/model.safetensors.index.json"
+expect_error "folder: an index naming a file outside the folder" "is not a file name in the folder" -- run -m "$TMP/hf_bad" --prompt-ids 1
+printf '{"weight_map": {"model.nope.weight": "model.safetensors"}}' >"$TMP/hf_bad/model.safetensors.index.json"
+expect_error "folder: an index naming a tensor its shard lacks" "'model.nope.weight' is not in model.safetensors" -- run -m "$TMP/hf_bad" --prompt-ids 1
+rm "$TMP/hf_bad/model.safetensors.index.json"
+expect_error "convert: OUT missing" "DIR and OUT are required" -- convert "$HF"
+if expect_ok "convert: the folder to GGUF" -- convert "$HF" "$TMP/hf.gguf"; then
+    "$BIN" run -m "$HF" --prompt-ids 1,2 -n 4 --ids --temp 0 >"$TMP/a" 2>/dev/null
+    "$BIN" run -m "$TMP/hf.gguf" --prompt-ids 1,2 -n 4 --ids --temp 0 >"$TMP/b" 2>/dev/null
+    if cmp -s "$TMP/a" "$TMP/b" && [ -s "$TMP/a" ]; then pass "convert: same ids from the GGUF as from the folder"; else fail "convert: same ids from the GGUF as from the folder" "$(cat "$TMP/a") vs $(cat "$TMP/b")"; fi
+fi
+
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]
