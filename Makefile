@@ -119,7 +119,7 @@ test: all $(BUILD)/unit_tests debug
 FUZZ_SECONDS ?= 600
 fuzz: $(addprefix fuzz-,$(FUZZ_TARGETS))
 
-FUZZ_SRC := tests/fuzz/fuzz_gguf.c src/io/gguf.c src/core/status.c $(wildcard src/quant/*.c)
+FUZZ_SRC := tests/fuzz/fuzz_gguf.c src/io/gguf.c src/io/mapfile.c src/core/status.c $(wildcard src/quant/*.c)
 fuzz-gguf: build/fuzz/fuzz_gguf
 	@mkdir -p build/fuzz/corpus
 	cp -n tests/data/*.gguf build/fuzz/corpus/ 2>/dev/null || true
@@ -138,7 +138,8 @@ build/fuzz/fuzz_json: $(FUZZ_JSON_SRC) $(wildcard src/core/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_JSON_SRC)
 
-FUZZ_VOCAB_SRC := tests/fuzz/fuzz_vocab.c $(wildcard src/tokenizer/*.c) src/io/gguf.c src/core/status.c src/core/utf8.c \
+FUZZ_VOCAB_SRC := tests/fuzz/fuzz_vocab.c $(wildcard src/tokenizer/*.c) src/io/gguf.c src/io/mapfile.c src/core/status.c src/core/utf8.c \
+                  src/io/hf.c src/io/hf_tokenizer.c src/io/safetensors.c src/core/json_doc.c src/core/json.c \
                   $(wildcard src/quant/*.c)
 fuzz-vocab: build/fuzz/fuzz_vocab
 	@mkdir -p build/fuzz/corpus_vocab
@@ -164,7 +165,7 @@ build/fuzz/fuzz_jinja: $(FUZZ_JINJA_SRC) $(wildcard src/chat/*.h src/core/*.h sr
 		$(FUZZ_JINJA_SRC)
 
 # Seeds: tests/data/seed.safetensors (two tensors, metadata, an escaped name)
-FUZZ_SAFETENSORS_SRC := tests/fuzz/fuzz_safetensors.c src/io/safetensors.c src/core/json_doc.c src/core/json.c \
+FUZZ_SAFETENSORS_SRC := tests/fuzz/fuzz_safetensors.c src/io/safetensors.c src/io/mapfile.c src/core/json_doc.c src/core/json.c \
 	src/core/utf8.c src/core/status.c
 fuzz-safetensors: build/fuzz/fuzz_safetensors
 	@mkdir -p build/fuzz/corpus_safetensors

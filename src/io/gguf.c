@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/status.h"
+#include "io/mapfile.h"
 #include "quant/types.h"
 
 typedef struct reader {
@@ -439,44 +440,19 @@ fail:
 }
 
 er_status gguf_open(const char *path, gguf_file **out) {
-    er_status st;
-    struct stat sb;
-    void *map = NULL;
-    size_t size = 0;
     if (!path || !out)
         return er_fail(ER_ERR_INVALID_ARG, "gguf_open: NULL argument");
+    void *map;
+    size_t size;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return er_fail(ER_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fd, &sb) != 0) {
-        st = er_fail(ER_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = er_fail(ER_ERR_IO, "%s: not a regular file", path);
-        goto done;
-    }
-    size = (size_t)sb.st_size;
-    if (size == 0) {
-        st = er_fail(ER_ERR_FORMAT, "%s: empty file", path);
-        goto done;
-    }
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-        map = NULL;
-        st = er_fail(ER_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
-        goto done;
-    }
+    er_status st = io_map_file(path, &map, &size);
+    if (st != ER_OK)
+        return st;
     st = gguf_parse(map, size, path, out);
-    if (st == ER_OK) {
+    if (st == ER_OK)
         (*out)->mapping = map;
-        map = NULL;
-    }
-done:
-    if (map)
+    else
         munmap(map, size);
-    close(fd);
     return st;
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/json_doc.h"
 #include "core/status.h"
+#include "io/mapfile.h"
 
 enum { MAX_HEADER = 100 << 20, HEADER_DEPTH = 4 };
 
@@ -201,42 +202,17 @@ fail:
 }
 
 er_status safetensors_open(const char *path, st_file **out) {
-    er_status st;
-    struct stat sb;
-    void *map = NULL;
-    size_t size = 0;
+    void *map;
+    size_t size;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return er_fail(ER_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fd, &sb) != 0) {
-        st = er_fail(ER_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = er_fail(ER_ERR_IO, "%s: not a regular file", path);
-        goto done;
-    }
-    size = (size_t)sb.st_size;
-    if (size == 0) {
-        st = er_fail(ER_ERR_FORMAT, "%s: empty file", path);
-        goto done;
-    }
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-        map = NULL;
-        st = er_fail(ER_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
-        goto done;
-    }
+    er_status st = io_map_file(path, &map, &size);
+    if (st != ER_OK)
+        return st;
     st = safetensors_parse(map, size, path, out);
-    if (st == ER_OK) {
+    if (st == ER_OK)
         (*out)->mapping = map;
-        map = NULL;
-    }
-done:
-    if (map)
+    else
         munmap(map, size);
-    close(fd);
     return st;
 }
 
