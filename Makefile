@@ -51,7 +51,8 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tools/server/page.o
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all test unit debug fuzz $(addprefix fuzz-,$(FUZZ_TARGETS)) format clean bench
-all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool $(EXAMPLES) $(BUILD)/tests/sampler_tool
+all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool $(EXAMPLES) $(BUILD)/tests/sampler_tool \
+     $(BUILD)/tests/server/toolcall_test
 
 $(BUILD)/libedgerunner.a: $(LIB_OBJ)
 	@rm -f $@
@@ -67,6 +68,11 @@ $(BUILD)/tools/server/page.o: tools/server/page.S tools/server/chat.html
 
 $(BUILD)/unit_tests: $(TEST_OBJ) $(BUILD)/libedgerunner.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# the server's tool-call parser on its own, for tests/server (no model writes such text)
+$(BUILD)/tests/server/toolcall_test: $(BUILD)/tests/server/toolcall_test.o $(BUILD)/tools/server/toolcall.o \
+                                     $(BUILD)/tools/server/text.o
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS)
 
 # the reference quantizer and dequantizer on raw files, for tests/quant (Python oracles)
 $(BUILD)/tests/quant_tool: $(BUILD)/tests/quant/quant_tool.o $(BUILD)/libedgerunner.a

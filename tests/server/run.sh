@@ -2,6 +2,7 @@
 # run.sh BINARY [--asan] - the tests of `edgerunner serve`, from the repository root:
 #   tests/server/run.sh build/edgerunner
 #   tests/server/run.sh build/debug/edgerunner --asan   (AddressSanitizer + UBSan build)
+# toolcall_test (C): the <tool_call> parser on text no test model writes.
 # test_server.py: every endpoint through the official openai and anthropic clients and
 # raw httpx, hostile requests, the API key, slots and the queue. test_load.py: 64
 # clients, 1,000 requests, a tenth leaving mid-stream, RSS, then SIGTERM under load.
@@ -21,6 +22,7 @@ export PYTHONPATH=tests/server
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:exitcode=86:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=0:print_stacktrace=1:exitcode=87
 export LSAN_OPTIONS=exitcode=88
+"$(dirname "$BIN")"/tests/server/toolcall_test
 timeout 900 "$PY" tests/server/test_server.py "$BIN"
 timeout 900 "$PY" tests/server/test_load.py "$BIN" "$@"
 timeout 300 "$PY" tests/server/test_page.py "$BIN"

@@ -4,9 +4,12 @@ strings, greedy output == `edgerunner run`'s, hostile requests (each gets its 4x
 server goes on answering), the API key, a client that leaves mid-stream, the queue.
 Model: tests/data/stories260K.gguf (no chat template: ChatML, as llama.cpp)."""
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 import anthropic
@@ -287,6 +290,75 @@ def slots_and_queue():
         srv.cleanup()
 
 
+
+def shared_data():
+    """../shared/data beside the repository (CI has it too), or ER_SHARED_DATA."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.environ.get("ER_SHARED_DATA"), os.path.join(here, "..", "..", "..", "shared", "data"),
+              "/work/shared/data"):
+        if d and os.path.isdir(d):
+            return d
+    return None
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def tools():
+    """Tools reach the model's template: with Qwen3's template (--chat-template-file), the
+    prompt /apply-template shows for a conversation with tools, an assistant's tool call
+    (arguments as OpenAI sends them, a JSON string) and the tool's reply equals what
+    `edgerunner chat --render-json` renders (which tests/tokenizer checks against jinja2 on
+    the same template) for the same conversation with the arguments as an object. Parsing
+    the model's <tool_call> blocks is tests/server/toolcall_test.c's."""
+    data = shared_data()
+    if not data:
+        c.check("tools: skip (no shared/data with Qwen3's tokenizer_config.json)", True)
+        return
+    with open(os.path.join(data, "tokenizers", "qwen3", "tokenizer_config.json"), encoding="utf-8") as f:
+        template = json.load(f)["chat_template"]
+    tmp = tempfile.mkdtemp(prefix="er_tools_")
+    tpath = os.path.join(tmp, "qwen3.jinja")
+    with open(tpath, "w", encoding="utf-8") as f:
+        f.write(template)
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
+    messages = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}]
+    srv = Server(BIN, MODEL, "--chat-template-file", tpath)
+    try:
+        got = httpx.post(srv.url + "/apply-template", json={"messages": messages, "tools": [WEATHER]}).json()
+        as_template = json.loads(json.dumps(messages))
+        as_template[2]["content"] = ""
+        as_template[2]["tool_calls"][0]["function"]["arguments"] = {"city": "Paris"}
+        jpath = os.path.join(tmp, "conv.json")
+        with open(jpath, "w", encoding="utf-8") as f:
+            json.dump({"messages": as_template, "tools": [WEATHER], "add_generation_prompt": True}, f)
+        want = run_cli("chat", "-m", MODEL, "--render-json", jpath, "--template", tpath).stdout
+        c.check("tools: /apply-template == chat --render-json (Qwen3 template, tools, a call and its reply)",
+                got.get("prompt") == want and "<tools>" in want and "get_weather" in want and "<tool_response>" in want,
+                f"{got!r:.400} vs {want!r:.400}")
+        no_tools = httpx.post(srv.url + "/apply-template", json={"messages": messages[:2], "tools": [WEATHER],
+                                                                 "tool_choice": "none"}).json()
+        c.check("tools: tool_choice none leaves the tools out", "<tools>" not in no_tools.get("prompt", "<tools>"),
+                no_tools)
+        oa = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0)
+        r = oa.chat.completions.create(model="x", messages=messages[:2], tools=[WEATHER], max_tokens=8, temperature=0)
+        c.check("tools: a reply without a <tool_call> block is text, finish_reason length",
+                r.choices[0].message.tool_calls is None and r.choices[0].finish_reason == "length", r)
+        bad = httpx.post(srv.url + "/v1/chat/completions", json={"messages": messages[:2], "tools": {"x": 1}})
+        c.check("tools: 'tools' not a list -> 400", bad.status_code == 400, bad.text)
+    finally:
+        c.check("tools: server exits 0", srv.stop() == 0)
+        srv.cleanup()
+        shutil.rmtree(tmp)
+    bad_file = subprocess.run([BIN, "serve", "-m", MODEL, "--chat-template-file", "/nonexistent/t.jinja", "--port", "0"],
+                              capture_output=True, text=True, timeout=60)
+    c.check("tools: a missing --chat-template-file is one line and exit 1",
+            bad_file.returncode == 1 and bad_file.stderr.count("\n") == 1 and "t.jinja" in bad_file.stderr, bad_file.stderr)
+
+
 main = Server(BIN, MODEL, "-np", "2")
 try:
     functional(main)
@@ -300,4 +372,5 @@ finally:
     main.cleanup()
 api_key()
 slots_and_queue()
+tools()
 c.done()

@@ -36,6 +36,7 @@ static const route routes[] = {
     {"POST", "/v1/messages", handle_messages, 1, 1},
     {"GET", "/v1/models", handle_models, 1, 0},
     {"GET", "/models", handle_models, 1, 0},
+    {"POST", "/apply-template", handle_apply_template, 1, 0},
     {"POST", "/tokenize", handle_tokenize, 1, 0},
     {"POST", "/detokenize", handle_detokenize, 1, 0},
     {"GET", "/metrics", handle_metrics, 1, 0},

@@ -48,52 +48,6 @@ static void fail_job(job *j) {
     job_emit(j, "data: [DONE]\n\n", 14);
 }
 
-/* ---- tool calls ------------------------------------------------------------------------- */
-
-/* Splits text into the content outside <tool_call> blocks (trimmed) and the calls in
- * them; NULL (no calls) unless every block is whole and holds {"name": string,
- * "arguments": object or string}. */
-static json_t *parse_tool_calls(const job *j, const char *text, json_t **content) {
-    static const char open_tag[] = "<tool_call>", close_tag[] = "</tool_call>";
-    json_t *calls = json_array();
-    sbuf rest = {0};
-    const char *at = text;
-    for (const char *start; (start = strstr(at, open_tag)) != NULL;) {
-        const char *body = start + strlen(open_tag), *end = strstr(body, close_tag);
-        json_t *call = end ? json_loadb(body, (size_t)(end - body), 0, NULL) : NULL;
-        json_t *name = json_object_get(call, "name"), *args = json_object_get(call, "arguments");
-        if (!json_is_string(name) || !(json_is_object(args) || json_is_string(args))) {
-            json_decref(call);
-            goto not_calls;
-        }
-        char *args_text = json_is_string(args) ? strdup(json_string_value(args)) : json_dumps(args, JSON_COMPACT);
-        char id[80];
-        snprintf(id, sizeof id, "call_%s_%zu", j->id, json_array_size(calls));
-        json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function",
-                                               "name", name, "arguments", args_text ? args_text : "{}"));
-        free(args_text);
-        json_decref(call);
-        sbuf_add(&rest, at, (size_t)(start - at));
-        at = end + strlen(close_tag);
-    }
-    if (json_array_size(calls) == 0)
-        goto not_calls;
-    sbuf_add(&rest, at, strlen(at));
-    const char *s = rest.data ? rest.data : "";
-    size_t len = rest.len;
-    while (len && strchr(" \t\r\n", *s))
-        s++, len--;
-    while (len && strchr(" \t\r\n", s[len - 1]))
-        len--;
-    *content = len ? json_text(s, len) : json_null();
-    sbuf_free(&rest);
-    return calls;
-not_calls:
-    sbuf_free(&rest);
-    json_decref(calls);
-    return NULL;
-}
-
 /* ---- chat ----------------------------------------------------------------------------- */
 
 static json_t *chat_chunk(job *j, json_t *delta, const char *finish) {
@@ -122,7 +76,7 @@ static void chat_finish(job *j, const er_text_result *r, er_status st) {
         return;
     }
     const char *finish = finish_reason(r);
-    json_t *content = NULL, *calls = j->has_tools ? parse_tool_calls(j, j->text.data ? j->text.data : "", &content) : NULL;
+    json_t *content = NULL, *calls = j->has_tools ? tool_calls_parse(j->text.data ? j->text.data : "", j->id, &content) : NULL;
     if (calls)
         finish = "tool_calls";
     else
@@ -249,24 +203,27 @@ static int parse_common(json_t *body, job *j, int chat, req_error *e) {
 
 static const char *const openai_max_tokens[] = {"max_tokens", "max_completion_tokens", NULL};
 
-void handle_chat_completions(server *srv, json_t *body, reply *out) {
-    req_error e = {0, ""};
-    json_t *vars = NULL, *messages = json_object_get(body, "messages"), *tools = json_object_get(body, "tools");
-    job *j = job_new(srv, &chat_api, "chatcmpl-");
-    if (!j) {
-        req_fail(&e, 500, "out of memory");
-        goto fail;
-    }
+/* The template's variables for a chat request's messages, chat_template_kwargs and tools
+ * (left out under tool_choice "none"): a new object, *has_tools set; NULL with e set. */
+static json_t *chat_vars(json_t *body, int *has_tools, req_error *e) {
+    json_t *messages = json_object_get(body, "messages"), *tools = json_object_get(body, "tools");
+    json_t *kwargs = json_object_get(body, "chat_template_kwargs"), *choice = json_object_get(body, "tool_choice");
+    json_t *vars = NULL;
+    *has_tools = 0;
     if (!json_is_array(messages) || json_array_size(messages) == 0) {
-        req_fail(&e, 400, "'messages' must be a non-empty list");
+        req_fail(e, 400, "'messages' must be a non-empty list");
         goto fail;
     }
-    if (parse_common(body, j, 1, &e) < 0 || req_parse_generation(srv, body, openai_max_tokens, "stop", j, &e) < 0)
-        goto fail;
-    vars = json_pack("{s:[], s:b}", "messages", "add_generation_prompt", 1);
-    json_t *kwargs = json_object_get(body, "chat_template_kwargs");
     if (kwargs && !json_is_null(kwargs) && !json_is_object(kwargs)) {
-        req_fail(&e, 400, "'chat_template_kwargs' must be an object");
+        req_fail(e, 400, "'chat_template_kwargs' must be an object");
+        goto fail;
+    }
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
+        req_fail(e, 400, "'tools' must be a list");
+        goto fail;
+    }
+    if (!(vars = json_pack("{s:[], s:b}", "messages", "add_generation_prompt", 1))) {
+        req_fail(e, 500, "out of memory");
         goto fail;
     }
     if (json_is_object(kwargs))
@@ -274,27 +231,54 @@ void handle_chat_completions(server *srv, json_t *body, reply *out) {
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        json_t *msg = chat_message(m, i, &e);
+        json_t *msg = chat_message(m, i, e);
         if (!msg)
             goto fail;
         json_array_append_new(json_object_get(vars, "messages"), msg);
     }
-    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
-        req_fail(&e, 400, "'tools' must be a list");
-        goto fail;
-    }
-    json_t *choice = json_object_get(body, "tool_choice");
     const int tools_off = json_is_string(choice) && !strcmp(json_string_value(choice), "none");
     if (json_is_array(tools) && json_array_size(tools) > 0 && !tools_off) {
         json_object_set(vars, "tools", tools);
-        j->has_tools = 1;
+        *has_tools = 1;
     }
+    return vars;
+fail:
+    json_decref(vars);
+    return NULL;
+}
+
+void handle_chat_completions(server *srv, json_t *body, reply *out) {
+    req_error e = {0, ""};
+    json_t *vars = NULL;
+    job *j = job_new(srv, &chat_api, "chatcmpl-");
+    if (!j) {
+        req_fail(&e, 500, "out of memory");
+        goto fail;
+    }
+    if (!(vars = chat_vars(body, &j->has_tools, &e)) || parse_common(body, j, 1, &e) < 0 ||
+        req_parse_generation(srv, body, openai_max_tokens, "stop", j, &e) < 0)
+        goto fail;
     req_queue_chat(srv, vars, j, 0, out);
     json_decref(vars);
     return;
 fail:
     reply_error(out, 0, &e);
     job_release(j);
+    json_decref(vars);
+}
+
+/* llama-server's /apply-template: the prompt a chat request would be given, rendered and
+ * not generated from ({"prompt": text}). */
+void handle_apply_template(server *srv, json_t *body, reply *out) {
+    req_error e = {0, ""};
+    int has_tools = 0;
+    json_t *vars = chat_vars(body, &has_tools, &e);
+    char *prompt = vars ? req_render_chat(srv, vars, &e) : NULL;
+    if (prompt)
+        out->body = json_pack("{s:o}", "prompt", json_text(prompt, strlen(prompt)));
+    else
+        reply_error(out, 0, &e);
+    free(prompt);
     json_decref(vars);
 }
 

@@ -170,7 +170,7 @@ char *req_render_chat(server *srv, json_t *vars, req_error *e) {
         req_fail(e, 500, "out of memory");
         goto done;
     }
-    if (er_chat_render_json(srv->vocab, NULL, json, NULL, 0, &len) != ER_OK) {
+    if (er_chat_render_json(srv->vocab, srv->chat_template, json, NULL, 0, &len) != ER_OK) {
         req_fail(e, 400, "the chat template cannot render these messages: %s", er_last_error());
         goto done;
     }
@@ -178,7 +178,7 @@ char *req_render_chat(server *srv, json_t *vars, req_error *e) {
         req_fail(e, 500, "out of memory");
         goto done;
     }
-    if (er_chat_render_json(srv->vocab, NULL, json, out, len + 1, &len) != ER_OK) {
+    if (er_chat_render_json(srv->vocab, srv->chat_template, json, out, len + 1, &len) != ER_OK) {
         req_fail(e, 400, "the chat template cannot render these messages: %s", er_last_error());
         free(out);
         out = NULL;
@@ -230,45 +230,6 @@ json_t *req_content_text(json_t *content, const char *where, req_error *e) {
     if (!joined)
         req_fail(e, 400, "%s: the content is not valid UTF-8 text", where);
     return joined;
-}
-
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF). */
-static size_t utf8_valid_at(const unsigned char *s, size_t n) {
-    if (s[0] < 0x80)
-        return 1;
-    const size_t len = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) || (s[0] == 0xF0 && s[1] < 0x90) ||
-        (s[0] == 0xF4 && s[1] > 0x8F))
-        return 0;
-    return len;
-}
-
-json_t *json_text(const char *data, size_t len) {
-    sbuf clean = {0};
-    const unsigned char *s = (const unsigned char *)data;
-    size_t i = 0, run = 0; /* s[run..i) is valid and not yet copied */
-    while (i < len) {
-        const size_t n = utf8_valid_at(s + i, len - i);
-        if (n) {
-            i += n;
-            continue;
-        }
-        sbuf_add(&clean, data + run, i - run);
-        sbuf_add(&clean, "\xEF\xBF\xBD", 3);
-        run = ++i;
-    }
-    if (run == 0)
-        return json_stringn(len ? data : "", len);
-    sbuf_add(&clean, data + run, len - run);
-    json_t *out = json_stringn(clean.data ? clean.data : "", clean.len);
-    sbuf_free(&clean);
-    return out;
 }
 
 /* ---- errors ----------------------------------------------------------------------------- */

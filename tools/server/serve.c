@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@
 
 typedef struct serve_opts {
     cli_model_opts mo;
-    const char *host, *api_key, *alias;
+    const char *host, *api_key, *alias, *template_path;
     int64_t port, parallel;
 } serve_opts;
 
@@ -62,6 +63,8 @@ static int parse_flags(int argc, char **argv, serve_opts *o) {
             o->api_key = v;
         } else if (!strcmp(a, "-a") || !strcmp(a, "--alias")) {
             o->alias = v;
+        } else if (!strcmp(a, "--chat-template-file")) {
+            o->template_path = v;
         } else {
             fprintf(stderr, "edgerunner: serve: unknown option '%s'\n", a);
             return -1;
@@ -105,6 +108,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = 1, port = 0;
     er_status st;
     struct MHD_Daemon *daemon = NULL;
+    char *template_text = NULL;
     server srv;
     memset(&srv, 0, sizeof srv);
     pthread_mutex_init(&srv.mu, NULL);
@@ -126,6 +130,12 @@ int cmd_serve(int argc, char **argv) {
         rc = cli_fail_status(st);
         goto done;
     }
+    size_t template_len = 0;
+    if (o.template_path && !(template_text = cli_read_file(o.template_path, &template_len))) {
+        fprintf(stderr, "edgerunner: serve: --chat-template-file %s: %s\n", o.template_path, strerror(errno));
+        goto done;
+    }
+    srv.chat_template = template_text;
     if (!(srv.vocab = er_model_vocab(srv.model))) {
         cli_fail("serve: the model file has no tokenizer this build knows");
         goto done;
@@ -176,6 +186,7 @@ done:
         free(srv.slots);
     }
     er_model_free(srv.model);
+    free(template_text);
     pthread_cond_destroy(&srv.cv);
     pthread_mutex_destroy(&srv.mu);
     return rc;

@@ -8,12 +8,15 @@
  *               what is in flight, exit 0
  *   http.c      libmicrohttpd glue: body with a cap (413), API key (401), the route table,
  *               JSON and SSE responses, one log line per request
+ *   text.c      the growable byte buffer; generated text made valid UTF-8 for JSON
  *   slots.c     the slots (one er_context and one worker thread each) and the FIFO queue of
  *               jobs; a job's output travels to its connection through a locked buffer
  *   request.c   what the generating endpoints share: sampling fields, stop strings, chat
  *               template rendering, tokenizing, errors as JSON
- *   openai.c    /v1/chat/completions and /v1/completions (streamed as server-sent events)
+ *   openai.c    /v1/chat/completions and /v1/completions (streamed as server-sent events),
+ *               /apply-template
  *   anthropic.c /v1/messages
+ *   toolcall.c  <tool_call> blocks of generated text into OpenAI's tool_calls
  *   misc.c      /health, /v1/models, /tokenize, /detokenize, /metrics, GET / (page.S: chat.html)
  *
  * A request's life: the connection thread parses and checks the body, renders and
@@ -148,6 +151,7 @@ struct server {
     const er_vocab *vocab;
     const char *alias;   /* the model's name in responses and /v1/models */
     const char *api_key; /* NULL: no key needed */
+    const char *chat_template; /* --chat-template-file's text, or NULL: the model's */
     int64_t n_ctx;       /* every slot's context length */
     size_t max_body;     /* bytes; larger bodies get 413 */
     slot *slots;         /* (n_slots) */
@@ -195,6 +199,13 @@ json_t *req_content_text(json_t *content, const char *where, req_error *e);
  * U+FFFD, since JSON text must be UTF-8. data may be NULL when len is 0. */
 json_t *json_text(const char *data, size_t len);
 
+/* Splits generated text into the content outside <tool_call> blocks (trimmed; JSON null
+ * when none is left) and the calls in them, as OpenAI's tool_calls entries with ids
+ * "call_<id_prefix>_<i>"; NULL (no calls, *content untouched) unless there is a block and
+ * every block is whole and holds {"name": string, "arguments": object or string}
+ * (toolcall.c). */
+json_t *tool_calls_parse(const char *text, const char *id_prefix, json_t **content);
+
 /* An error body: OpenAI's {"error": {...}} or Anthropic's {"type": "error", ...}. */
 json_t *error_body_openai(unsigned status, const char *message);
 json_t *error_body_anthropic(unsigned status, const char *message);
@@ -216,6 +227,7 @@ typedef void (*handler_fn)(server *srv, json_t *body, reply *out);
 
 void handle_chat_completions(server *srv, json_t *body, reply *out);
 void handle_completions(server *srv, json_t *body, reply *out);
+void handle_apply_template(server *srv, json_t *body, reply *out);
 void handle_messages(server *srv, json_t *body, reply *out);
 void handle_health(server *srv, json_t *body, reply *out);
 void handle_models(server *srv, json_t *body, reply *out);

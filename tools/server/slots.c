@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,52 +18,6 @@ double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- sbuf ----------------------------------------------------------------------------- */
-
-int sbuf_add(sbuf *b, const char *data, size_t len) {
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len + 1)
-            cap *= 2;
-        char *grown = realloc(b->data, cap);
-        if (!grown)
-            return -1;
-        b->data = grown;
-        b->cap = cap;
-    }
-    if (len)
-        memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = 0;
-    return 0;
-}
-
-int sbuf_printf(sbuf *b, const char *fmt, ...) {
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return -1;
-    if ((size_t)n < sizeof small)
-        return sbuf_add(b, small, (size_t)n);
-    char *big = malloc((size_t)n + 1);
-    if (!big)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    const int rc = sbuf_add(b, big, (size_t)n);
-    free(big);
-    return rc;
-}
-
-void sbuf_free(sbuf *b) {
-    free(b->data);
-    memset(b, 0, sizeof *b);
 }
 
 /* ---- jobs ----------------------------------------------------------------------------- */
