@@ -144,7 +144,7 @@ static int upload_weight(const host_matrix *m, cuda_weight *dw) {
 }
 
 static const char *mode_name(int mode) {
-    static const char *names[] = {"store", "add", "norm_store", "norm_swiglu", "norm_argmax"};
+    static const char *names[] = {"store", "add", "norm_store", "norm_swiglu", "norm_argmax", "norm_geglu"};
     return names[mode];
 }
 
@@ -157,12 +157,16 @@ static void random_acc(unsigned long long *acc, double *value, int n) {
     }
 }
 
+/* GELU's tanh approximation (cpu_geglu) in doubles */
+static double gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(0.79788456080286535588 * g * (1.0 + 0.044715 * g * g))); }
+
 /* One matvec on the device vs the host; returns the worst |error| / max |y|. With
  * with_acc, the residual has a pending fixed-point part (cuda_matvec's acc), which
  * MV_ADD must also clear. */
 static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax_ok) {
     const int n_in = m->n_in, n_out = m->n_out;
-    const int n_y = mode == MV_NORM_SWIGLU ? n_out / 2 : n_out;
+    const int gated = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
+    const int n_y = gated ? n_out / 2 : n_out;
     const float eps = 1e-6f;
     float *x = malloc((size_t)n_in * sizeof(float)), *nw = malloc((size_t)n_in * sizeof(float));
     float *y0 = malloc((size_t)n_y * sizeof(float)), *y = malloc((size_t)n_y * sizeof(float));
@@ -187,7 +191,7 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
         random_acc(acc, acc_v, n_acc);
 
     /* the host: doubles throughout */
-    const int norm = mode == MV_NORM_STORE || mode == MV_NORM_SWIGLU || mode == MV_NORM_ARGMAX;
+    const int norm = mode == MV_NORM_STORE || gated || mode == MV_NORM_ARGMAX;
     double ss = 0.0;
     for (int i = 0; i < n_in; i++) {
         xn[i] = x[i] + (mode == MV_ADD ? 0.0 : acc_v[i]);
@@ -202,10 +206,10 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
         double a = 0.0, u = 0.0;
         for (int i = 0; i < n_in; i++)
             a += m->value[(size_t)r * n_in + i] * xn[i];
-        if (mode == MV_NORM_SWIGLU) {
+        if (gated) {
             for (int i = 0; i < n_in; i++)
                 u += m->value[(size_t)(n_y + r) * n_in + i] * xn[i];
-            a = a / (1.0 + exp(-a)) * u;
+            a = (mode == MV_NORM_GEGLU ? gelu_tanh(a) : a / (1.0 + exp(-a))) * u;
         }
         ref[r] = mode == MV_ADD ? y0[r] + acc_v[r] + a : a;
         ymax = fabs(ref[r]) > ymax ? fabs(ref[r]) : ymax;
@@ -264,15 +268,50 @@ done:
     return worst;
 }
 
+/* RMSNorm (with nw, when not NULL) and RoPE (every dim rotated, by the angles cs (hd / 2,
+ * 2) of the position) of a head vector, in doubles. */
+static void norm_rope_ref(const float *src, const float *nw, int hd, int neox, const float *cs, double eps,
+                          double *dst) {
+    const int half = hd / 2;
+    double ss = 0.0;
+    for (int i = 0; i < hd; i++)
+        ss += (double)src[i] * src[i];
+    const double scale = nw ? 1.0 / sqrt(ss / hd + eps) : 1.0;
+    for (int i = 0; i < hd; i++)
+        dst[i] = src[i] * scale * (nw ? nw[i] : 1.0f);
+    for (int i = 0; i < half; i++) {
+        const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        const double c = cs[2 * i], s = cs[2 * i + 1], x0 = dst[i0], x1 = dst[i1];
+        dst[i0] = x0 * c - x1 * s;
+        dst[i1] = x0 * s + x1 * c;
+    }
+}
+
+/* Attention parameters of heads of hd dims without norms, biases or RoPE table (the
+ * shape checks and the prefill's attention, whose q comes normed and rotated). */
+static cuda_attn_params plain_attn(int n_head, int n_head_kv, int hd, int neox, int64_t n_ctx, int window) {
+    const cuda_attn_params p = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .head_dim_v = hd,
+                                .n_rot = hd, .rope_neox = neox, .eps = 1e-6f, .n_ctx = n_ctx, .window = window};
+    return p;
+}
+
 /* One decode attention step at position pos against doubles on the host: worst error
  * of the output over its largest value, and whether row pos of both caches was written.
  * window > 0: the step sees rows max(0, pos - window + 1) .. pos only (as
  * cpu_attention_window), and the rows below are NaN, so that reading one shows.
  * With wo_type >= 0, the output projection folded in: a random wo (n_embd, n_head * hd)
  * of that type, and the error of what the kernel added into the fixed-point
- * accumulator, over the largest value it added. */
-static double attention_case(int n_head, int n_head_kv, int hd, int pos, int window, int neox, int with_norm,
-                             int wo_type, int n_embd, int *cache_ok) {
+ * accumulator, over the largest value it added. With with_bias, random Q/K/V biases
+ * (Qwen2) added to qkv before everything else. */
+typedef struct attn_case {
+    int n_head, n_head_kv, hd, pos, window, neox, with_norm;
+    int wo_type, n_embd; /* wo folded in: its type and rows; -1 and 0 without */
+    int with_bias;
+} attn_case;
+
+static double attention_case(const attn_case *ac, int *cache_ok) {
+    const int n_head = ac->n_head, n_head_kv = ac->n_head_kv, hd = ac->hd, pos = ac->pos, window = ac->window;
+    const int neox = ac->neox, with_norm = ac->with_norm, wo_type = ac->wo_type, n_embd = ac->n_embd;
     const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, n_qkv = q_dim + 2 * kv_dim, half = hd / 2;
     const int n_ctx = pos + 1, group = n_head / n_head_kv;
     const int j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* the first row seen */
@@ -280,11 +319,12 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
     const size_t cache_n = (size_t)n_ctx * kv_dim;
     float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
     float *qkv = malloc((size_t)n_qkv * sizeof(float)), *qn = malloc((size_t)hd * sizeof(float));
+    float *bias = malloc((size_t)n_qkv * sizeof(float)), *qkv_b = malloc((size_t)n_qkv * sizeof(float));
     float *kn = malloc((size_t)hd * sizeof(float)), *cs = malloc((size_t)n_ctx * half * 2 * sizeof(float));
     float *out = malloc((size_t)q_dim * sizeof(float)), *row = malloc((size_t)2 * kv_dim * sizeof(float));
     double *ref = malloc((size_t)q_dim * sizeof(double)), *kr = malloc((size_t)kv_dim * sizeof(double));
     double *sc = malloc((size_t)n_ctx * sizeof(double)), *qr = malloc((size_t)hd * sizeof(double));
-    float *dkc = NULL, *dvc = NULL, *dqkv = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dout = NULL;
+    float *dkc = NULL, *dvc = NULL, *dqkv = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dout = NULL, *dbias = NULL;
     cuda_step_state *dstate = NULL;
     host_matrix wo = {0};
     cuda_weight dwo = {0};
@@ -294,7 +334,7 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
     double worst = INFINITY;
     *cache_ok = 0;
     if (!kc || !vc || !qkv || !qn || !kn || !cs || !out || !row || !ref || !kr || !sc || !qr || !acc || !acc_v ||
-        (wo_type >= 0 && make_matrix(wo_type, n_embd, q_dim, &wo) != 0))
+        !bias || !qkv_b || (wo_type >= 0 && make_matrix(wo_type, n_embd, q_dim, &wo) != 0))
         goto done;
     random_acc(acc, acc_v, n_acc);
     for (size_t i = 0; i < cache_n; i++) {
@@ -303,8 +343,11 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
     }
     for (size_t i = 0; i < (size_t)j0 * kv_dim; i++)
         kc[i] = vc[i] = NAN;
-    for (int i = 0; i < n_qkv; i++)
+    for (int i = 0; i < n_qkv; i++) {
         qkv[i] = 2.0f * rndf();
+        bias[i] = ac->with_bias ? rndf() : 0.0f;
+        qkv_b[i] = qkv[i] + bias[i]; /* what the kernel attends with: one f32 add, as cpu_add_bias */
+    }
     for (int i = 0; i < hd; i++) {
         qn[i] = 1.0f + 0.5f * rndf();
         kn[i] = 1.0f + 0.5f * rndf();
@@ -315,28 +358,12 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
         cs[2 * i + 1] = (float)sin(a);
     }
 
-    /* the host: norm + rope of a head vector in doubles, the new K and V, softmax */
-#define NORM_ROPE(src, nw, dst)                                                                   \
-    do {                                                                                          \
-        double ss_ = 0.0;                                                                         \
-        for (int i = 0; i < hd; i++)                                                              \
-            ss_ += (double)(src)[i] * (src)[i];                                                   \
-        const double sc_ = with_norm ? 1.0 / sqrt(ss_ / hd + eps) : 1.0;                          \
-        for (int i = 0; i < hd; i++)                                                              \
-            (dst)[i] = (src)[i] * sc_ * (with_norm ? (nw)[i] : 1.0f);                             \
-        for (int i = 0; i < half; i++) {                                                          \
-            const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;                     \
-            const double c_ = cs[((size_t)pos * half + i) * 2], s_ = cs[((size_t)pos * half + i) * 2 + 1]; \
-            const double x0 = (dst)[i0], x1 = (dst)[i1];                                          \
-            (dst)[i0] = x0 * c_ - x1 * s_;                                                        \
-            (dst)[i1] = x0 * s_ + x1 * c_;                                                        \
-        }                                                                                         \
-    } while (0)
+    /* the host: the new K and V, softmax */
     double omax = 0.0;
     for (int h = 0; h < n_head; h++) {
         const int kvh = h / group;
-        NORM_ROPE(qkv + h * hd, qn, qr);
-        NORM_ROPE(qkv + q_dim + kvh * hd, kn, kr);
+        norm_rope_ref(qkv_b + h * hd, with_norm ? qn : NULL, hd, neox, cs + (size_t)pos * half * 2, eps, qr);
+        norm_rope_ref(qkv_b + q_dim + kvh * hd, with_norm ? kn : NULL, hd, neox, cs + (size_t)pos * half * 2, eps, kr);
         double m = -INFINITY, l = 0.0;
         for (int j = j0; j <= pos; j++) {
             double d = 0.0;
@@ -350,13 +377,12 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
         for (int i = 0; i < hd; i++) {
             double a = 0.0;
             for (int j = j0; j <= pos; j++)
-                a += exp(sc[j] - m) * (j == pos ? (double)qkv[q_dim + kv_dim + kvh * hd + i]
+                a += exp(sc[j] - m) * (j == pos ? (double)qkv_b[q_dim + kv_dim + kvh * hd + i]
                                                 : (double)vc[(size_t)j * kv_dim + kvh * hd + i]);
             ref[h * hd + i] = a / l;
             omax = fabs(ref[h * hd + i]) > omax ? fabs(ref[h * hd + i]) : omax;
         }
     }
-#undef NORM_ROPE
 
     if (cudaMalloc((void **)&dkc, cache_n * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dvc, cache_n * sizeof(float)) != cudaSuccess ||
@@ -366,6 +392,7 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
         cudaMalloc((void **)&dcs, (size_t)n_ctx * half * 2 * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dout, (size_t)q_dim * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
+        cudaMalloc((void **)&dbias, (size_t)n_qkv * sizeof(float)) != cudaSuccess ||
         (wo_type >= 0 && (upload_weight(&wo, &dwo) != 0 ||
                           cudaMalloc((void **)&dacc, (size_t)n_acc * sizeof *dacc) != cudaSuccess)))
         goto done;
@@ -375,6 +402,7 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
     cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dqkv, qkv, (size_t)n_qkv * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dbias, bias, (size_t)n_qkv * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dqn, qn, (size_t)hd * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dkn, kn, (size_t)hd * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dcs, cs, (size_t)n_ctx * half * 2 * sizeof(float), cudaMemcpyHostToDevice);
@@ -382,8 +410,11 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
         const cuda_step_state st = {0, 0, pos, 0, 0};
         cudaMemcpy(dstate, &st, sizeof st, cudaMemcpyHostToDevice);
     }
-    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, neox, eps, with_norm ? dqn : NULL,
-                                with_norm ? dkn : NULL, (const float2 *)dcs, n_ctx, window};
+    cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, neox, n_ctx, window);
+    p.q_norm = with_norm ? dqn : NULL;
+    p.k_norm = with_norm ? dkn : NULL;
+    p.rope_cs = (const float2 *)dcs;
+    p.qkv_bias = ac->with_bias ? dbias : NULL;
     if (wo_type >= 0 && !cuda_attention_can_project(&p, &dwo))
         goto done;
     if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc, 0) != cudaSuccess ||
@@ -414,10 +445,10 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
             worst = e > worst || isnan(e) ? e : worst;
         }
     }
-    /* V is stored as it came; K after its norm and rope, within rounding */
+    /* V is stored as it came (with its bias); K after its norm and rope, within rounding */
     *cache_ok = 1;
     for (int i = 0; i < kv_dim; i++)
-        *cache_ok &= row[kv_dim + i] == qkv[q_dim + kv_dim + i] && isfinite(row[i]) && row[i] != kc[(size_t)pos * kv_dim + i];
+        *cache_ok &= row[kv_dim + i] == qkv_b[q_dim + kv_dim + i] && isfinite(row[i]) && row[i] != kc[(size_t)pos * kv_dim + i];
 done:
     cudaFree(dkc);
     cudaFree(dvc);
@@ -427,6 +458,7 @@ done:
     cudaFree(dcs);
     cudaFree(dout);
     cudaFree(dstate);
+    cudaFree(dbias);
     cudaFree(dwo.w);
     cudaFree(dwo.d);
     cudaFree(dacc);
@@ -437,6 +469,8 @@ done:
     free(kc);
     free(vc);
     free(qkv);
+    free(bias);
+    free(qkv_b);
     free(qn);
     free(kn);
     free(cs);
@@ -508,7 +542,7 @@ static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, i
     cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dqkv, qkv, (size_t)T * row_len * sizeof(float), cudaMemcpyHostToDevice);
-    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, n_ctx, window};
+    const cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, 1, n_ctx, window);
     if (cuda_attention_prefill(&p, dqkv, T, pos0, dkc, dvc, dout, 0) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
@@ -529,6 +563,214 @@ done:
     free(out);
     free(ref);
     free(sc);
+    return worst;
+}
+
+/* A device copy of `bytes` of host, or NULL (out of device memory). */
+static void *to_device(const void *host, size_t bytes) {
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+/* Folds one result into a worst absolute error and the largest reference magnitude
+ * (NaN counts as the worst). */
+static void track_error(double got, double ref, double *err, double *vmax) {
+    const double e = fabs(got - ref);
+    *err = e > *err || isnan(e) ? e : *err;
+    *vmax = fabs(ref) > *vmax ? fabs(ref) : *vmax;
+}
+
+/* Random floats: n of them, each scale * rndf() + offset. */
+static float *random_floats(size_t n, float scale, float offset) {
+    float *f = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; f && i < n; i++)
+        f[i] = scale * rndf() + offset;
+    return f;
+}
+
+/* The prefill's preparation of Q, K and V (cuda_qk_rope_store) for T tokens after pos0
+ * against doubles: Q/K/V biases (with_bias), Q/K norms (with_norm), RoPE; q in place in
+ * qkv, K and V into rows pos0 .. pos0 + T - 1 of the caches. Worst error of q and K over
+ * their largest value; V must be stored exactly (its f32 sum with its bias). */
+static double qk_rope_store_case(int n_head, int n_head_kv, int hd, int T, int pos0, int with_norm, int with_bias) {
+    const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, row_len = q_dim + 2 * kv_dim, n_ctx = pos0 + T;
+    const int half = hd / 2;
+    const size_t cache_n = (size_t)n_ctx * kv_dim;
+    float *qkv = random_floats((size_t)T * row_len, 2.0f, 0.0f), *bias = random_floats(row_len, 1.0f, 0.0f);
+    float *nw = random_floats(2 * (size_t)hd, 0.5f, 1.0f), *cs = random_floats((size_t)n_ctx * half * 2, 1.0f, 0.0f);
+    float *got = malloc((size_t)T * row_len * sizeof(float)), *kc = malloc(cache_n * sizeof(float));
+    float *vc = malloc(cache_n * sizeof(float)), *b = malloc((size_t)hd * sizeof(float));
+    double *ref = malloc((size_t)hd * sizeof(double));
+    float *dqkv = NULL, *dbias = NULL, *dnw = NULL, *dcs = NULL, *dkc = NULL, *dvc = NULL;
+    double worst = INFINITY, err = 0.0, vmax = 0.0;
+    int v_exact = 1;
+    if (!qkv || !bias || !nw || !cs || !got || !kc || !vc || !b || !ref)
+        goto done;
+    for (int i = 0; i < n_ctx * half; i++) { /* unit rotations */
+        const double a = 3.14159265 * cs[2 * i];
+        cs[2 * i] = (float)cos(a);
+        cs[2 * i + 1] = (float)sin(a);
+    }
+    for (int i = 0; !with_bias && i < row_len; i++)
+        bias[i] = 0.0f;
+    if (!(dqkv = to_device(qkv, (size_t)T * row_len * sizeof(float))) || !(dbias = to_device(bias, row_len * sizeof(float))) ||
+        !(dnw = to_device(nw, 2 * (size_t)hd * sizeof(float))) ||
+        !(dcs = to_device(cs, (size_t)n_ctx * half * 2 * sizeof(float))) || cudaMalloc((void **)&dkc, cache_n * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dvc, cache_n * sizeof(float)) != cudaSuccess)
+        goto done;
+    cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, 1, n_ctx, 0);
+    p.q_norm = with_norm ? dnw : NULL;
+    p.k_norm = with_norm ? dnw + hd : NULL;
+    p.rope_cs = (const float2 *)dcs;
+    p.qkv_bias = with_bias ? dbias : NULL;
+    if (cuda_qk_rope_store(&p, dqkv, T, pos0, dkc, dvc, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(got, dqkv, (size_t)T * row_len * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(kc, dkc, cache_n * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(vc, dvc, cache_n * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int t = 0; t < T; t++) {
+        const float *row = qkv + (size_t)t * row_len;
+        const size_t cache_row = (size_t)(pos0 + t) * kv_dim;
+        for (int h = 0; h < n_head + n_head_kv; h++) {
+            const int at = h < n_head ? h * hd : q_dim + (h - n_head) * hd;
+            for (int i = 0; i < hd; i++)
+                b[i] = row[at + i] + bias[at + i];
+            norm_rope_ref(b, with_norm ? nw + (h < n_head ? 0 : hd) : NULL, hd, 1, cs + (size_t)(pos0 + t) * half * 2,
+                          1e-6, ref);
+            const float *out = h < n_head ? got + (size_t)t * row_len + at : kc + cache_row + (h - n_head) * hd;
+            for (int i = 0; i < hd; i++)
+                track_error(out[i], ref[i], &err, &vmax);
+        }
+        for (int i = 0; i < kv_dim; i++)
+            v_exact &= vc[cache_row + i] == row[q_dim + kv_dim + i] + bias[q_dim + kv_dim + i];
+    }
+    worst = v_exact ? err / (vmax > 0 ? vmax : 1.0) : INFINITY;
+done:
+    cudaFree(dqkv);
+    cudaFree(dbias);
+    cudaFree(dnw);
+    cudaFree(dcs);
+    cudaFree(dkc);
+    cudaFree(dvc);
+    free(qkv);
+    free(bias);
+    free(nw);
+    free(cs);
+    free(got);
+    free(kc);
+    free(vc);
+    free(b);
+    free(ref);
+    return worst;
+}
+
+/* The prefill's gated activation (cuda_glu: SwiGLU, or GeGLU with gelu) of n_rows rows
+ * against doubles: worst error over the largest output (the output is F16: 2^-11
+ * relative at most). */
+static double glu_case(int n_rows, int n_ff, int gelu) {
+    const size_t n = (size_t)n_rows * n_ff;
+    float *gu = random_floats(2 * n, 4.0f, 0.0f);
+    uint16_t *y = malloc(n * sizeof(uint16_t)), *dy = NULL;
+    float *dgu = NULL;
+    double worst = INFINITY, err = 0.0, ymax = 0.0;
+    if (!gu || !y || !(dgu = to_device(gu, 2 * n * sizeof(float))) || cudaMalloc((void **)&dy, n * 2) != cudaSuccess ||
+        cuda_glu(dgu, n_rows, n_ff, gelu, dy, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(y, dy, n * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+    for (int r = 0; r < n_rows; r++) {
+        for (int i = 0; i < n_ff; i++) {
+            const double g = gu[(size_t)r * 2 * n_ff + i], u = gu[(size_t)r * 2 * n_ff + n_ff + i];
+            const double ref = (gelu ? gelu_tanh(g) : g / (1.0 + exp(-g))) * u;
+            track_error(er_f16_to_f32(y[(size_t)r * n_ff + i]), ref, &err, &ymax);
+        }
+    }
+    worst = err / (ymax > 0 ? ymax : 1.0);
+done:
+    cudaFree(dgu);
+    cudaFree(dy);
+    free(gu);
+    free(y);
+    return worst;
+}
+
+/* The post-norms' residual add (cuda_add_rmsnorm), x += rmsnorm(y) * w over n_rows rows
+ * of n, against doubles: worst error over the largest result. */
+static double add_rmsnorm_case(int n_rows, int n) {
+    const size_t total = (size_t)n_rows * n;
+    float *x = random_floats(total, 2.0f, 0.0f), *y = random_floats(total, 3.0f, 0.0f), *w = random_floats(n, 0.5f, 1.0f);
+    float *got = malloc(total * sizeof(float)), *dx = NULL, *dy = NULL, *dw = NULL;
+    double worst = INFINITY, err = 0.0, xmax = 0.0;
+    const float eps = 1e-6f;
+    if (!x || !y || !w || !got || !(dx = to_device(x, total * sizeof(float))) || !(dy = to_device(y, total * sizeof(float))) ||
+        !(dw = to_device(w, (size_t)n * sizeof(float))) || cuda_add_rmsnorm(dy, dw, n_rows, n, eps, dx, 0) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(got, dx, total * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int r = 0; r < n_rows; r++) {
+        double ss = 0.0;
+        for (int i = 0; i < n; i++)
+            ss += (double)y[(size_t)r * n + i] * y[(size_t)r * n + i];
+        const double scale = 1.0 / sqrt(ss / n + eps);
+        for (int i = 0; i < n; i++) {
+            const size_t at = (size_t)r * n + i;
+            track_error(got[at], x[at] + y[at] * scale * w[i], &err, &xmax);
+        }
+    }
+    worst = err / (xmax > 0 ? xmax : 1.0);
+done:
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dw);
+    free(x);
+    free(y);
+    free(w);
+    free(got);
+    return worst;
+}
+
+/* The embedding lookups times scale (Gemma-3's embd_scale), of the prefill
+ * (cuda_embed_tokens) and of the step (cuda_embed_state, which also clears the argmax
+ * key), from a random (n_vocab, n_in) matrix of type `type`: worst error over the largest value. */
+static double embed_case(int type, int n_vocab, int n_in, float scale) {
+    enum { N_TOK = 4 };
+    const int32_t tokens[N_TOK] = {3, 0, n_vocab - 1, n_vocab / 2};
+    host_matrix m;
+    cuda_weight dw = {0};
+    float *x = malloc((size_t)(N_TOK + 1) * n_in * sizeof(float)), *dx = NULL;
+    int32_t *dtok = NULL;
+    cuda_step_state *dstate = NULL;
+    const cuda_step_state s0 = {~0ull, tokens[1], 5, 0, 0};
+    cuda_step_state s;
+    double worst = INFINITY, err = 0.0, vmax = 0.0;
+    if (make_matrix(type, n_vocab, n_in, &m) != 0 || !x)
+        goto done;
+    if (upload_weight(&m, &dw) != 0 || !(dtok = to_device(tokens, sizeof tokens)) ||
+        !(dstate = to_device(&s0, sizeof s0)) ||
+        cudaMalloc((void **)&dx, (size_t)(N_TOK + 1) * n_in * sizeof(float)) != cudaSuccess ||
+        cuda_embed_tokens(&dw, scale, dtok, N_TOK, dx, 0) != cudaSuccess ||
+        cuda_embed_state(&dw, scale, dstate, dx + (size_t)N_TOK * n_in, 0) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(x, dx, (size_t)(N_TOK + 1) * n_in * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(&s, dstate, sizeof s, cudaMemcpyDeviceToHost);
+    for (int t = 0; t <= N_TOK; t++) {
+        const int32_t tok = t < N_TOK ? tokens[t] : s0.token;
+        for (int i = 0; i < n_in; i++) {
+            track_error(x[(size_t)t * n_in + i], m.value[(size_t)tok * n_in + i] * scale, &err, &vmax);
+        }
+    }
+    worst = s.argmax_key == 0 ? err / (vmax > 0 ? vmax : 1.0) : INFINITY;
+done:
+    cudaFree(dw.w);
+    cudaFree(dw.d);
+    cudaFree(dx);
+    cudaFree(dtok);
+    cudaFree(dstate);
+    free_matrix(&m);
+    free(x);
     return worst;
 }
 
@@ -600,7 +842,7 @@ void test_cuda(void) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
-            for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
+            for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                 for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
                     int argmax_ok = 0;
                     const double err = run_case(&m, mode, with_acc, &argmax_ok);
@@ -616,9 +858,9 @@ void test_cuda(void) {
         if (cuda_wtype_block(t) == 1) {
             host_matrix m;
             CHECK(make_matrix(t, 50, 172, &m) == 0, "out of memory");
-            for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
+            for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                 int argmax_ok = 0;
-                const double err = run_case(&m, mode, mode == MV_NORM_SWIGLU, &argmax_ok);
+                const double err = run_case(&m, mode, mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU, &argmax_ok);
                 CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", cuda_wtype_name(t), mode_name(mode), err);
             }
             free_matrix(&m);
@@ -669,8 +911,8 @@ void test_cuda(void) {
                                  {4, 4, 80, 1, 1, 33}};
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
         int cache_ok = 0;
-        const double err =
-            attention_case(att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, &cache_ok);
+        const attn_case ac = {att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, 0};
+        const double err = attention_case(&ac, &cache_ok);
         CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of %d, position %d: error %.3g of max |out|, cache %s",
               att[i][0], att[i][1], att[i][2], att[i][5], err, cache_ok ? "written" : "NOT written");
     }
@@ -682,8 +924,8 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
         for (int t = 0; t < CUDA_W_COUNT; t++) {
             int cache_ok = 0;
-            const double err = attention_case(proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4],
-                                              &cache_ok);
+            const attn_case ac = {proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4], 0};
+            const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention + %s wo %d/%d heads of %d, position %d, n_embd %d: error %.3g of max |wo out|, cache %s",
                   cuda_wtype_name(t), proj[i][0], proj[i][1], proj[i][2], proj[i][3], proj[i][4], err,
@@ -699,12 +941,13 @@ void test_cuda(void) {
                                    {64, 8, 5120}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = {sizes[i][0], sizes[i][1], 128, 128, 128, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
+            const cuda_attn_params p = plain_attn(sizes[i][0], sizes[i][1], 128, 1, 1, 0);
             const cuda_weight w = {t, sizes[i][0] * 128, sizes[i][2], NULL, NULL};
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue; /* wo runs as a matvec: the matvec cases above */
             int cache_ok = 0;
-            const double err = attention_case(sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], &cache_ok);
+            const attn_case ac = {sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], 0};
+            const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of 128, %s wo, n_embd %d: error %.3g, cache %s",
                   sizes[i][0], sizes[i][1], t >= 0 ? cuda_wtype_name(t) : "no", sizes[i][2], err,
                   cache_ok ? "written" : "NOT written");
@@ -712,8 +955,7 @@ void test_cuda(void) {
     }
     {
         /* heads of 8 or 80 dims: not whole chunks of every type; wo runs as a matvec */
-        const cuda_attn_params p8 = {8, 4, 8, 8, 8, 0, 1e-6f, NULL, NULL, NULL, 1, 0};
-        const cuda_attn_params p80 = {4, 4, 80, 80, 80, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
+        const cuda_attn_params p8 = plain_attn(8, 4, 8, 0, 1, 0), p80 = plain_attn(4, 4, 80, 1, 1, 0);
         const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL};
         CHECK(!cuda_attention_can_project(&p8, &w8) && !cuda_attention_can_project(&p80, &w80),
               "attention would fold in wo for 8- or 80-dim heads");
@@ -742,12 +984,13 @@ void test_cuda(void) {
         const int nh = win[i][0], nkv = win[i][1], hd = win[i][2], n_embd = win[i][3], pos = win[i][4];
         const int window = win[i][5];
         for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = {nh, nkv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, pos + 1, window};
+            const cuda_attn_params p = plain_attn(nh, nkv, hd, 1, pos + 1, window);
             const cuda_weight w = {t, nh * hd, n_embd, NULL, NULL};
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue;
             int cache_ok = 0;
-            const double err = attention_case(nh, nkv, hd, pos, window, 1, 1, t, n_embd, &cache_ok);
+            const attn_case ac = {nh, nkv, hd, pos, window, 1, 1, t, n_embd, 0};
+            const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention %d/%d heads of %d, position %d, window %d, %s wo: error %.3g, cache %s", nh, nkv, hd, pos,
                   window, t >= 0 ? cuda_wtype_name(t) : "no", err, cache_ok ? "written" : "NOT written");
@@ -755,6 +998,57 @@ void test_cuda(void) {
         }
     }
     printf("  attention with sliding windows: worst error %.2e\n", win_worst);
+    /* Qwen2's Q/K/V biases (0.5B: 14/2 heads of 64, n_embd 896; no Q/K norm) at one and
+     * several rounds of the cluster, with a window, and with wo folded in for every type
+     * the kernel takes it for; Gemma-3-270M's heads (4/1 of 256, n_embd 640, Q/K norms,
+     * window 512 on its sliding layers) */
+    static const int arch_att[][7] = {{14, 2, 64, 0, 0, 0, 1},    {14, 2, 64, 1, 0, 0, 1},    {14, 2, 64, 200, 0, 0, 1},
+                                      {14, 2, 64, 1000, 0, 0, 1}, {14, 2, 64, 300, 130, 0, 1}, {4, 1, 256, 0, 0, 1, 0},
+                                      {4, 1, 256, 100, 0, 1, 0},  {4, 1, 256, 600, 512, 1, 0}, {4, 1, 256, 1000, 0, 1, 0}};
+    for (size_t i = 0; i < sizeof arch_att / sizeof arch_att[0]; i++) {
+        const int *a = arch_att[i], n_embd = a[2] == 64 ? 896 : 640;
+        for (int t = -1; t < CUDA_W_COUNT; t++) {
+            const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, a[4]);
+            const cuda_weight w = {t, a[0] * a[2], n_embd, NULL, NULL};
+            if (t >= 0 && !cuda_attention_can_project(&p, &w))
+                continue;
+            const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, a[5], t, t >= 0 ? n_embd : 0, a[6]};
+            int cache_ok = 0;
+            const double err = attention_case(&ac, &cache_ok);
+            CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of %d, position %d, window %d, %s%s, %s wo: error %.3g, cache %s",
+                  a[0], a[1], a[2], a[3], a[4], a[5] ? "Q/K norms" : "no norms", a[6] ? ", Q/K/V biases" : "",
+                  t >= 0 ? cuda_wtype_name(t) : "no", err, cache_ok ? "written" : "NOT written");
+        }
+    }
+    /* the prefill's Q/K/V preparation (n_head, n_head_kv, head_dim, tokens, pos0, norms,
+     * biases): Qwen3, Qwen2 (biases), Gemma-3 (256 dims), stories260K, 80-dim heads */
+    static const int qkr[][7] = {{16, 8, 128, 5, 0, 1, 0}, {14, 2, 64, 70, 37, 0, 1}, {4, 1, 256, 9, 3, 1, 0},
+                                 {8, 4, 8, 9, 3, 0, 1},    {4, 4, 80, 20, 30, 1, 1}};
+    for (size_t i = 0; i < sizeof qkr / sizeof qkr[0]; i++) {
+        const int *a = qkr[i];
+        const double err = qk_rope_store_case(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+        CHECK(err <= 1e-5, "prefill Q/K/V preparation %d/%d heads of %d, %d tokens after %d%s%s: error %.3g", a[0], a[1],
+              a[2], a[3], a[4], a[5] ? ", Q/K norms" : "", a[6] ? ", biases" : "", err);
+    }
+    /* the prefill's SwiGLU and GeGLU (F16 outputs: 2^-11 of the largest at most), the
+     * post-norms' residual add (Gemma-3-270M: n_embd 640; decode is one row) */
+    static const int glu_shapes[][2] = {{1, 2048}, {37, 300}, {200, 3072}};
+    for (size_t i = 0; i < sizeof glu_shapes / sizeof glu_shapes[0]; i++)
+        for (int gelu = 0; gelu <= 1; gelu++) {
+            const double err = glu_case(glu_shapes[i][0], glu_shapes[i][1], gelu);
+            CHECK(err <= 5e-4, "%s %d x %d: error %.3g", gelu ? "GeGLU" : "SwiGLU", glu_shapes[i][0], glu_shapes[i][1], err);
+        }
+    static const int arn[][2] = {{1, 640}, {1, 1024}, {70, 640}, {3, 100}};
+    for (size_t i = 0; i < sizeof arn / sizeof arn[0]; i++) {
+        const double err = add_rmsnorm_case(arn[i][0], arn[i][1]);
+        CHECK(err <= 1e-5, "post-norm residual add %d x %d: error %.3g", arn[i][0], arn[i][1], err);
+    }
+    /* the embedding lookups, scaled (Gemma-3-270M: sqrt(640)) and not, every type */
+    for (int t = 0; t < CUDA_W_COUNT; t++)
+        for (int scaled = 0; scaled <= 1; scaled++) {
+            const double err = embed_case(t, 50, 640, scaled ? sqrtf(640.0f) : 1.0f);
+            CHECK(err <= 1e-6, "%s embedding%s: error %.3g", cuda_wtype_name(t), scaled ? " scaled" : "", err);
+        }
     /* prefill attention (n_head, n_head_kv, head_dim, tokens, pos0, window): the
      * tensor-core kernel (head_dim 128 and 64; batches not whole tiles, a cached prefix)
      * and the CUDA-core one (8, 80 and 256 dims); windows of 1, shorter than the batch,

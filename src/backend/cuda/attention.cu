@@ -59,10 +59,16 @@ static __device__ __forceinline__ void load_norm(const float *norm_w, int hd, in
     }
 }
 
-/* RMSNorm (when `norm`) and RoPE of one head vector held by a warp: in[] -> out[] (out
- * in shared memory; it may equal in). nw and cs from load_norm and load_rope. */
+/* The head's slice of the Q|K|V biases at `at` (an offset into a qkv row), or NULL. */
+static __device__ __forceinline__ const float *head_bias(const cuda_attn_params p, int at) {
+    return p.qkv_bias ? p.qkv_bias + at : nullptr;
+}
+
+/* Bias (when not NULL), RMSNorm (when `norm`) and RoPE of one head vector held by a
+ * warp: in[] -> out[] (out in shared memory; it may equal in). nw and cs from load_norm
+ * and load_rope. */
 template <int DPL>
-static __device__ void head_norm_rope(const float *in, float *out, bool norm, const float nw[DPL],
+static __device__ void head_norm_rope(const float *in, const float *bias, float *out, bool norm, const float nw[DPL],
                                       const float2 cs[(DPL + 1) / 2], const cuda_attn_params p, int lane) {
     const int hd = p.head_dim;
     float v[DPL];
@@ -71,6 +77,8 @@ static __device__ void head_norm_rope(const float *in, float *out, bool norm, co
     for (int k = 0; k < DPL; k++) {
         const int i = lane + 32 * k;
         v[k] = i < hd ? __ldcg(in + i) : 0.0f; /* written by the previous kernel: L2, not a stale L1 */
+        if (bias && i < hd)
+            v[k] += bias[i];
         ss += v[k] * v[k];
     }
     if (norm) {
@@ -242,15 +250,17 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     pdl_wait();
 
     if (warp == 0) {
-        head_norm_rope<DPL>(qkv + h * hd, q, p.q_norm != nullptr, nw, cs, p, lane);
+        head_norm_rope<DPL>(qkv + h * hd, head_bias(p, h * hd), q, p.q_norm != nullptr, nw, cs, p, lane);
     } else if (warp == 1) {
-        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, k_new, p.k_norm != nullptr, nw, cs, p, lane);
+        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), k_new, p.k_norm != nullptr, nw,
+                            cs, p, lane);
         if (writer)
             for (int i = lane; i < hd; i += 32)
                 k_cache[(size_t)pos * kv_dim + kvh * hd + i] = k_new[i];
     } else if (warp == 2) {
+        const float *bv = head_bias(p, q_dim + kv_dim + kvh * hd);
         for (int i = lane; i < hd; i += 32) {
-            const float vi = __ldcg(qkv + q_dim + kv_dim + kvh * hd + i);
+            const float vi = __ldcg(qkv + q_dim + kv_dim + kvh * hd + i) + (bv ? bv[i] : 0.0f);
             v_new[i] = vi;
             if (writer)
                 v_cache[(size_t)pos * kv_dim + kvh * hd + i] = vi;
@@ -427,15 +437,17 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
     load_norm<DPL>(norm_w, hd, lane, nw);
     load_rope<DPL>(p, pos, lane, cs);
     if (is_q) {
-        head_norm_rope<DPL>(row + hh * hd, buf, norm_w != nullptr, nw, cs, p, lane);
+        head_norm_rope<DPL>(row + hh * hd, head_bias(p, hh * hd), buf, norm_w != nullptr, nw, cs, p, lane);
         for (int i = lane; i < hd; i += 32)
             row[hh * hd + i] = buf[i];
     } else {
         const int kvh = hh - p.n_head;
-        head_norm_rope<DPL>(row + q_dim + kvh * hd, buf, norm_w != nullptr, nw, cs, p, lane);
+        head_norm_rope<DPL>(row + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), buf, norm_w != nullptr, nw, cs,
+                            p, lane);
+        const float *bv = head_bias(p, q_dim + kv_dim + kvh * hd);
         for (int i = lane; i < hd; i += 32) {
             k_cache[(size_t)pos * kv_dim + kvh * hd + i] = buf[i];
-            v_cache[(size_t)pos * kv_dim + kvh * hd + i] = row[q_dim + kv_dim + kvh * hd + i];
+            v_cache[(size_t)pos * kv_dim + kvh * hd + i] = row[q_dim + kv_dim + kvh * hd + i] + (bv ? bv[i] : 0.0f);
         }
     }
 }

@@ -26,6 +26,7 @@ cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il) {
     p.rope_cs = (const float2 *)(cc->cm->m->layers[il].swa ? cc->rope_cs_swa : cc->rope_cs);
     p.n_ctx = cc->n_ctx;
     p.window = cc->cm->m->layers[il].swa ? (int)c->n_swa : 0;
+    p.qkv_bias = cc->cm->layers[il].qkv_bias;
     return p;
 }
 
@@ -71,6 +72,7 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->attn = cuda_arena_take(a, &used, (size_t)q_dim * f);
         cc->acc = cuda_arena_take(a, &used, (size_t)c->n_embd * sizeof(unsigned long long));
         cc->h = cuda_arena_take(a, &used, (size_t)c->n_ff * f);
+        cc->post = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
         cc->gu = cuda_arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
         cc->xh = cuda_arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
         cc->logits = cuda_arena_take(a, &used, (size_t)c->n_vocab * f);
