@@ -419,9 +419,10 @@ int cmd_bench(int argc, char **argv) {
         gpu_weights_mib = (double)model->device->model_bytes(model->dev) / (1024.0 * 1024.0);
     }
     const model_config *c = &model->view.config;
+    /* bytes of a head's K and V rows in their types (a Q8_0 block is 34 bytes per 32) */
     const double kv_mib = (double)c->n_layer * (double)cp.n_ctx * (double)c->n_head_kv *
-                          (double)(c->head_dim * er_type_get(ctx->type_k)->type_size +
-                                   c->head_dim_v * er_type_get(ctx->type_v)->type_size) /
+                          (double)(er_type_row_size(er_type_get(ctx->type_k), c->head_dim) +
+                                   er_type_row_size(er_type_get(ctx->type_v), c->head_dim_v)) /
                           (1024.0 * 1024.0);
     const char *backend = mp.backend == ER_BACKEND_CUDA ? "cuda" : cp.reference ? "cpu reference" : "cpu";
     if (json) {

@@ -59,8 +59,10 @@ typedef struct cuda_context {
     const cuda_model *cm;
     int64_t n_ctx, n_batch;
     cudaStream_t stream;
-    float *k_cache;          /* (n_layer, n_ctx, kv_dim) */
-    float *v_cache;          /* (n_layer, n_ctx, kv_dim) */
+    int kv_type;             /* enum cuda_kv_type of both caches */
+    size_t kv_layer_bytes;   /* one layer's K (or V) cache: cuda_kv_layer_bytes */
+    uint8_t *k_cache;        /* (n_layer, kv_layer_bytes): (n_ctx, kv_dim) elements of kv_type per layer */
+    uint8_t *v_cache;        /* (n_layer, kv_layer_bytes) */
     float *x;                /* (n_batch, n_embd) residual stream */
     float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
     float *attn;             /* (q_dim) decode: attention output, where wo is not folded into attention */

@@ -74,6 +74,28 @@ cudaError_t cuda_spin(long long ns, cudaStream_t stream);
 /* After the output head: token = argmax, out_ids[n_out++] = token, pos++. */
 cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t stream);
 
+/* The KV cache's element types (-ctk/-ctv; K and V of a context have the same one). One
+ * layer's K or V cache, n_ctx rows of kv_dim = n_head_kv * head_dim elements, is
+ *   CUDA_KV_F32   (n_ctx, kv_dim) float
+ *   CUDA_KV_F16   (n_ctx, kv_dim) half: each element rounded to nearest even, 2^-11
+ *                 relative at most (as the CPU fast path's F16 cache and llama.cpp's)
+ *   CUDA_KV_Q8_0  (n_ctx, kv_dim) int8 quants, then (n_ctx, kv_dim / 32) half scales:
+ *                 llama.cpp's block_q8_0 values (32 consecutive elements of a head share
+ *                 d = amax / 127; q = round(x / d)), each element within d / 2 = amax / 254
+ *                 of its value; scales apart from the quants so that every load is
+ *                 aligned. Needs head_dim % 32 == 0.
+ * The values are those of the CPU's caches of the same type (from_f32_q8_0_ref), so that
+ * both backends attend over the same numbers. */
+enum cuda_kv_type { CUDA_KV_F32 = 0, CUDA_KV_F16 = 1, CUDA_KV_Q8_0 = 2 };
+
+/* Bytes of one layer's K or V cache (see enum cuda_kv_type), rounded up to 256 so that
+ * every layer starts aligned (a Q8_0 layer of n elements has 17 n / 16 bytes). */
+static inline size_t cuda_kv_layer_bytes(int kv_type, int64_t n_ctx, int64_t kv_dim) {
+    const size_t n = (size_t)n_ctx * (size_t)kv_dim;
+    const size_t bytes = kv_type == CUDA_KV_F32 ? 4 * n : kv_type == CUDA_KV_F16 ? 2 * n : n + n / 32 * 2;
+    return (bytes + 255) & ~(size_t)255;
+}
+
 typedef struct cuda_attn_params {
     int n_head, n_head_kv, head_dim, head_dim_v, n_rot, rope_neox;
     float eps;
@@ -84,16 +106,18 @@ typedef struct cuda_attn_params {
                  * (cpu_attention_window); 0: every row 0..pos */
     const float *qkv_bias; /* (n_head*hd + 2*n_head_kv*hd) Qwen2's Q|K|V biases, added to qkv before the
                             * norms and RoPE (as cpu_forward), or NULL */
+    int kv_type;           /* enum cuda_kv_type of both caches; their layout needs n_ctx above */
 } cuda_attn_params;
 
 /* Decode, fused: from qkv (n_head*hd + 2*n_head_kv*hd) of the token at state->pos:
- * the Q/K/V biases, Q/K RMSNorm, RoPE, K/V written to the caches (n_ctx, n_head_kv * hd) at pos, then
+ * the Q/K/V biases, Q/K RMSNorm, RoPE, K/V written to the caches (one layer's, in
+ * p->kv_type) at pos, then
  * attention over j0..pos (j0 = max(0, pos - window + 1), or 0 without a window) by a
  * cluster of 8 blocks per head. Without wo: the result into out (n_head * head_dim_v).
  * With wo (n_embd, n_head * head_dim), where cuda_attention_can_project allows it: its
  * product with the result added into acc (n_embd, fixed-point, see cuda_matvec) and out
  * unused. */
-cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache, float *v_cache,
+cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, void *k_cache, void *v_cache,
                                   const cuda_step_state *state, float *out, const cuda_weight *wo,
                                   unsigned long long *acc, cudaStream_t stream);
 /* Whether cuda_attention_decode can fold in the output projection wo. */
@@ -101,13 +125,13 @@ int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo)
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : biases + Q/K norm + RoPE in
  * place on q, K/V (with their biases) to the caches. */
-cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, float *k_cache,
-                               float *v_cache, cudaStream_t stream);
+cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, void *k_cache,
+                               void *v_cache, cudaStream_t stream);
 /* Prefill attention: out (n_tokens, n_head * head_dim_v) f16 (the next GEMM's input),
  * token t at pos0 + t attends to cache rows 0..pos0+t, or with a window to rows
  * max(0, pos0 + t - window + 1) .. pos0 + t; q read from qkv (already normed and rotated). */
 cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
-                                   const float *k_cache, const float *v_cache, uint16_t *out, cudaStream_t stream);
+                                   const void *k_cache, const void *v_cache, uint16_t *out, cudaStream_t stream);
 
 /* y (n_rows, n) f16 = rmsnorm(x) * w */
 cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,

@@ -45,7 +45,7 @@ er_status cuda_enqueue_step(cuda_context *cc) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
-    const size_t layer_kv = (size_t)cc->n_ctx * (size_t)(c->n_head_kv * c->head_dim);
+    const size_t layer_kv = cc->kv_layer_bytes;
     const int n_embd = (int)c->n_embd;
     CUDA_TRY(cuda_embed_state(&cm->token_embd, embd_scale(c), cc->state, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
@@ -126,13 +126,13 @@ er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float 
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
-    const size_t layer_kv = (size_t)cc->n_ctx * (size_t)kv_dim;
+    const size_t layer_kv = cc->kv_layer_bytes;
     const int n = (int)T;
     CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), cc->tokens, n, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
-        float *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
+        uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
         /* x += attention(rmsnorm(x) Wqkv) Wo ; x += glu(rmsnorm(x) Wgate|up) Wdown; with
          * post-norms each product is normalized before it is added */
         CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
