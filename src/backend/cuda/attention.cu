@@ -83,41 +83,34 @@ static __device__ __forceinline__ float4 kv_get4(const void *cache, const __half
     }
 }
 
-/* A head's new K or V row, held by a warp (vals[k]: dim lane + 32 k), rounded to the
- * cache's type in place, and stored at element e0 (the head's first) when `write`:
- * afterwards vals hold what the cache holds. Q8_0 is llama.cpp's quantize_row_q8_0_ref,
- * as from_f32_q8_0_ref on the CPU (d = amax / 127, q = round(x / d) half away from zero,
- * d saturated to F16); a block of 32 dims is one k of the warp (head_dim % 32 == 0,
- * which the context checks). */
-template <int KV, int DPL>
-static __device__ __forceinline__ void kv_round_store(float vals[DPL], void *cache, __half *scales, size_t e0, int hd,
-                                                      int lane, bool write) {
-#pragma unroll
-    for (int k = 0; k < DPL; k++) {
-        const int i = lane + 32 * k;
-        if constexpr (KV == CUDA_KV_Q8_0) {
-            if (32 * k < hd) { /* the whole warp */
-                const float amax = warp_max(fabsf(vals[k]));
-                const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-                const __half dh = __float2half_rn(fminf(d, 65504.0f));
-                const float q = fmaxf(-127.0f, fminf(127.0f, roundf(vals[k] * id)));
-                if (write) {
-                    static_cast<int8_t *>(cache)[e0 + i] = (int8_t)q;
-                    if (lane == 0)
-                        scales[(e0 + i) / 32] = dh;
-                }
-                vals[k] = q * __half2float(dh);
-            }
-        } else if (i < hd) {
-            if constexpr (KV == CUDA_KV_F16) {
-                const __half h = __float2half_rn(vals[k]);
-                if (write)
-                    static_cast<__half *>(cache)[e0 + i] = h;
-                vals[k] = __half2float(h);
-            } else if (write) {
-                static_cast<float *>(cache)[e0 + i] = vals[k];
-            }
+/* One element of a new K or V row rounded to the cache's type, stored at element e when
+ * `write`; returns what the cache holds. Q8_0 is llama.cpp's quantize_row_q8_0_ref, as
+ * from_f32_q8_0_ref on the CPU (d = amax / 127, q = round(x / d) half away from zero, d
+ * saturated to F16), and a call of the whole warp, lane l holding element l of a block
+ * of 32 (head_dim % 32 == 0, which the context checks). */
+template <int KV>
+static __device__ __forceinline__ float kv_round_store(float v, void *cache, __half *scales, size_t e, int lane,
+                                                       bool write) {
+    if constexpr (KV == CUDA_KV_Q8_0) {
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __half dh = __float2half_rn(fminf(d, 65504.0f));
+        const float q = fmaxf(-127.0f, fminf(127.0f, roundf(v * id)));
+        if (write) {
+            static_cast<int8_t *>(cache)[e] = (int8_t)q;
+            if (lane == 0)
+                scales[e / 32] = dh;
         }
+        return q * __half2float(dh);
+    } else if constexpr (KV == CUDA_KV_F16) {
+        const __half h = __float2half_rn(v);
+        if (write)
+            static_cast<__half *>(cache)[e] = h;
+        return __half2float(h);
+    } else {
+        if (write)
+            static_cast<float *>(cache)[e] = v;
+        return v;
     }
 }
 
@@ -242,31 +235,25 @@ static __device__ __forceinline__ void load_round(const void *k_cache, const __h
     }
 }
 
-/* A head's row into a warp's registers (vals[k]: dim lane + 32 k, 0 past hd): from
- * global memory that the previous kernel wrote (L2, not a stale L1), plus the bias when
- * not NULL; or, with `shared`, from shared memory. */
-template <int DPL>
-static __device__ __forceinline__ void load_head(const float *src, const float *bias, bool shared, int hd, int lane,
-                                                 float vals[DPL]) {
-#pragma unroll
-    for (int k = 0; k < DPL; k++) {
-        const int i = lane + 32 * k;
-        vals[k] = i >= hd ? 0.0f : shared ? src[i] : __ldcg(src + i) + (bias ? bias[i] : 0.0f);
-    }
-}
-
-/* A head's new K or V row held by a warp (load_head) rounded to the cache's type,
- * stored at element e0 of the cache when `write`, and what the cache holds into dst[0..hd)
- * (shared memory). */
+/* A head's new K or V row by a warp, element by element (one value live at a time: the
+ * decode kernel holds its first round of keys meanwhile): src[0..hd) from shared memory
+ * (from_shared), or from global memory that the previous kernel wrote (L2, not a stale
+ * L1) plus the bias when not NULL; rounded to the cache's type, stored at element e0 of
+ * the cache when `write`, and what the cache holds into dst[0..hd) (shared memory; may be
+ * src: each lane rewrites its own elements). */
 template <int DPL, int KV>
-static __device__ __forceinline__ void store_head_row(float vals[DPL], float *dst, void *cache, __half *scales,
-                                                      size_t e0, int hd, int lane, bool write) {
-    kv_round_store<KV, DPL>(vals, cache, scales, e0, hd, lane, write);
+static __device__ __forceinline__ void store_head_row(const float *src, const float *bias, bool from_shared, float *dst,
+                                                      void *cache, __half *scales, size_t e0, int hd, int lane,
+                                                      bool write) {
 #pragma unroll
     for (int k = 0; k < DPL; k++) {
         const int i = lane + 32 * k;
-        if (i < hd)
-            dst[i] = vals[k];
+        if (KV == CUDA_KV_Q8_0 ? 32 * k < hd : i < hd) { /* Q8_0: the whole warp, a block per k */
+            const float v = from_shared ? src[i] : __ldcg(src + i) + (bias ? bias[i] : 0.0f);
+            const float held = kv_round_store<KV>(v, cache, scales, e0 + i, lane, write);
+            if (KV != CUDA_KV_F32 || !from_shared) /* an F32 row in shared memory is already what the cache holds */
+                dst[i] = held;
+        }
     }
     __syncwarp();
 }
@@ -370,13 +357,11 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
         head_norm_rope<DPL>(qkv + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), k_new, p.k_norm != nullptr, nw,
                             cs, p, lane);
         /* every block rounds the new row as the writer stores it: it attends with the cache's values */
-        float kr[DPL];
-        load_head<DPL>(k_new, nullptr, true, hd, lane, kr);
-        store_head_row<DPL, KV>(kr, k_new, k_cache, k_d, (size_t)pos * kv_dim + kvh * hd, hd, lane, writer);
+        store_head_row<DPL, KV>(k_new, nullptr, true, k_new, k_cache, k_d, (size_t)pos * kv_dim + kvh * hd, hd, lane,
+                                writer);
     } else if (warp == 2) {
-        float vr[DPL];
-        load_head<DPL>(qkv + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, hd, lane, vr);
-        store_head_row<DPL, KV>(vr, v_new, v_cache, v_d, (size_t)pos * kv_dim + kvh * hd, hd, lane, writer);
+        store_head_row<DPL, KV>(qkv + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, v_new,
+                                v_cache, v_d, (size_t)pos * kv_dim + kvh * hd, hd, lane, writer);
     }
     __syncthreads();
 
@@ -557,11 +542,9 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
         head_norm_rope<DPL>(row + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), buf, norm_w != nullptr, nw, cs,
                             p, lane);
         const size_t e0 = (size_t)pos * kv_dim + kvh * hd;
-        float vals[DPL];
-        load_head<DPL>(buf, nullptr, true, hd, lane, vals);
-        store_head_row<DPL, KV>(vals, buf, k_cache, kv_scales<KV>(k_cache, p), e0, hd, lane, true);
-        load_head<DPL>(row + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, hd, lane, vals);
-        store_head_row<DPL, KV>(vals, buf, v_cache, kv_scales<KV>(v_cache, p), e0, hd, lane, true);
+        store_head_row<DPL, KV>(buf, nullptr, true, buf, k_cache, kv_scales<KV>(k_cache, p), e0, hd, lane, true);
+        store_head_row<DPL, KV>(row + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, buf,
+                                v_cache, kv_scales<KV>(v_cache, p), e0, hd, lane, true);
     }
 }
 
