@@ -6,7 +6,8 @@ prefill on each backend; the CUDA prefill multiplies F16 on the tensor cores) an
 3-token prompt (the CUDA decode kernels, one token at a time), compared as
 max |cuda - cpu| / max |cpu|, with the argmax equal wherever the CPU's top two logits
 are further apart than twice that bound; and the 128 greedy ids from prompt [1], which
-must be identical. Prints one line per check, then "N passed, M failed".
+must be identical (with an F16 or Q8_0 cache: up to a tie within the bound, see
+BOUNDS). Prints one line per check, then "N passed, M failed".
 
 Usage: check_cuda.py [-ctk T] [-ctv T] EDGERUNNER MODEL...
   -ctk/-ctv: the KV cache type (f32, f16 or q8_0; f32 unless given), on both backends:
@@ -47,7 +48,10 @@ PREFILL_BOUND = 1e-2
 # or scale (errors of the logits' own size); the rounding is test_cuda.c's. Greedy ids
 # (decode, F32 arithmetic): expected identical with F16 (its 3e-4 is far below the
 # files' top-two margins) and, on these files, with Q8_0, though a crossed boundary at a
-# margin under ~1e-2 of the largest logit would legitimately change one.
+# margin under ~1e-2 of the largest logit would legitimately change one: for F16 and Q8_0
+# a divergence passes where the reference's logits of the two ids are within twice the
+# decode bound (of the largest), as they were in a CPU stand-in for CUDA (the reference
+# with K and V perturbed by 2e-6 before the rounding: gemma3-hd256, Q8_0, token 47).
 BOUNDS = {"f32": (BOUND, PREFILL_BOUND), "f16": (1e-3, 1e-2), "q8_0": (2e-2, 5e-2)}  # (decode, prefill)
 N_GREEDY = 128
 
@@ -136,8 +140,20 @@ def main():
                                     "0", "--ids", "--ignore-eos"] + kv).split()
                 first = next((i for i, (x, y) in enumerate(zip(ids_cpu, ids_gpu)) if x != y), None)
                 ok = ids_cpu == ids_gpu and len(ids_cpu) == N_GREEDY
-                report(ok, f"greedy {name}{'' if kv_type == 'f32' else ' ' + kv_type + ' KV'}: {N_GREEDY} ids " + ("identical" if ok else f"differ from token {first}: "
-                                                               f"cpu {ids_cpu[first:first+4]} cuda {ids_gpu[first:first+4]}"))
+                label = f"greedy {name}{'' if kv_type == 'f32' else ' ' + kv_type + ' KV'}: {N_GREEDY} ids "
+                if ok:
+                    report(True, label + "identical")
+                elif first is None:
+                    report(False, label + f"cpu {len(ids_cpu)}, cuda {len(ids_gpu)} of them")
+                else:
+                    # an F16/Q8_0 cache may part at a near tie (see BOUNDS): allowed only where the
+                    # reference's own logits put the two choices within the decode bound
+                    l = logits(exe, model, "cpu", [1] + [int(x) for x in ids_cpu[:first]], tmp, kv)[-1]
+                    gap = float(l[int(ids_cpu[first])] - l[int(ids_gpu[first])]) / float(np.abs(l).max())
+                    tie = kv_type != "f32" and gap <= 2 * BOUNDS[kv_type][0]
+                    report(tie, label + f"differ from token {first} (cpu {ids_cpu[first:first+4]} cuda "
+                           f"{ids_gpu[first:first+4]}), where the reference's logits of the two are {gap:.1e} of the "
+                           f"largest apart" + (f": a tie within the {kv_type} bound" if tie else ""))
             except Exception as e:  # noqa: BLE001
                 report(False, f"greedy {name}: {e}")
     print(f"{n_pass} passed, {n_fail} failed")
