@@ -14,7 +14,7 @@
  * (distributed shared memory); after one cluster barrier each merges them, multiplies
  * the head's output by its rows of wo's columns for the head, and adds that into the
  * residual stream's accumulator: no global ticket, no second launch, no wo kernel.
- * Reads per token: (pos + 1 - j0) * 2 * head_dim floats per KV head.
+ * Reads per token: (pos + 1 - j0) * 2 * head_dim elements of the cache per KV head.
  *
  * Sliding windows (cuda_attn_params.window > 0, kernels.h): the token at pos sees rows
  * j0 = max(0, pos - window + 1) .. pos, as cpu_attention_window does; j0 = 0 without a
