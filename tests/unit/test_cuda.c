@@ -1047,13 +1047,17 @@ void test_cuda(void) {
                   att[i][1], att[i][2], att[i][5], kv_name(kv), err, cache_ok ? "written" : "NOT written");
         }
     }
-    /* with the output projection folded in: every weight type at Qwen3-0.6B's shape (one
-     * and several rounds), 64-dim heads with n_embd not a multiple of the cluster's 8
-     * blocks, and fewer rows than blocks */
+    /* with the output projection folded in: every weight type the kernel folds
+     * (cuda_attention_can_project) at Qwen3-0.6B's shape (one and several rounds), 64-dim
+     * heads with n_embd not a multiple of the cluster's 8 blocks, and fewer rows than blocks */
     static const int proj[][6] = {{16, 8, 128, 0, 1024, -1}, {16, 8, 128, 129, 1024, -1}, {16, 8, 128, 1000, 1024, -1},
                                   {8, 2, 64, 200, 100, -1},  {8, 2, 64, 3, 5, -1}};
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
         for (int t = 0; t < CUDA_W_COUNT; t++) {
+            const cuda_attn_params pp = plain_attn(proj[i][0], proj[i][1], proj[i][2], 1, proj[i][3] + 1, 0);
+            const cuda_weight w = {t, proj[i][0] * proj[i][2], proj[i][4], NULL, NULL};
+            if (!cuda_attention_can_project(&pp, &w))
+                continue;
             int cache_ok = 0;
             /* the F16 cache, the default, beside F32 */
             const attn_case ac = {proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4], 0, (int)(i % 2)};
@@ -1091,6 +1095,14 @@ void test_cuda(void) {
         const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL};
         CHECK(!cuda_attention_can_project(&p8, &w8) && !cuda_attention_can_project(&p80, &w80),
               "attention would fold in wo for 8- or 80-dim heads");
+        /* Qwen3-0.6B's wo: folded for the types that fold (FOLD_WO), a matvec for the others */
+        const cuda_attn_params p = plain_attn(16, 8, 128, 1, 1, 0);
+        for (int t = 0; t < CUDA_W_COUNT; t++) {
+            const cuda_weight w = {t, 2048, 1024, NULL, NULL};
+            CHECK(cuda_attention_can_project(&p, &w) == (cuda_wtype_folds_wo(t) != 0),
+                  "%s wo at Qwen3-0.6B's shape: folded %d, FOLD_WO %d", cuda_wtype_name(t),
+                  cuda_attention_can_project(&p, &w), cuda_wtype_folds_wo(t));
+        }
     }
     /* decode attention with a sliding window (n_head, n_head_kv, head_dim, n_embd,
      * position, window): positions inside the window (it sees every row) and beyond it,

@@ -780,14 +780,18 @@ template <int DPL, int WT, int KV>
 static cudaError_t launch_decode(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv, void *k_cache,
                                  void *v_cache, const cuda_step_state *state, float *out, const cuda_weight *wo,
                                  unsigned long long *acc) {
-    const int n_embd = wo ? (int)wo->n_out : 0;
-    cfg->dynamicSmemBytes = WT >= 0 ? proj_smem(WT, n_embd, p->head_dim) : 0;
-    const cudaError_t e = allow_smem(k_attention_decode<DPL, WT, KV>, cfg->dynamicSmemBytes);
-    if (e != cudaSuccess)
-        return e;
-    return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, WT, KV>, *p, qkv, k_cache, v_cache, state, out,
-                              wo ? (const uint8_t *)wo->w : nullptr, wo ? (const __half *)wo->d : nullptr, n_embd,
-                              acc);
+    if constexpr (WT >= 0 && !cuda_wtype_folds_wo(WT)) {
+        return cudaErrorInvalidValue; /* cuda_attention_can_project refuses it: no instance is compiled */
+    } else {
+        const int n_embd = wo ? (int)wo->n_out : 0;
+        cfg->dynamicSmemBytes = WT >= 0 ? proj_smem(WT, n_embd, p->head_dim) : 0;
+        const cudaError_t e = allow_smem(k_attention_decode<DPL, WT, KV>, cfg->dynamicSmemBytes);
+        if (e != cudaSuccess)
+            return e;
+        return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, WT, KV>, *p, qkv, k_cache, v_cache, state, out,
+                                  wo ? (const uint8_t *)wo->w : nullptr, wo ? (const __half *)wo->d : nullptr, n_embd,
+                                  acc);
+    }
 }
 
 template <int DPL, int KV>
@@ -813,7 +817,10 @@ static cudaError_t launch_decode_kv(cudaLaunchConfig_t *cfg, const cuda_attn_par
 
 extern "C" int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo) {
     const int hd = p->head_dim;
-    if (!wo || wo->type < 0 || wo->type >= CUDA_W_COUNT || p->head_dim_v != hd || hd % 32 != 0 || hd > 256 ||
+    /* only the types whose fold measured faster (FOLD_WO in wtypes.cuh, see step.c): the
+     * kernel is compiled for those alone, times every head size and KV cache type */
+    if (!wo || wo->type < 0 || wo->type >= CUDA_W_COUNT || !cuda_wtype_folds_wo(wo->type) || p->head_dim_v != hd ||
+        hd % 32 != 0 || hd > 256 ||
         wo->n_in != (int64_t)p->n_head * hd || wo->n_out < 1 || wo->n_out > (1 << 20))
         return 0;
     if (HAS_SCALES(wo->type)) { /* the scales are copied in 4-byte words: whole words per head */

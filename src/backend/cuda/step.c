@@ -56,8 +56,7 @@ er_status cuda_enqueue_step(cuda_context *cc) {
          * (Qwen3-0.6B on the H200, docs/perf-log.md): Q8_0 1,720 against 1,661-1,674 tok/s,
          * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet. A post-norm
          * needs the whole product first, so those layers never fold it. */
-        const int fold_wo = !l->post_attn_norm && cuda_wtype_folds_wo(l->wo.type) &&
-                            cuda_attention_can_project(&ap, &l->wo);
+        const int fold_wo = !l->post_attn_norm && cuda_attention_can_project(&ap, &l->wo);
         unsigned long long *acc = fold_wo ? cc->acc : NULL;
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
                              cc->stream));
