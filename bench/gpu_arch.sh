@@ -27,7 +27,7 @@ for kv in f32 f16 q8_0; do
     # stories260K's heads have 8 dims: CUDA refuses a q8_0 cache for them (whole blocks of 32)
     extra=(tests/data/stories260K.gguf)
     [ "$kv" = q8_0 ] && extra=()
-    python3 bench/check_cuda.py -ctk "$kv" -ctv "$kv" "$bin/edgerunner" "${extra[@]}" "${files[@]}" \
+    python3 bench/check_cuda.py -ctk "$kv" -ctv "$kv" "$bin/edgerunner" ${extra[@]+"${extra[@]}"} "${files[@]}" \
         > "$OUT/check-$kv.log" 2>&1
     grep "^FAIL" "$OUT/check-$kv.log"
     echo "check_cuda $kv KV: $(tail -1 "$OUT/check-$kv.log")"
@@ -42,7 +42,7 @@ if [ -n "${QWEN3:-}" ]; then
     fi
     vocab=()
     [ -f .gpu-carry/qwen3-vocab.gguf ] && vocab=(--vocab .gpu-carry/qwen3-vocab.gguf)
-    q=$(python3 bench/make_random_qwen3.py /tmp/arch-qwen3 --types Q8_0 "${vocab[@]}" | head -1)
+    q=$(python3 bench/make_random_qwen3.py /tmp/arch-qwen3 --types Q8_0 ${vocab[@]+"${vocab[@]}"} | head -1)
     for kv in f32 f16; do
         python3 bench/check_cuda.py -ctk "$kv" -ctv "$kv" "$bin/edgerunner" "$q" > "$OUT/check-qwen3-$kv.log" 2>&1
         grep "^FAIL" "$OUT/check-qwen3-$kv.log"
