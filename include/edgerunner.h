@@ -89,11 +89,16 @@ int64_t er_token_to_piece(const er_model *model, int32_t id, char *buf, int64_t 
 
 /* Element type of the KV cache (llama.cpp's --cache-type-k / --cache-type-v). */
 typedef enum er_kv_type {
-    ER_KV_DEFAULT = 0, /* F16 on the CPU fast path, as llama.cpp; F32 on the reference path and CUDA */
+    ER_KV_DEFAULT = 0, /* F16 on the CPU fast path and CUDA, as llama.cpp; F32 on the reference path */
     ER_KV_F32,
     ER_KV_F16,         /* half the bytes; each element rounded to 11 significant bits (~5e-4
-                          relative). CPU fast path only: the reference path (the exact oracle)
-                          and the CUDA backend keep F32 and refuse it (ER_ERR_UNSUPPORTED) */
+                          relative) */
+    ER_KV_Q8_0,        /* llama.cpp's q8_0: 34 bytes per 32 elements, each within 1/254 of its
+                          block's largest magnitude. CUDA (K and V of one type there) and the
+                          reference path; the CPU fast path refuses it (ER_ERR_UNSUPPORTED).
+                          The reference path keeps its cache in F32 but rounds every K and V
+                          through the type asked for: the values of such a cache, the oracle of
+                          the other backends' F16 and Q8_0 caches */
 } er_kv_type;
 
 typedef struct er_context_params {

@@ -20,16 +20,15 @@ er_context_params er_context_default_params(void) {
 }
 
 /* The cache type (enum er_type) that `asked` means on backend ops: its default for
- * ER_KV_DEFAULT; a type it does not store fails (the reference keeps F32 so that it
- * stays the exact oracle; so does CUDA, so far). */
+ * ER_KV_DEFAULT; a type it does not store fails. */
 static er_status kv_type(er_kv_type asked, const char *which, const backend_ops *ops, uint32_t *out) {
-    static const uint32_t types[] = {[ER_KV_F32] = ER_TYPE_F32, [ER_KV_F16] = ER_TYPE_F16};
-    if (asked != ER_KV_DEFAULT && asked != ER_KV_F32 && asked != ER_KV_F16)
+    static const uint32_t types[] = {[ER_KV_F32] = ER_TYPE_F32, [ER_KV_F16] = ER_TYPE_F16, [ER_KV_Q8_0] = ER_TYPE_Q8_0};
+    if (asked != ER_KV_DEFAULT && asked != ER_KV_F32 && asked != ER_KV_F16 && asked != ER_KV_Q8_0)
         return er_fail(ER_ERR_INVALID_ARG, "er_context_create: %s %d is not an er_kv_type", which, (int)asked);
     *out = asked == ER_KV_DEFAULT ? ops->kv_default : types[asked];
     if (!(ops->kv_types & 1u << *out))
-        return er_fail(ER_ERR_UNSUPPORTED, "er_context_create: the %s backend keeps its KV cache in %s; %s %s is not "
-                       "supported", ops->name, er_type_get(ops->kv_default)->name, which, er_type_get(*out)->name);
+        return er_fail(ER_ERR_UNSUPPORTED, "er_context_create: the %s backend does not keep a KV cache in %s (%s; its "
+                       "default is %s)", ops->name, er_type_get(*out)->name, which, er_type_get(ops->kv_default)->name);
     return ER_OK;
 }
 

@@ -333,13 +333,15 @@ expect_error "run with a prompt longer than the context" "fit|context" stdout-bl
 expect_error "run with a negative temperature" "temp" -- run -m "$STORIES" --prompt-ids 1 -n 4 --temp -1
 
 # ---- KV cache types (-ctk/-ctv, as llama.cpp) ------------------------------------------
-expect_error "run with a bad -ctk" "run: -ctk wants f32 or f16" -- run -m "$STORIES" --prompt-ids 1 -n 4 -ctk q4_0
-expect_error "run with a bad --cache-type-v" "run: --cache-type-v wants f32 or f16" -- run -m "$STORIES" --prompt-ids 1 -n 4 --cache-type-v F16
+expect_error "run with a bad -ctk" "run: -ctk wants f32, f16 or q8_0" -- run -m "$STORIES" --prompt-ids 1 -n 4 -ctk q4_0
+expect_error "run with a bad --cache-type-v" "run: --cache-type-v wants f32, f16 or q8_0" -- run -m "$STORIES" --prompt-ids 1 -n 4 --cache-type-v F16
 expect_error "run with -ctv but no value" "needs a value" -- run -m "$STORIES" --prompt-ids 1 -n 4 -ctv
-expect_error "chat with a bad -ctv" "chat: -ctv wants f32 or f16" -- chat -m "$STORIES" -ctv bf16
-expect_error "perplexity with a bad -ctk" "perplexity: -ctk wants f32 or f16" -- perplexity -m "$STORIES" -f "$STORIES" -ctk f8
-expect_error "bench with a bad -ctk" "bench: -ctk wants f32 or f16" -- bench -m "$STORIES" -ctk q8_0
-expect_error "run --reference with an F16 cache" "reference.*F32" -- run -m "$STORIES" --reference --prompt-ids 1 -n 4 -ctk f16
+expect_error "chat with a bad -ctv" "chat: -ctv wants f32, f16 or q8_0" -- chat -m "$STORIES" -ctv bf16
+expect_error "perplexity with a bad -ctk" "perplexity: -ctk wants f32, f16 or q8_0" -- perplexity -m "$STORIES" -f "$STORIES" -ctk f8
+expect_error "bench with a bad -ctk" "bench: -ctk wants f32, f16 or q8_0" -- bench -m "$STORIES" -ctk q4_0
+expect_error "run with a q8_0 cache on the CPU fast path" "CPU backend does not keep a KV cache in Q8_0" -- run -m "$STORIES" --prompt-ids 1 -n 4 -ctk q8_0
+# the reference rounds K and V through f16 or q8_0 (the oracle of those caches elsewhere)
+expect_ok "run --reference -ctk q8_0 -ctv f16" -- run -m "$STORIES" --reference --prompt-ids 1 -n 8 --temp 0 --ids -ctk q8_0 -ctv f16
 ref_ids=$("$BIN" run -m "$STORIES" --reference --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
 default_ids=$("$BIN" run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
 if expect_ok "run -ctk f32 -ctv f32" -- run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids -ctk f32 -ctv f32; then
@@ -499,7 +501,8 @@ if "$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids >/
     cpu_ids=$("$BIN" run -m "$STORIES" --prompt-ids 1 -n 16 --temp 0 --ids 2>/dev/null)
     gpu_ids=$("$BIN" run -m "$STORIES" --backend cuda --prompt-ids 1 -n 16 --temp 0 --ids 2>/dev/null)
     if [ "$cpu_ids" = "$gpu_ids" ]; then pass "run --backend cuda gives the CPU's ids"; else fail "run --backend cuda gives the CPU's ids" "$gpu_ids vs $cpu_ids"; fi
-    expect_error "run --backend cuda with an F16 cache" "CUDA.*F32" -- run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 -ctk f16
+    expect_error "run --backend cuda with K and V of two types" "CUDA backend keeps K and V in one type" -- run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 -ctk f32 -ctv f16
+    expect_error "run --backend cuda with a q8_0 cache of 8-dim heads" "multiple of 32" -- run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 -ctk q8_0 -ctv q8_0
 else
     expect_error "run --backend cuda without a GPU" "CUDA" -- run -m "$STORIES" --backend cuda --prompt-ids 1 -n 4 --temp 0 --ids
 fi

@@ -8,7 +8,14 @@
  * one or several rounds of its cluster, sliding windows) and the prefill's attention
  * (also with windows) and tensor-core GEMM against the same kind of host computation.
  * With a window, the cache rows below every window are NaN: a kernel that reads one
- * fails.
+ * fails. Every attention case runs with the KV cache in F32, F16 or Q8_0 (enum
+ * cuda_kv_type): the host attends over the values the cache holds, so the bounds are
+ * those of the F32 cache (1e-5 in decode, 2e-3 in the F16 tensor-core prefill) whatever
+ * the type; the rounding itself is checked where a kernel writes a row (kv_tolerance:
+ * F16 half a unit, 2^-11 relative; Q8_0 half a step of its block, amax / 254, or one
+ * step across a boundary; V bit for bit the CPU's from_f32_q8_0_ref / er_f32_to_f16).
+ * What the rounding does to the logits, against an F32 cache, is bench/check_cuda.py's
+ * and test_cpu.c's to bound.
  *
  * Built when the CUDA backend is; passes with a note on machines without a GPU (CI),
  * and is run on the GPU machine by bench/gpu.sh (`build/unit_tests cuda`).
@@ -220,7 +227,7 @@ static int upload_weight(const host_matrix *m, cuda_weight *dw) {
 }
 
 static const char *mode_name(int mode) {
-    static const char *names[] = {"store", "add", "norm_store", "norm_swiglu", "norm_argmax"};
+    static const char *names[] = {"store", "add", "norm_store", "norm_swiglu", "norm_argmax", "norm_geglu"};
     return names[mode];
 }
 
@@ -233,12 +240,16 @@ static void random_acc(unsigned long long *acc, double *value, int n) {
     }
 }
 
+/* GELU's tanh approximation (cpu_geglu) in doubles */
+static double gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(0.79788456080286535588 * g * (1.0 + 0.044715 * g * g))); }
+
 /* One matvec on the device vs the host; returns the worst |error| / max |y|. With
  * with_acc, the residual has a pending fixed-point part (cuda_matvec's acc), which
  * MV_ADD must also clear. */
 static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax_ok) {
     const int n_in = m->n_in, n_out = m->n_out;
-    const int n_y = mode == MV_NORM_SWIGLU ? n_out / 2 : n_out;
+    const int gated = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
+    const int n_y = gated ? n_out / 2 : n_out;
     const float eps = 1e-6f;
     float *x = malloc((size_t)n_in * sizeof(float)), *nw = malloc((size_t)n_in * sizeof(float));
     float *y0 = malloc((size_t)n_y * sizeof(float)), *y = malloc((size_t)n_y * sizeof(float));
@@ -263,7 +274,7 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
         random_acc(acc, acc_v, n_acc);
 
     /* the host: doubles throughout */
-    const int norm = mode == MV_NORM_STORE || mode == MV_NORM_SWIGLU || mode == MV_NORM_ARGMAX;
+    const int norm = mode == MV_NORM_STORE || gated || mode == MV_NORM_ARGMAX;
     double ss = 0.0;
     for (int i = 0; i < n_in; i++) {
         xn[i] = x[i] + (mode == MV_ADD ? 0.0 : acc_v[i]);
@@ -278,10 +289,10 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
         double a = 0.0, u = 0.0;
         for (int i = 0; i < n_in; i++)
             a += m->value[(size_t)r * n_in + i] * xn[i];
-        if (mode == MV_NORM_SWIGLU) {
+        if (gated) {
             for (int i = 0; i < n_in; i++)
                 u += m->value[(size_t)(n_y + r) * n_in + i] * xn[i];
-            a = a / (1.0 + exp(-a)) * u;
+            a = (mode == MV_NORM_GEGLU ? gelu_tanh(a) : a / (1.0 + exp(-a))) * u;
         }
         ref[r] = mode == MV_ADD ? y0[r] + acc_v[r] + a : a;
         ymax = fabs(ref[r]) > ymax ? fabs(ref[r]) : ymax;
@@ -340,27 +351,175 @@ done:
     return worst;
 }
 
+/* RMSNorm (with nw, when not NULL) and RoPE (every dim rotated, by the angles cs (hd / 2,
+ * 2) of the position) of a head vector, in doubles. */
+static void norm_rope_ref(const float *src, const float *nw, int hd, int neox, const float *cs, double eps,
+                          double *dst) {
+    const int half = hd / 2;
+    double ss = 0.0;
+    for (int i = 0; i < hd; i++)
+        ss += (double)src[i] * src[i];
+    const double scale = nw ? 1.0 / sqrt(ss / hd + eps) : 1.0;
+    for (int i = 0; i < hd; i++)
+        dst[i] = src[i] * scale * (nw ? nw[i] : 1.0f);
+    for (int i = 0; i < half; i++) {
+        const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        const double c = cs[2 * i], s = cs[2 * i + 1], x0 = dst[i0], x1 = dst[i1];
+        dst[i0] = x0 * c - x1 * s;
+        dst[i1] = x0 * s + x1 * c;
+    }
+}
+
+/* Attention parameters of heads of hd dims without norms, biases or RoPE table (the
+ * shape checks and the prefill's attention, whose q comes normed and rotated). */
+static cuda_attn_params plain_attn(int n_head, int n_head_kv, int hd, int neox, int64_t n_ctx, int window) {
+    const cuda_attn_params p = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .head_dim_v = hd,
+                                .n_rot = hd, .rope_neox = neox, .eps = 1e-6f, .n_ctx = n_ctx, .window = window};
+    return p;
+}
+
+/* A device copy of `bytes` of host, or NULL (out of device memory). */
+static void *to_device(const void *host, size_t bytes) {
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+/* Folds one result into a worst absolute error and the largest reference magnitude
+ * (NaN counts as the worst). */
+static void track_error(double got, double ref, double *err, double *vmax) {
+    const double e = fabs(got - ref);
+    *err = e > *err || isnan(e) ? e : *err;
+    *vmax = fabs(ref) > *vmax ? fabs(ref) : *vmax;
+}
+
+/* Random floats: n of them, each scale * rndf() + offset. */
+static float *random_floats(size_t n, float scale, float offset) {
+    float *f = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; f && i < n; i++)
+        f[i] = scale * rndf() + offset;
+    return f;
+}
+
+/* ---- the KV cache's types on the host (kernels.h: enum cuda_kv_type) ---------------- */
+
+static const char *kv_name(int kv_type) { return kv_type == CUDA_KV_F16 ? "F16" : kv_type == CUDA_KV_Q8_0 ? "Q8_0" : "F32"; }
+
+/* Rows 0..n_rows of vals (n_rows, kv_dim) into a layer's cache of n_ctx rows in the
+ * device layout of kv_type at dst (cuda_kv_layer_bytes), with the CPU's conversions
+ * (er_f32_to_f16; from_f32_q8_0_ref, whose blocks of 32 are those of the device when
+ * kv_dim % 32 == 0); vals becomes what the cache holds. */
+static void kv_encode(int kv_type, float *vals, int n_rows, int n_ctx, int kv_dim, uint8_t *dst) {
+    for (int r = 0; r < n_rows; r++) {
+        float *row = vals + (size_t)r * kv_dim;
+        const size_t e0 = (size_t)r * kv_dim;
+        if (kv_type == CUDA_KV_F32) {
+            memcpy(dst + 4 * e0, row, (size_t)kv_dim * 4);
+        } else if (kv_type == CUDA_KV_F16) {
+            for (int i = 0; i < kv_dim; i++) {
+                const uint16_t h = er_f32_to_f16(row[i]);
+                memcpy(dst + 2 * (e0 + i), &h, 2);
+                row[i] = er_f16_to_f32(h);
+            }
+        } else {
+            uint16_t *scales = (uint16_t *)(dst + (size_t)n_ctx * kv_dim);
+            for (int b = 0; b < kv_dim / 32; b++) {
+                block_q8_0 q;
+                from_f32_q8_0_ref(row + 32 * b, &q, 32);
+                to_f32_q8_0_ref(&q, row + 32 * b, 32);
+                memcpy(dst + e0 + 32 * b, q.qs, 32);
+                scales[e0 / 32 + b] = q.d;
+            }
+        }
+    }
+}
+
+/* Row r of a layer's cache of n_ctx rows in the device layout of kv_type, as floats. */
+static void kv_decode(int kv_type, const uint8_t *src, int r, int n_ctx, int kv_dim, float *out) {
+    const size_t e0 = (size_t)r * kv_dim;
+    for (int i = 0; i < kv_dim; i++) {
+        if (kv_type == CUDA_KV_F32) {
+            memcpy(&out[i], src + 4 * (e0 + i), 4);
+        } else if (kv_type == CUDA_KV_F16) {
+            uint16_t h;
+            memcpy(&h, src + 2 * (e0 + i), 2);
+            out[i] = er_f16_to_f32(h);
+        } else {
+            uint16_t d;
+            memcpy(&d, src + (size_t)n_ctx * kv_dim + 2 * ((e0 + i) / 32), 2);
+            out[i] = er_f16_to_f32(d) * (float)(int8_t)src[e0 + i];
+        }
+    }
+}
+
+/* Rows 0..n_rows of the cache become NaN (Q8_0: their scales), so that a kernel that
+ * reads one shows it. */
+static void kv_poison(int kv_type, uint8_t *dst, int n_rows, int n_ctx, int kv_dim) {
+    const uint16_t nan16 = 0x7e00;
+    const float nan32 = NAN;
+    for (size_t e = 0; e < (size_t)n_rows * kv_dim; e++) {
+        if (kv_type == CUDA_KV_F32)
+            memcpy(dst + 4 * e, &nan32, 4);
+        else if (kv_type == CUDA_KV_F16)
+            memcpy(dst + 2 * e, &nan16, 2);
+        else if (e % 32 == 0)
+            memcpy(dst + (size_t)n_ctx * kv_dim + 2 * (e / 32), &nan16, 2);
+    }
+}
+
+/* How far a new K element that the kernel rounded to kv_type may be from its exact value
+ * ref (block_amax: the largest |ref| of its 32-element block): F32 sums (1e-5 of the
+ * head's largest, scale); F16 half a unit (2^-11 relative) of the kernel's f32 value;
+ * Q8_0 half a step d = amax / 127 (and one more step where the kernel's f32 value and
+ * the exact one fall on two sides of a rounding boundary), d itself rounded to F16. */
+static double kv_tolerance(int kv_type, double ref, double block_amax, double scale) {
+    if (kv_type == CUDA_KV_F16)
+        return ldexp(fabs(ref), -11) + 1e-5 * scale;
+    if (kv_type == CUDA_KV_Q8_0)
+        return 1.1 * block_amax / 127.0 + 1e-5 * scale;
+    return 1e-5 * scale;
+}
+
 /* One decode attention step at position pos against doubles on the host: worst error
  * of the output over its largest value, and whether row pos of both caches was written.
  * window > 0: the step sees rows max(0, pos - window + 1) .. pos only (as
  * cpu_attention_window), and the rows below are NaN, so that reading one shows.
  * With wo_type >= 0, the output projection folded in: a random wo (n_embd, n_head * hd)
  * of that type, and the error of what the kernel added into the fixed-point
- * accumulator, over the largest value it added. */
-static double attention_case(int n_head, int n_head_kv, int hd, int pos, int window, int neox, int with_norm,
-                             int wo_type, int n_embd, int *cache_ok) {
+ * accumulator, over the largest value it added. With with_bias, random Q/K/V biases
+ * (Qwen2) added to qkv before everything else.
+ * The cache in kv_type: the host attends over the values the cache holds (the earlier
+ * rows encoded on the host, row pos as the kernel wrote it), so the bound stays the F32
+ * one whatever the type; the kernel's rounding of the new row is checked apart: V bit
+ * for bit the CPU's conversion of the same floats, K within kv_tolerance of its exact
+ * value (the kernel's f32 K is ~1e-6 from it, so a rounding may fall the other way). */
+typedef struct attn_case {
+    int n_head, n_head_kv, hd, pos, window, neox, with_norm;
+    int wo_type, n_embd; /* wo folded in: its type and rows; -1 and 0 without */
+    int with_bias;
+    int kv_type; /* enum cuda_kv_type */
+} attn_case;
+
+static double attention_case(const attn_case *ac, int *cache_ok) {
+    const int n_head = ac->n_head, n_head_kv = ac->n_head_kv, hd = ac->hd, pos = ac->pos, window = ac->window;
+    const int neox = ac->neox, with_norm = ac->with_norm, wo_type = ac->wo_type, n_embd = ac->n_embd;
     const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, n_qkv = q_dim + 2 * kv_dim, half = hd / 2;
     const int n_ctx = pos + 1, group = n_head / n_head_kv;
     const int j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* the first row seen */
     const float eps = 1e-6f;
-    const size_t cache_n = (size_t)n_ctx * kv_dim;
+    const size_t cache_n = (size_t)n_ctx * kv_dim, cache_bytes = cuda_kv_layer_bytes(ac->kv_type, n_ctx, kv_dim);
     float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
+    uint8_t *kcb = calloc(cache_bytes, 1), *vcb = calloc(cache_bytes, 1);
     float *qkv = malloc((size_t)n_qkv * sizeof(float)), *qn = malloc((size_t)hd * sizeof(float));
+    float *bias = malloc((size_t)n_qkv * sizeof(float)), *qkv_b = malloc((size_t)n_qkv * sizeof(float));
     float *kn = malloc((size_t)hd * sizeof(float)), *cs = malloc((size_t)n_ctx * half * 2 * sizeof(float));
-    float *out = malloc((size_t)q_dim * sizeof(float)), *row = malloc((size_t)2 * kv_dim * sizeof(float));
+    float *out = malloc((size_t)q_dim * sizeof(float)), *v_want = malloc((size_t)kv_dim * sizeof(float));
     double *ref = malloc((size_t)q_dim * sizeof(double)), *kr = malloc((size_t)kv_dim * sizeof(double));
     double *sc = malloc((size_t)n_ctx * sizeof(double)), *qr = malloc((size_t)hd * sizeof(double));
-    float *dkc = NULL, *dvc = NULL, *dqkv = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dout = NULL;
+    float *dqkv = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dout = NULL, *dbias = NULL;
+    uint8_t *dkc = NULL, *dvc = NULL;
     cuda_step_state *dstate = NULL;
     host_matrix wo = {0};
     cuda_weight dwo = {0};
@@ -369,18 +528,24 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
     double *acc_v = malloc((size_t)n_acc * sizeof(double) + 1);
     double worst = INFINITY;
     *cache_ok = 0;
-    if (!kc || !vc || !qkv || !qn || !kn || !cs || !out || !row || !ref || !kr || !sc || !qr || !acc || !acc_v ||
-        (wo_type >= 0 && make_matrix(wo_type, n_embd, q_dim, &wo) != 0))
+    if (!kc || !vc || !kcb || !vcb || !qkv || !qn || !kn || !cs || !out || !v_want || !ref || !kr || !sc || !qr ||
+        !acc || !acc_v || !bias || !qkv_b || (wo_type >= 0 && make_matrix(wo_type, n_embd, q_dim, &wo) != 0))
         goto done;
     random_acc(acc, acc_v, n_acc);
     for (size_t i = 0; i < cache_n; i++) {
         kc[i] = 2.0f * rndf();
         vc[i] = rndf();
     }
-    for (size_t i = 0; i < (size_t)j0 * kv_dim; i++)
-        kc[i] = vc[i] = NAN;
-    for (int i = 0; i < n_qkv; i++)
+    /* rows 0..pos - 1 in the cache's type (kc, vc: their values); row pos is the kernel's */
+    kv_encode(ac->kv_type, kc, pos, n_ctx, kv_dim, kcb);
+    kv_encode(ac->kv_type, vc, pos, n_ctx, kv_dim, vcb);
+    kv_poison(ac->kv_type, kcb, j0, n_ctx, kv_dim);
+    kv_poison(ac->kv_type, vcb, j0, n_ctx, kv_dim);
+    for (int i = 0; i < n_qkv; i++) {
         qkv[i] = 2.0f * rndf();
+        bias[i] = ac->with_bias ? rndf() : 0.0f;
+        qkv_b[i] = qkv[i] + bias[i]; /* what the kernel attends with: one f32 add, as cpu_add_bias */
+    }
     for (int i = 0; i < hd; i++) {
         qn[i] = 1.0f + 0.5f * rndf();
         kn[i] = 1.0f + 0.5f * rndf();
@@ -391,33 +556,49 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
         cs[2 * i + 1] = (float)sin(a);
     }
 
-    /* the host: norm + rope of a head vector in doubles, the new K and V, softmax */
-#define NORM_ROPE(src, nw, dst)                                                                   \
-    do {                                                                                          \
-        double ss_ = 0.0;                                                                         \
-        for (int i = 0; i < hd; i++)                                                              \
-            ss_ += (double)(src)[i] * (src)[i];                                                   \
-        const double sc_ = with_norm ? 1.0 / sqrt(ss_ / hd + eps) : 1.0;                          \
-        for (int i = 0; i < hd; i++)                                                              \
-            (dst)[i] = (src)[i] * sc_ * (with_norm ? (nw)[i] : 1.0f);                             \
-        for (int i = 0; i < half; i++) {                                                          \
-            const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;                     \
-            const double c_ = cs[((size_t)pos * half + i) * 2], s_ = cs[((size_t)pos * half + i) * 2 + 1]; \
-            const double x0 = (dst)[i0], x1 = (dst)[i1];                                          \
-            (dst)[i0] = x0 * c_ - x1 * s_;                                                        \
-            (dst)[i1] = x0 * s_ + x1 * c_;                                                        \
-        }                                                                                         \
-    } while (0)
-    double omax = 0.0;
+    /* the device */
+    if (!(dkc = to_device(kcb, cache_bytes)) || !(dvc = to_device(vcb, cache_bytes)) ||
+        !(dqkv = to_device(qkv, (size_t)n_qkv * sizeof(float))) || !(dqn = to_device(qn, (size_t)hd * sizeof(float))) ||
+        !(dkn = to_device(kn, (size_t)hd * sizeof(float))) ||
+        !(dcs = to_device(cs, (size_t)n_ctx * half * 2 * sizeof(float))) ||
+        cudaMalloc((void **)&dout, (size_t)q_dim * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
+        !(dbias = to_device(bias, (size_t)n_qkv * sizeof(float))) ||
+        (wo_type >= 0 && (upload_weight(&wo, &dwo) != 0 || !(dacc = to_device(acc, (size_t)n_acc * sizeof *acc)))))
+        goto done;
+    {
+        const cuda_step_state st = {0, 0, pos, 0, 0};
+        cudaMemcpy(dstate, &st, sizeof st, cudaMemcpyHostToDevice);
+    }
+    cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, neox, n_ctx, window);
+    p.q_norm = with_norm ? dqn : NULL;
+    p.k_norm = with_norm ? dkn : NULL;
+    p.rope_cs = (const float2 *)dcs;
+    p.qkv_bias = ac->with_bias ? dbias : NULL;
+    p.kv_type = ac->kv_type;
+    if (wo_type >= 0 && !cuda_attention_can_project(&p, &dwo))
+        goto done;
+    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc, 0) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(out, dout, (size_t)q_dim * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(kcb, dkc, cache_bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(vcb, dvc, cache_bytes, cudaMemcpyDeviceToHost);
+    kv_decode(ac->kv_type, kcb, pos, n_ctx, kv_dim, kc + (size_t)pos * kv_dim);
+    kv_decode(ac->kv_type, vcb, pos, n_ctx, kv_dim, vc + (size_t)pos * kv_dim);
+
+    /* the host: the new K exactly (its rounding checked below), attention over the cache */
+    double omax = 0.0, kmax = 0.0;
     for (int h = 0; h < n_head; h++) {
         const int kvh = h / group;
-        NORM_ROPE(qkv + h * hd, qn, qr);
-        NORM_ROPE(qkv + q_dim + kvh * hd, kn, kr);
+        norm_rope_ref(qkv_b + h * hd, with_norm ? qn : NULL, hd, neox, cs + (size_t)pos * half * 2, eps, qr);
+        norm_rope_ref(qkv_b + q_dim + kvh * hd, with_norm ? kn : NULL, hd, neox, cs + (size_t)pos * half * 2, eps,
+                      kr + kvh * hd);
         double m = -INFINITY, l = 0.0;
         for (int j = j0; j <= pos; j++) {
             double d = 0.0;
             for (int i = 0; i < hd; i++)
-                d += qr[i] * (j == pos ? kr[i] : (double)kc[(size_t)j * kv_dim + kvh * hd + i]);
+                d += qr[i] * (double)kc[(size_t)j * kv_dim + kvh * hd + i];
             sc[j] = d / sqrt((double)hd);
             m = sc[j] > m ? sc[j] : m;
         }
@@ -426,48 +607,11 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
         for (int i = 0; i < hd; i++) {
             double a = 0.0;
             for (int j = j0; j <= pos; j++)
-                a += exp(sc[j] - m) * (j == pos ? (double)qkv[q_dim + kv_dim + kvh * hd + i]
-                                                : (double)vc[(size_t)j * kv_dim + kvh * hd + i]);
+                a += exp(sc[j] - m) * (double)vc[(size_t)j * kv_dim + kvh * hd + i];
             ref[h * hd + i] = a / l;
             omax = fabs(ref[h * hd + i]) > omax ? fabs(ref[h * hd + i]) : omax;
         }
     }
-#undef NORM_ROPE
-
-    if (cudaMalloc((void **)&dkc, cache_n * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dvc, cache_n * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dqkv, (size_t)n_qkv * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dqn, (size_t)hd * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dkn, (size_t)hd * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dcs, (size_t)n_ctx * half * 2 * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dout, (size_t)q_dim * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
-        (wo_type >= 0 && (upload_weight(&wo, &dwo) != 0 ||
-                          cudaMalloc((void **)&dacc, (size_t)n_acc * sizeof *dacc) != cudaSuccess)))
-        goto done;
-    if (wo_type >= 0)
-        cudaMemcpy(dacc, acc, (size_t)n_acc * sizeof *acc, cudaMemcpyHostToDevice);
-    /* row pos of the caches starts as garbage: the kernel must write it */
-    cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(dqkv, qkv, (size_t)n_qkv * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(dqn, qn, (size_t)hd * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(dkn, kn, (size_t)hd * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(dcs, cs, (size_t)n_ctx * half * 2 * sizeof(float), cudaMemcpyHostToDevice);
-    {
-        const cuda_step_state st = {0, 0, pos, 0, 0};
-        cudaMemcpy(dstate, &st, sizeof st, cudaMemcpyHostToDevice);
-    }
-    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, neox, eps, with_norm ? dqn : NULL,
-                                with_norm ? dkn : NULL, (const float2 *)dcs, n_ctx, window};
-    if (wo_type >= 0 && !cuda_attention_can_project(&p, &dwo))
-        goto done;
-    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc, 0) != cudaSuccess ||
-        cudaDeviceSynchronize() != cudaSuccess)
-        goto done;
-    cudaMemcpy(out, dout, (size_t)q_dim * sizeof(float), cudaMemcpyDeviceToHost);
-    cudaMemcpy(row, dkc + (size_t)pos * kv_dim, (size_t)kv_dim * sizeof(float), cudaMemcpyDeviceToHost);
-    cudaMemcpy(row + kv_dim, dvc + (size_t)pos * kv_dim, (size_t)kv_dim * sizeof(float), cudaMemcpyDeviceToHost);
     worst = 0.0;
     if (wo_type < 0) {
         for (int i = 0; i < q_dim; i++) {
@@ -490,10 +634,19 @@ static double attention_case(int n_head, int n_head_kv, int hd, int pos, int win
             worst = e > worst || isnan(e) ? e : worst;
         }
     }
-    /* V is stored as it came; K after its norm and rope, within rounding */
-    *cache_ok = 1;
+    /* row pos: V as the CPU converts the same floats (with its bias), K near its exact value */
+    memcpy(v_want, qkv_b + q_dim + kv_dim, (size_t)kv_dim * sizeof(float));
+    kv_encode(ac->kv_type, v_want, 1, 1, kv_dim, kcb); /* kcb: scratch now */
+    *cache_ok = !memcmp(v_want, vc + (size_t)pos * kv_dim, (size_t)kv_dim * sizeof(float));
     for (int i = 0; i < kv_dim; i++)
-        *cache_ok &= row[kv_dim + i] == qkv[q_dim + kv_dim + i] && isfinite(row[i]) && row[i] != kc[(size_t)pos * kv_dim + i];
+        kmax = fabs(kr[i]) > kmax ? fabs(kr[i]) : kmax;
+    for (int i = 0; i < kv_dim; i++) {
+        double amax = 0.0;
+        for (int b = i / 32 * 32; b < i / 32 * 32 + 32 && b < kv_dim; b++)
+            amax = fabs(kr[b]) > amax ? fabs(kr[b]) : amax;
+        const double got = kc[(size_t)pos * kv_dim + i];
+        *cache_ok &= fabs(got - kr[i]) <= kv_tolerance(ac->kv_type, kr[i], amax, kmax);
+    }
 done:
     cudaFree(dkc);
     cudaFree(dvc);
@@ -503,6 +656,7 @@ done:
     cudaFree(dcs);
     cudaFree(dout);
     cudaFree(dstate);
+    cudaFree(dbias);
     cudaFree(dwo.w);
     cudaFree(dwo.d);
     cudaFree(dacc);
@@ -512,12 +666,16 @@ done:
     free(acc_v);
     free(kc);
     free(vc);
+    free(kcb);
+    free(vcb);
     free(qkv);
+    free(bias);
+    free(qkv_b);
     free(qn);
     free(kn);
     free(cs);
     free(out);
-    free(row);
+    free(v_want);
     free(ref);
     free(kr);
     free(sc);
@@ -528,25 +686,31 @@ done:
 /* Prefill attention over a cache of pos0 + T rows (q as qk_rope_store leaves it) against
  * doubles on the host: worst error over the largest output. window > 0: token t sees
  * rows max(0, pos0 + t - window + 1) .. pos0 + t, and the rows below the first token's
- * window are NaN. */
-static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, int pos0, int window) {
+ * window are NaN. The cache in kv_type: the host attends over the values it holds. */
+static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, int pos0, int window, int kv_type) {
     const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, row_len = q_dim + 2 * kv_dim, n_ctx = pos0 + T;
     const int group = n_head / n_head_kv;
     const int j0_min = window > 0 && pos0 >= window ? pos0 - window + 1 : 0; /* no token sees a row below */
-    const size_t cache_n = (size_t)n_ctx * kv_dim;
+    const size_t cache_n = (size_t)n_ctx * kv_dim, cache_bytes = cuda_kv_layer_bytes(kv_type, n_ctx, kv_dim);
     float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
+    uint8_t *kcb = calloc(cache_bytes, 1), *vcb = calloc(cache_bytes, 1);
     float *qkv = malloc((size_t)T * row_len * sizeof(float));
     uint16_t *out = malloc((size_t)T * q_dim * sizeof(uint16_t));
     double *ref = malloc((size_t)T * q_dim * sizeof(double)), *sc = malloc((size_t)n_ctx * sizeof(double));
-    float *dkc = NULL, *dvc = NULL, *dqkv = NULL;
+    float *dqkv = NULL;
+    uint8_t *dkc = NULL, *dvc = NULL;
     uint16_t *dout = NULL;
     double worst = INFINITY;
-    if (!kc || !vc || !qkv || !out || !ref || !sc)
+    if (!kc || !vc || !kcb || !vcb || !qkv || !out || !ref || !sc)
         goto done;
     for (size_t i = 0; i < cache_n; i++) {
         kc[i] = 2.0f * rndf();
         vc[i] = rndf();
     }
+    kv_encode(kv_type, kc, n_ctx, n_ctx, kv_dim, kcb);
+    kv_encode(kv_type, vc, n_ctx, n_ctx, kv_dim, vcb);
+    kv_poison(kv_type, kcb, j0_min, n_ctx, kv_dim);
+    kv_poison(kv_type, vcb, j0_min, n_ctx, kv_dim);
     for (size_t i = 0; i < (size_t)j0_min * kv_dim; i++)
         kc[i] = vc[i] = NAN;
     for (int i = 0; i < T * row_len; i++)
@@ -576,15 +740,12 @@ static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, i
             }
         }
     }
-    if (cudaMalloc((void **)&dkc, cache_n * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dvc, cache_n * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dqkv, (size_t)T * row_len * sizeof(float)) != cudaSuccess ||
+    if (!(dkc = to_device(kcb, cache_bytes)) || !(dvc = to_device(vcb, cache_bytes)) ||
+        !(dqkv = to_device(qkv, (size_t)T * row_len * sizeof(float))) ||
         cudaMalloc((void **)&dout, (size_t)T * q_dim * sizeof(uint16_t)) != cudaSuccess)
         goto done;
-    cudaMemcpy(dkc, kc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(dvc, vc, cache_n * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(dqkv, qkv, (size_t)T * row_len * sizeof(float), cudaMemcpyHostToDevice);
-    const cuda_attn_params p = {n_head, n_head_kv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, n_ctx, window};
+    cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, 1, n_ctx, window);
+    p.kv_type = kv_type;
     if (cuda_attention_prefill(&p, dqkv, T, pos0, dkc, dvc, dout, 0) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
@@ -601,10 +762,217 @@ done:
     cudaFree(dout);
     free(kc);
     free(vc);
+    free(kcb);
+    free(vcb);
     free(qkv);
     free(out);
     free(ref);
     free(sc);
+    return worst;
+}
+
+/* The prefill's preparation of Q, K and V (cuda_qk_rope_store) for T tokens after pos0
+ * against doubles: Q/K/V biases (with_bias), Q/K norms (with_norm), RoPE; q in place in
+ * qkv, K and V into rows pos0 .. pos0 + T - 1 of the caches, in kv_type. Worst error of
+ * q over its largest value; K must be within kv_tolerance of its exact value and V the
+ * CPU's conversion of its f32 sum with its bias, bit for bit (else the error is inf). */
+static double qk_rope_store_case(int n_head, int n_head_kv, int hd, int T, int pos0, int with_norm, int with_bias,
+                                 int kv_type) {
+    const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, row_len = q_dim + 2 * kv_dim, n_ctx = pos0 + T;
+    const int half = hd / 2;
+    const size_t cache_n = (size_t)n_ctx * kv_dim, cache_bytes = cuda_kv_layer_bytes(kv_type, n_ctx, kv_dim);
+    float *qkv = random_floats((size_t)T * row_len, 2.0f, 0.0f), *bias = random_floats(row_len, 1.0f, 0.0f);
+    float *nw = random_floats(2 * (size_t)hd, 0.5f, 1.0f), *cs = random_floats((size_t)n_ctx * half * 2, 1.0f, 0.0f);
+    float *got = malloc((size_t)T * row_len * sizeof(float)), *kc = malloc(cache_n * sizeof(float));
+    float *vc = malloc(cache_n * sizeof(float)), *b = malloc((size_t)kv_dim * sizeof(float));
+    uint8_t *kcb = malloc(cache_bytes), *vcb = malloc(cache_bytes), *dkc = NULL, *dvc = NULL;
+    double *ref = malloc((size_t)hd * sizeof(double));
+    float *dqkv = NULL, *dbias = NULL, *dnw = NULL, *dcs = NULL;
+    double worst = INFINITY, err = 0.0, vmax = 0.0;
+    int kv_ok = 1;
+    if (!qkv || !bias || !nw || !cs || !got || !kc || !vc || !b || !ref || !kcb || !vcb)
+        goto done;
+    for (int i = 0; i < n_ctx * half; i++) { /* unit rotations */
+        const double a = 3.14159265 * cs[2 * i];
+        cs[2 * i] = (float)cos(a);
+        cs[2 * i + 1] = (float)sin(a);
+    }
+    for (int i = 0; !with_bias && i < row_len; i++)
+        bias[i] = 0.0f;
+    if (!(dqkv = to_device(qkv, (size_t)T * row_len * sizeof(float))) || !(dbias = to_device(bias, row_len * sizeof(float))) ||
+        !(dnw = to_device(nw, 2 * (size_t)hd * sizeof(float))) ||
+        !(dcs = to_device(cs, (size_t)n_ctx * half * 2 * sizeof(float))) ||
+        cudaMalloc((void **)&dkc, cache_bytes) != cudaSuccess || cudaMalloc((void **)&dvc, cache_bytes) != cudaSuccess)
+        goto done;
+    cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, 1, n_ctx, 0);
+    p.q_norm = with_norm ? dnw : NULL;
+    p.k_norm = with_norm ? dnw + hd : NULL;
+    p.rope_cs = (const float2 *)dcs;
+    p.qkv_bias = with_bias ? dbias : NULL;
+    p.kv_type = kv_type;
+    if (cuda_qk_rope_store(&p, dqkv, T, pos0, dkc, dvc, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(got, dqkv, (size_t)T * row_len * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(kcb, dkc, cache_bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(vcb, dvc, cache_bytes, cudaMemcpyDeviceToHost);
+    for (int t = 0; t < T; t++) {
+        const float *row = qkv + (size_t)t * row_len;
+        const size_t cache_row = (size_t)(pos0 + t) * kv_dim;
+        kv_decode(kv_type, kcb, pos0 + t, n_ctx, kv_dim, kc + cache_row);
+        kv_decode(kv_type, vcb, pos0 + t, n_ctx, kv_dim, vc + cache_row);
+        for (int h = 0; h < n_head + n_head_kv; h++) {
+            const int at = h < n_head ? h * hd : q_dim + (h - n_head) * hd;
+            for (int i = 0; i < hd; i++)
+                b[i] = row[at + i] + bias[at + i];
+            norm_rope_ref(b, with_norm ? nw + (h < n_head ? 0 : hd) : NULL, hd, 1, cs + (size_t)(pos0 + t) * half * 2,
+                          1e-6, ref);
+            if (h < n_head) {
+                for (int i = 0; i < hd; i++)
+                    track_error(got[(size_t)t * row_len + at + i], ref[i], &err, &vmax);
+                continue;
+            }
+            double kmax = 0.0;
+            for (int i = 0; i < hd; i++)
+                kmax = fabs(ref[i]) > kmax ? fabs(ref[i]) : kmax;
+            for (int i = 0; i < hd; i++) {
+                double amax = 0.0; /* of the 32-element block (hd % 32 == 0 for Q8_0) */
+                for (int j = i / 32 * 32; j < i / 32 * 32 + 32 && j < hd; j++)
+                    amax = fabs(ref[j]) > amax ? fabs(ref[j]) : amax;
+                const double k = kc[cache_row + (h - n_head) * hd + i];
+                kv_ok &= fabs(k - ref[i]) <= kv_tolerance(kv_type, ref[i], amax, kmax);
+            }
+        }
+        for (int i = 0; i < kv_dim; i++)
+            b[i] = row[q_dim + kv_dim + i] + bias[q_dim + kv_dim + i];
+        kv_encode(kv_type, b, 1, 1, kv_dim, kcb); /* kcb: scratch now */
+        kv_ok &= !memcmp(b, vc + cache_row, (size_t)kv_dim * sizeof(float));
+    }
+    worst = kv_ok ? err / (vmax > 0 ? vmax : 1.0) : INFINITY;
+done:
+    cudaFree(dqkv);
+    cudaFree(dbias);
+    cudaFree(dnw);
+    cudaFree(dcs);
+    cudaFree(dkc);
+    cudaFree(dvc);
+    free(qkv);
+    free(bias);
+    free(nw);
+    free(cs);
+    free(got);
+    free(kc);
+    free(vc);
+    free(kcb);
+    free(vcb);
+    free(b);
+    free(ref);
+    return worst;
+}
+
+/* The prefill's gated activation (cuda_glu: SwiGLU, or GeGLU with gelu) of n_rows rows
+ * against doubles: worst error over the largest output (the output is F16: 2^-11
+ * relative at most). */
+static double glu_case(int n_rows, int n_ff, int gelu) {
+    const size_t n = (size_t)n_rows * n_ff;
+    float *gu = random_floats(2 * n, 4.0f, 0.0f);
+    uint16_t *y = malloc(n * sizeof(uint16_t)), *dy = NULL;
+    float *dgu = NULL;
+    double worst = INFINITY, err = 0.0, ymax = 0.0;
+    if (!gu || !y || !(dgu = to_device(gu, 2 * n * sizeof(float))) || cudaMalloc((void **)&dy, n * 2) != cudaSuccess ||
+        cuda_glu(dgu, n_rows, n_ff, gelu, dy, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(y, dy, n * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+    for (int r = 0; r < n_rows; r++) {
+        for (int i = 0; i < n_ff; i++) {
+            const double g = gu[(size_t)r * 2 * n_ff + i], u = gu[(size_t)r * 2 * n_ff + n_ff + i];
+            const double ref = (gelu ? gelu_tanh(g) : g / (1.0 + exp(-g))) * u;
+            track_error(er_f16_to_f32(y[(size_t)r * n_ff + i]), ref, &err, &ymax);
+        }
+    }
+    worst = err / (ymax > 0 ? ymax : 1.0);
+done:
+    cudaFree(dgu);
+    cudaFree(dy);
+    free(gu);
+    free(y);
+    return worst;
+}
+
+/* The post-norms' residual add (cuda_add_rmsnorm), x += rmsnorm(y) * w over n_rows rows
+ * of n, against doubles: worst error over the largest result. */
+static double add_rmsnorm_case(int n_rows, int n) {
+    const size_t total = (size_t)n_rows * n;
+    float *x = random_floats(total, 2.0f, 0.0f), *y = random_floats(total, 3.0f, 0.0f), *w = random_floats(n, 0.5f, 1.0f);
+    float *got = malloc(total * sizeof(float)), *dx = NULL, *dy = NULL, *dw = NULL;
+    double worst = INFINITY, err = 0.0, xmax = 0.0;
+    const float eps = 1e-6f;
+    if (!x || !y || !w || !got || !(dx = to_device(x, total * sizeof(float))) || !(dy = to_device(y, total * sizeof(float))) ||
+        !(dw = to_device(w, (size_t)n * sizeof(float))) || cuda_add_rmsnorm(dy, dw, n_rows, n, eps, dx, 0) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(got, dx, total * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int r = 0; r < n_rows; r++) {
+        double ss = 0.0;
+        for (int i = 0; i < n; i++)
+            ss += (double)y[(size_t)r * n + i] * y[(size_t)r * n + i];
+        const double scale = 1.0 / sqrt(ss / n + eps);
+        for (int i = 0; i < n; i++) {
+            const size_t at = (size_t)r * n + i;
+            track_error(got[at], x[at] + y[at] * scale * w[i], &err, &xmax);
+        }
+    }
+    worst = err / (xmax > 0 ? xmax : 1.0);
+done:
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dw);
+    free(x);
+    free(y);
+    free(w);
+    free(got);
+    return worst;
+}
+
+/* The embedding lookups times scale (Gemma-3's embd_scale), of the prefill
+ * (cuda_embed_tokens) and of the step (cuda_embed_state, which also clears the argmax
+ * key), from a random (n_vocab, n_in) matrix of type `type`: worst error over the largest value. */
+static double embed_case(int type, int n_vocab, int n_in, float scale) {
+    enum { N_TOK = 4 };
+    const int32_t tokens[N_TOK] = {3, 0, n_vocab - 1, n_vocab / 2};
+    host_matrix m;
+    cuda_weight dw = {0};
+    float *x = malloc((size_t)(N_TOK + 1) * n_in * sizeof(float)), *dx = NULL;
+    int32_t *dtok = NULL;
+    cuda_step_state *dstate = NULL;
+    const cuda_step_state s0 = {~0ull, tokens[1], 5, 0, 0};
+    cuda_step_state s;
+    double worst = INFINITY, err = 0.0, vmax = 0.0;
+    if (make_matrix(type, n_vocab, n_in, &m) != 0 || !x)
+        goto done;
+    if (upload_weight(&m, &dw) != 0 || !(dtok = to_device(tokens, sizeof tokens)) ||
+        !(dstate = to_device(&s0, sizeof s0)) ||
+        cudaMalloc((void **)&dx, (size_t)(N_TOK + 1) * n_in * sizeof(float)) != cudaSuccess ||
+        cuda_embed_tokens(&dw, scale, dtok, N_TOK, dx, 0) != cudaSuccess ||
+        cuda_embed_state(&dw, scale, dstate, dx + (size_t)N_TOK * n_in, 0) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(x, dx, (size_t)(N_TOK + 1) * n_in * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(&s, dstate, sizeof s, cudaMemcpyDeviceToHost);
+    for (int t = 0; t <= N_TOK; t++) {
+        const int32_t tok = t < N_TOK ? tokens[t] : s0.token;
+        for (int i = 0; i < n_in; i++) {
+            track_error(x[(size_t)t * n_in + i], m.value[(size_t)tok * n_in + i] * scale, &err, &vmax);
+        }
+    }
+    worst = s.argmax_key == 0 ? err / (vmax > 0 ? vmax : 1.0) : INFINITY;
+done:
+    cudaFree(dw.w);
+    cudaFree(dw.d);
+    cudaFree(dx);
+    cudaFree(dtok);
+    cudaFree(dstate);
+    free_matrix(&m);
+    free(x);
     return worst;
 }
 
@@ -704,7 +1072,7 @@ static double repack_case(int type, int n_out, int n_in, double *embd_err) {
     cudaMemcpy(dids, ids, sizeof ids, cudaMemcpyHostToDevice);
     if (cuda_repack(type, draw, n_out, n_in, dw.w, dw.d, 0) != cudaSuccess ||
         cuda_matvec(&dw, MV_STORE, dx, NULL, 0.0f, dy, NULL, NULL, 0) != cudaSuccess ||
-        cuda_embed_tokens(&dw, dids, n_out, de, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        cuda_embed_tokens(&dw, 1.0f, dids, n_out, de, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(y, dy, (size_t)n_out * sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(e, de, n * sizeof(float), cudaMemcpyDeviceToHost);
@@ -753,7 +1121,7 @@ void test_cuda(void) {
                 continue; /* rows of whole blocks (256 for the K types) */
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
-            for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
+            for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                 for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
                     int argmax_ok = 0;
                     const double err = run_case(&m, mode, with_acc, &argmax_ok);
@@ -769,9 +1137,9 @@ void test_cuda(void) {
         if (cuda_wtype_block(t) == 1) {
             host_matrix m;
             CHECK(make_matrix(t, 50, 172, &m) == 0, "out of memory");
-            for (int mode = MV_STORE; mode <= MV_NORM_ARGMAX; mode++) {
+            for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                 int argmax_ok = 0;
-                const double err = run_case(&m, mode, mode == MV_NORM_SWIGLU, &argmax_ok);
+                const double err = run_case(&m, mode, mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU, &argmax_ok);
                 CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", cuda_wtype_name(t), mode_name(mode), err);
             }
             free_matrix(&m);
@@ -834,32 +1202,32 @@ void test_cuda(void) {
                                  {8, 2, 64, 0, 0, 200},   {8, 4, 8, 0, 0, 0},      {8, 4, 8, 0, 0, 50},
                                  {4, 4, 80, 1, 1, 33}};
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
-        int cache_ok = 0;
-        const double err =
-            attention_case(att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, &cache_ok);
-        CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of %d, position %d: error %.3g of max |out|, cache %s",
-              att[i][0], att[i][1], att[i][2], att[i][5], err, cache_ok ? "written" : "NOT written");
+        for (int kv = CUDA_KV_F32; kv <= CUDA_KV_Q8_0; kv++) {
+            if (kv == CUDA_KV_Q8_0 && att[i][2] % 32 != 0)
+                continue; /* refused by the context (head_dim % 32) */
+            int cache_ok = 0;
+            const attn_case ac = {att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, 0, kv};
+            const double err = attention_case(&ac, &cache_ok);
+            CHECK(err <= 1e-5 && cache_ok,
+                  "attention %d/%d heads of %d, position %d, %s cache: error %.3g of max |out|, cache %s", att[i][0],
+                  att[i][1], att[i][2], att[i][5], kv_name(kv), err, cache_ok ? "written" : "NOT written");
+        }
     }
-    /* with the output projection folded in: every weight type at Qwen3-0.6B's shape (one
-     * and several rounds), 64-dim heads with n_embd not a multiple of the cluster's 8
-     * blocks, and fewer rows than blocks */
+    /* with the output projection folded in: every weight type the kernel folds
+     * (cuda_attention_can_project) at Qwen3-0.6B's shape (one and several rounds), 64-dim
+     * heads with n_embd not a multiple of the cluster's 8 blocks, and fewer rows than blocks */
     static const int proj[][6] = {{16, 8, 128, 0, 1024, -1}, {16, 8, 128, 129, 1024, -1}, {16, 8, 128, 1000, 1024, -1},
                                   {8, 2, 64, 200, 100, -1},  {8, 2, 64, 3, 5, -1}};
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
         for (int t = 0; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = {.n_head = proj[i][0], .n_head_kv = proj[i][1], .head_dim = proj[i][2],
-                                        .head_dim_v = proj[i][2], .n_rot = proj[i][2], .rope_neox = 1,
-                                        .eps = 1e-6f, .n_ctx = proj[i][3] + 1};
+            const cuda_attn_params pp = plain_attn(proj[i][0], proj[i][1], proj[i][2], 1, proj[i][3] + 1, 0);
             const cuda_weight w = {t, proj[i][0] * proj[i][2], proj[i][4], NULL, NULL, NULL};
-            if (!cuda_attention_can_project(&p, &w)) {
-                /* Q8_0, Q4_0 and the float types always fold in at these shapes; the
-                 * others where their scales come in whole 4-byte words per head */
-                CHECK(t > CUDA_W_Q4_0, "attention would not fold in a %s wo", cuda_wtype_name(t));
+            if (!cuda_attention_can_project(&pp, &w))
                 continue;
-            }
             int cache_ok = 0;
-            const double err = attention_case(proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4],
-                                              &cache_ok);
+            /* the F16 cache, the default, beside F32 */
+            const attn_case ac = {proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4], 0, (int)(i % 2)};
+            const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention + %s wo %d/%d heads of %d, position %d, n_embd %d: error %.3g of max |wo out|, cache %s",
                   cuda_wtype_name(t), proj[i][0], proj[i][1], proj[i][2], proj[i][3], proj[i][4], err,
@@ -875,12 +1243,13 @@ void test_cuda(void) {
                                    {64, 8, 5120}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = {sizes[i][0], sizes[i][1], 128, 128, 128, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
+            const cuda_attn_params p = plain_attn(sizes[i][0], sizes[i][1], 128, 1, 1, 0);
             const cuda_weight w = {t, sizes[i][0] * 128, sizes[i][2], NULL, NULL, NULL};
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue; /* wo runs as a matvec: the matvec cases above */
             int cache_ok = 0;
-            const double err = attention_case(sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], &cache_ok);
+            const attn_case ac = {sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], 0, (int)(i % 3)};
+            const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of 128, %s wo, n_embd %d: error %.3g, cache %s",
                   sizes[i][0], sizes[i][1], t >= 0 ? cuda_wtype_name(t) : "no", sizes[i][2], err,
                   cache_ok ? "written" : "NOT written");
@@ -888,11 +1257,18 @@ void test_cuda(void) {
     }
     {
         /* heads of 8 or 80 dims: not whole chunks of every type; wo runs as a matvec */
-        const cuda_attn_params p8 = {8, 4, 8, 8, 8, 0, 1e-6f, NULL, NULL, NULL, 1, 0};
-        const cuda_attn_params p80 = {4, 4, 80, 80, 80, 1, 1e-6f, NULL, NULL, NULL, 1, 0};
+        const cuda_attn_params p8 = plain_attn(8, 4, 8, 0, 1, 0), p80 = plain_attn(4, 4, 80, 1, 1, 0);
         const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL, NULL};
         CHECK(!cuda_attention_can_project(&p8, &w8) && !cuda_attention_can_project(&p80, &w80),
               "attention would fold in wo for 8- or 80-dim heads");
+        /* Qwen3-0.6B's wo: folded for the types that fold (FOLD_WO), a matvec for the others */
+        const cuda_attn_params p = plain_attn(16, 8, 128, 1, 1, 0);
+        for (int t = 0; t < CUDA_W_COUNT; t++) {
+            const cuda_weight w = {t, 2048, 1024, NULL, NULL, NULL};
+            CHECK(cuda_attention_can_project(&p, &w) == (cuda_wtype_folds_wo(t) != 0),
+                  "%s wo at Qwen3-0.6B's shape: folded %d, FOLD_WO %d", cuda_wtype_name(t),
+                  cuda_attention_can_project(&p, &w), cuda_wtype_folds_wo(t));
+        }
     }
     /* decode attention with a sliding window (n_head, n_head_kv, head_dim, n_embd,
      * position, window): positions inside the window (it sees every row) and beyond it,
@@ -918,19 +1294,80 @@ void test_cuda(void) {
         const int nh = win[i][0], nkv = win[i][1], hd = win[i][2], n_embd = win[i][3], pos = win[i][4];
         const int window = win[i][5];
         for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = {nh, nkv, hd, hd, hd, 1, 1e-6f, NULL, NULL, NULL, pos + 1, window};
+            const cuda_attn_params p = plain_attn(nh, nkv, hd, 1, pos + 1, window);
             const cuda_weight w = {t, nh * hd, n_embd, NULL, NULL, NULL};
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue;
+            /* each cache type in turn (Q8_0 where the head is whole blocks) */
+            const int kv = hd % 32 == 0 ? (int)((i + (size_t)t + 1) % 3) : (int)((i + (size_t)t + 1) % 2);
             int cache_ok = 0;
-            const double err = attention_case(nh, nkv, hd, pos, window, 1, 1, t, n_embd, &cache_ok);
+            const attn_case ac = {nh, nkv, hd, pos, window, 1, 1, t, n_embd, 0, kv};
+            const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
-                  "attention %d/%d heads of %d, position %d, window %d, %s wo: error %.3g, cache %s", nh, nkv, hd, pos,
-                  window, t >= 0 ? cuda_wtype_name(t) : "no", err, cache_ok ? "written" : "NOT written");
+                  "attention %d/%d heads of %d, position %d, window %d, %s wo, %s cache: error %.3g, cache %s", nh, nkv,
+                  hd, pos, window, t >= 0 ? cuda_wtype_name(t) : "no", kv_name(kv), err,
+                  cache_ok ? "written" : "NOT written");
             win_worst = err > win_worst || isnan(err) ? err : win_worst;
         }
     }
     printf("  attention with sliding windows: worst error %.2e\n", win_worst);
+    /* Qwen2's Q/K/V biases (0.5B: 14/2 heads of 64, n_embd 896; no Q/K norm) at one and
+     * several rounds of the cluster, with a window, and with wo folded in for every type
+     * the kernel takes it for; Gemma-3-270M's heads (4/1 of 256, n_embd 640, Q/K norms,
+     * window 512 on its sliding layers) */
+    static const int arch_att[][7] = {{14, 2, 64, 0, 0, 0, 1},    {14, 2, 64, 1, 0, 0, 1},    {14, 2, 64, 200, 0, 0, 1},
+                                      {14, 2, 64, 1000, 0, 0, 1}, {14, 2, 64, 300, 130, 0, 1}, {4, 1, 256, 0, 0, 1, 0},
+                                      {4, 1, 256, 100, 0, 1, 0},  {4, 1, 256, 600, 512, 1, 0}, {4, 1, 256, 1000, 0, 1, 0}};
+    for (size_t i = 0; i < sizeof arch_att / sizeof arch_att[0]; i++) {
+        const int *a = arch_att[i], n_embd = a[2] == 64 ? 896 : 640;
+        for (int t = -1; t < CUDA_W_COUNT; t++) {
+            const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, a[4]);
+            const cuda_weight w = {t, a[0] * a[2], n_embd, NULL, NULL, NULL};
+            if (t >= 0 && !cuda_attention_can_project(&p, &w))
+                continue;
+            for (int kv = CUDA_KV_F32; kv <= CUDA_KV_Q8_0; kv++) {
+                const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, a[5], t, t >= 0 ? n_embd : 0, a[6], kv};
+                int cache_ok = 0;
+                const double err = attention_case(&ac, &cache_ok);
+                CHECK(err <= 1e-5 && cache_ok,
+                      "attention %d/%d heads of %d, position %d, window %d, %s%s, %s wo, %s cache: error %.3g, cache %s",
+                      a[0], a[1], a[2], a[3], a[4], a[5] ? "Q/K norms" : "no norms", a[6] ? ", Q/K/V biases" : "",
+                      t >= 0 ? cuda_wtype_name(t) : "no", kv_name(kv), err, cache_ok ? "written" : "NOT written");
+            }
+        }
+    }
+
+    /* the prefill's Q/K/V preparation (n_head, n_head_kv, head_dim, tokens, pos0, norms,
+     * biases): Qwen3, Qwen2 (biases), Gemma-3 (256 dims), stories260K, 80-dim heads */
+    static const int qkr[][7] = {{16, 8, 128, 5, 0, 1, 0}, {14, 2, 64, 70, 37, 0, 1}, {4, 1, 256, 9, 3, 1, 0},
+                                 {8, 4, 8, 9, 3, 0, 1},    {4, 4, 80, 20, 30, 1, 1}};
+    for (size_t i = 0; i < sizeof qkr / sizeof qkr[0]; i++) {
+        const int *a = qkr[i];
+        for (int kv = CUDA_KV_F32; kv <= (a[2] % 32 == 0 ? CUDA_KV_Q8_0 : CUDA_KV_F16); kv++) {
+            const double err = qk_rope_store_case(a[0], a[1], a[2], a[3], a[4], a[5], a[6], kv);
+            CHECK(err <= 1e-5, "prefill Q/K/V preparation %d/%d heads of %d, %d tokens after %d%s%s, %s cache: error %.3g",
+                  a[0], a[1], a[2], a[3], a[4], a[5] ? ", Q/K norms" : "", a[6] ? ", biases" : "", kv_name(kv), err);
+        }
+    }
+    /* the prefill's SwiGLU and GeGLU (F16 outputs: 2^-11 of the largest at most), the
+     * post-norms' residual add (Gemma-3-270M: n_embd 640; decode is one row) */
+    static const int glu_shapes[][2] = {{1, 2048}, {37, 300}, {200, 3072}};
+    for (size_t i = 0; i < sizeof glu_shapes / sizeof glu_shapes[0]; i++)
+        for (int gelu = 0; gelu <= 1; gelu++) {
+            const double err = glu_case(glu_shapes[i][0], glu_shapes[i][1], gelu);
+            CHECK(err <= 5e-4, "%s %d x %d: error %.3g", gelu ? "GeGLU" : "SwiGLU", glu_shapes[i][0], glu_shapes[i][1], err);
+        }
+    static const int arn[][2] = {{1, 640}, {1, 1024}, {70, 640}, {3, 100}};
+    for (size_t i = 0; i < sizeof arn / sizeof arn[0]; i++) {
+        const double err = add_rmsnorm_case(arn[i][0], arn[i][1]);
+        CHECK(err <= 1e-5, "post-norm residual add %d x %d: error %.3g", arn[i][0], arn[i][1], err);
+    }
+    /* the embedding lookups, scaled (Gemma-3-270M: sqrt(640)) and not, every type */
+    for (int t = 0; t < CUDA_W_COUNT; t++)
+        for (int scaled = 0; scaled <= 1; scaled++) {
+            const double err = embed_case(t, 50, 640, scaled ? sqrtf(640.0f) : 1.0f);
+            CHECK(err <= 1e-6, "%s embedding%s: error %.3g", cuda_wtype_name(t), scaled ? " scaled" : "", err);
+        }
     /* prefill attention (n_head, n_head_kv, head_dim, tokens, pos0, window): the
      * tensor-core kernel (head_dim 128 and 64; batches not whole tiles, a cached prefix)
      * and the CUDA-core one (8, 80 and 256 dims); windows of 1, shorter than the batch,
@@ -948,12 +1385,15 @@ void test_cuda(void) {
         {8, 4, 8, 9, 3, 20},       {4, 4, 80, 20, 30, 5},      {4, 4, 80, 20, 30, 100},
         {4, 1, 256, 40, 600, 512}, {4, 1, 256, 40, 600, 16}};
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
-        const double err = prefill_attention_case(pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5]);
+        /* each cache type in turn (Q8_0 where the head is whole blocks) */
+        const int kv = pre[i][2] % 32 == 0 ? (int)(i % 3) : (int)(i % 2);
+        const double err =
+            prefill_attention_case(pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], kv);
         CHECK(err <= 2e-3,
-              "prefill attention %d/%d heads of %d, %d tokens after %d, window %d: error %.3g of max |out|",
-              pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], err);
-        printf("  prefill attention %d/%d heads of %d, %d tokens after %d, window %d: error %.2e\n", pre[i][0],
-               pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], err);
+              "prefill attention %d/%d heads of %d, %d tokens after %d, window %d, %s cache: error %.3g of max |out|",
+              pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], kv_name(kv), err);
+        printf("  prefill attention %d/%d heads of %d, %d tokens after %d, window %d, %s cache: error %.2e\n",
+               pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], kv_name(kv), err);
     }
 }
 #endif

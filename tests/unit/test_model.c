@@ -123,7 +123,8 @@ static void test_kv_types(er_model *m) {
     } cases[] = {{0, ER_KV_DEFAULT, ER_KV_DEFAULT, ER_TYPE_F16, ER_TYPE_F16},
                  {0, ER_KV_F32, ER_KV_F16, ER_TYPE_F32, ER_TYPE_F16},
                  {1, ER_KV_DEFAULT, ER_KV_DEFAULT, ER_TYPE_F32, ER_TYPE_F32},
-                 {1, ER_KV_F32, ER_KV_F32, ER_TYPE_F32, ER_TYPE_F32}};
+                 {1, ER_KV_F32, ER_KV_F32, ER_TYPE_F32, ER_TYPE_F32},
+                 {1, ER_KV_Q8_0, ER_KV_F16, ER_TYPE_Q8_0, ER_TYPE_F16}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         er_context_params cp = er_context_default_params();
         cp.n_ctx = 16;
@@ -349,10 +350,9 @@ static void test_misuse(er_model *m) {
     CHECK(er_context_create(m, &bad, &c2) == ER_ERR_INVALID_ARG && c2 == NULL && strstr(er_last_error(), "type_v 7"),
           "a cache type that is not an er_kv_type: %s", er_last_error());
     bad = er_context_default_params();
-    bad.reference = 1;
-    bad.type_k = ER_KV_F16;
-    CHECK(er_context_create(m, &bad, &c2) == ER_ERR_UNSUPPORTED && c2 == NULL && strstr(er_last_error(), "reference"),
-          "the reference path refuses an F16 cache: %s", er_last_error());
+    bad.type_k = ER_KV_Q8_0;
+    CHECK(er_context_create(m, &bad, &c2) == ER_ERR_UNSUPPORTED && c2 == NULL && strstr(er_last_error(), "CPU backend"),
+          "the fast path refuses a Q8_0 cache: %s", er_last_error());
     er_context_free(ctx);
     er_context_free(NULL);
     er_model_free(NULL);

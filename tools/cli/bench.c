@@ -3,8 +3,10 @@
  *
  * It refuses to report a speed for wrong tokens: before any number is printed, the
  * greedy ids of every timed run must equal those of the CPU reference backend for the
- * same file and prompt (computed once in a child process, so that its memory does not
- * count, and cached by the file's SHA-256), and every logit must be finite. For the
+ * same file, prompt and KV cache type (computed once in a child process, so that its
+ * memory does not count, and cached by the file's SHA-256; with an F16 or Q8_0 cache the
+ * reference rounds K and V through that type, as the cache does), and every logit must
+ * be finite. For the
  * real Qwen3-0.6B-Q8_0.gguf (SHA-256 9465e63a...) from prompt id 1 the first tokens
  * must also be 1479, 35. Any failure prints FAIL and the reason, no number, exit 1.
  *
@@ -142,7 +144,21 @@ static int check_forced(er_context *ctx, const int32_t *prompt, int64_t n_prompt
     return 0;
 }
 
-static void cache_file(char *out, size_t cap, const char *sha, const int32_t *prompt, int64_t n_prompt, int64_t n) {
+/* The KV cache type of the context under test (its flag, else its backend's default),
+ * which the reference is asked for too: it then rounds K and V through the same type
+ * (src/backend/cpu/cpu.h), so an F16 or Q8_0 cache is held to the ids of its own values
+ * (CUDA's default is F16: against an F32 reference its ids could part at a near tie). */
+static er_kv_type kv_under_test(er_kv_type asked, er_backend backend, int reference) {
+    if (asked != ER_KV_DEFAULT)
+        return asked;
+    const backend_ops *ops =
+        backend_get(backend == ER_BACKEND_CUDA ? BACKEND_CUDA : reference ? BACKEND_CPU_REFERENCE : BACKEND_CPU);
+    const uint32_t t = ops ? ops->kv_default : ER_TYPE_F32;
+    return t == ER_TYPE_F16 ? ER_KV_F16 : t == ER_TYPE_Q8_0 ? ER_KV_Q8_0 : ER_KV_F32;
+}
+
+static void cache_file(char *out, size_t cap, const char *sha, const int32_t *prompt, int64_t n_prompt, int64_t n,
+                       er_kv_type type_k, er_kv_type type_v) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[512];
     if (xdg && *xdg)
@@ -150,8 +166,8 @@ static void cache_file(char *out, size_t cap, const char *sha, const int32_t *pr
     else
         snprintf(dir, sizeof dir, "%s/.cache/edgerunner", home && *home ? home : "/tmp");
     mkdir(dir, 0755); /* the parent may be missing: then no cache, computed each time */
-    snprintf(out, cap, "%s/ref-%s-%016" PRIx64 "-n%" PRId64 ".ids", dir, sha,
-             fnv1a(prompt, (size_t)n_prompt * sizeof *prompt), n);
+    snprintf(out, cap, "%s/ref-%s-%016" PRIx64 "-n%" PRId64 "-kv%d%d.ids", dir, sha,
+             fnv1a(prompt, (size_t)n_prompt * sizeof *prompt), n, (int)type_k, (int)type_v);
 }
 
 static int read_ids(const char *path, int32_t *ids, int64_t n) {
@@ -167,7 +183,7 @@ static int read_ids(const char *path, int32_t *ids, int64_t n) {
 
 /* The CPU reference's greedy ids, from the cache or computed in a child process. */
 static int reference_ids(const char *model_path, const char *cache /* < 700 bytes */, const int32_t *prompt, int64_t n_prompt,
-                         int64_t n, int32_t *ref) {
+                         int64_t n, er_kv_type type_k, er_kv_type type_v, int32_t *ref) {
     if (read_ids(cache, ref, n))
         return 0;
     fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens) ...\n", n);
@@ -181,6 +197,8 @@ static int reference_ids(const char *model_path, const char *cache /* < 700 byte
         er_context_params cp = er_context_default_params();
         cp.n_ctx = n_prompt + n;
         cp.reference = 1;
+        cp.type_k = type_k;
+        cp.type_v = type_v;
         int64_t got = 0;
         int rc = 1;
         char tmp[720];
@@ -292,8 +310,10 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_fail_status(st);
         goto done;
     }
-    cache_file(cache, sizeof cache, sha, prompt, n_prompt, n);
-    if (reference_ids(model_path, cache, prompt, n_prompt, n, ref) != 0)
+    const er_kv_type type_k = kv_under_test(mo.type_k, mo.model.backend, mo.reference);
+    const er_kv_type type_v = kv_under_test(mo.type_v, mo.model.backend, mo.reference);
+    cache_file(cache, sizeof cache, sha, prompt, n_prompt, n, type_k, type_v);
+    if (reference_ids(model_path, cache, prompt, n_prompt, n, type_k, type_v, ref) != 0)
         goto done;
 
     /* device memory before the model: the weights, cache and scratch are what it adds */
@@ -419,9 +439,10 @@ int cmd_bench(int argc, char **argv) {
         gpu_weights_mib = (double)model->device->model_bytes(model->dev) / (1024.0 * 1024.0);
     }
     const model_config *c = &model->view.config;
-    const double kv_mib = (double)c->n_layer * (double)cp.n_ctx * (double)c->n_head_kv *
-                          (double)(c->head_dim * er_type_get(ctx->type_k)->type_size +
-                                   c->head_dim_v * er_type_get(ctx->type_v)->type_size) /
+    /* bytes of a position's K and V rows in their types (a Q8_0 block is 34 bytes per 32) */
+    const double kv_mib = (double)c->n_layer * (double)cp.n_ctx *
+                          (double)(er_type_row_size(er_type_get(ctx->type_k), c->n_head_kv * c->head_dim) +
+                                   er_type_row_size(er_type_get(ctx->type_v), c->n_head_kv * c->head_dim_v)) /
                           (1024.0 * 1024.0);
     const char *backend = mp.backend == ER_BACKEND_CUDA ? "cuda" : cp.reference ? "cpu reference" : "cpu";
     if (json) {

@@ -137,7 +137,7 @@ int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cl
         }
     } else if (cache_k || cache_v) {
         if (!cli_parse_kv_type(value, cache_k ? &o->type_k : &o->type_v)) {
-            fprintf(stderr, "edgerunner: %s: %s wants f32 or f16\n", cmd, flag);
+            fprintf(stderr, "edgerunner: %s: %s wants f32, f16 or q8_0\n", cmd, flag);
             return -1;
         }
     } else if (!cli_parse_backend(value, &o->model.backend)) {
@@ -170,6 +170,8 @@ int cli_parse_kv_type(const char *s, er_kv_type *out) {
         *out = ER_KV_F32;
     else if (!strcmp(s, "f16"))
         *out = ER_KV_F16;
+    else if (!strcmp(s, "q8_0"))
+        *out = ER_KV_Q8_0;
     else
         return 0;
     return 1;

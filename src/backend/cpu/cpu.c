@@ -39,6 +39,7 @@ static void context_free(void *ctx) {
     free(cc->up);
     free(cc->scores);
     free(cc->row);
+    free(cc->round_row);
     cpu_pool_free(cc->pool);
     free(cc->act);
     free(cc->attn_scratch);
@@ -57,12 +58,27 @@ static er_status context_create(const model_view *m, int reference, const backen
     cc->n_batch = p->n_batch;
     cc->n_threads = p->n_threads;
     cc->reference = reference;
-    cc->k_ops = cpu_kv_ops_get(p->type_k);
-    cc->v_ops = cpu_kv_ops_get(p->type_v);
     cc->rope_cs[0] = p->rope_cs[0];
     cc->rope_cs[1] = p->rope_cs[1] ? p->rope_cs[1] : p->rope_cs[0];
     const int64_t kv_dim = c->n_head_kv * c->head_dim;
     const int64_t v_dim = c->n_head_kv * c->head_dim_v;
+    if (reference) { /* F32 rows, rounded through the types asked for (cpu.h) */
+        cc->k_round = p->type_k != ER_TYPE_F32 ? er_type_get(p->type_k) : NULL;
+        cc->v_round = p->type_v != ER_TYPE_F32 ? er_type_get(p->type_v) : NULL;
+        const size_t k_bytes = cc->k_round ? er_type_row_size(cc->k_round, kv_dim) : 1;
+        const size_t v_bytes = cc->v_round ? er_type_row_size(cc->v_round, v_dim) : 1;
+        if (k_bytes == 0 || v_bytes == 0) {
+            st = er_fail(ER_ERR_UNSUPPORTED, "er_context_create: %s: K and V rows of %lld and %lld elements are not whole "
+                         "blocks of the KV cache type asked for", m->path, (long long)kv_dim, (long long)v_dim);
+            goto fail;
+        }
+        if ((cc->k_round || cc->v_round) && !(cc->round_row = malloc(k_bytes > v_bytes ? k_bytes : v_bytes))) {
+            st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: out of memory");
+            goto fail;
+        }
+    }
+    cc->k_ops = cpu_kv_ops_get(reference ? ER_TYPE_F32 : p->type_k);
+    cc->v_ops = cpu_kv_ops_get(reference ? ER_TYPE_F32 : p->type_v);
     const int64_t max_in = max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v);
     cc->k_cache = alloc_elems(c->n_layer, p->n_ctx, kv_dim, cc->k_ops->elem_size);
     cc->v_cache = alloc_elems(c->n_layer, p->n_ctx, v_dim, cc->v_ops->elem_size);
@@ -128,8 +144,9 @@ enum { ALL_FEATURES = (1u << ER_FEAT_COUNT) - 1 };
 const backend_ops cpu_reference_ops = {
     .name = "CPU reference",
     .features = ALL_FEATURES,
-    /* F32 only: the reference stays the exact oracle */
-    .kv_types = 1u << ER_TYPE_F32,
+    /* F32 by default: the exact oracle; F16 and Q8_0 round K and V through the type and
+     * keep them in F32 (cpu.h), the oracle of the other backends' caches of that type */
+    .kv_types = 1u << ER_TYPE_F32 | 1u << ER_TYPE_F16 | 1u << ER_TYPE_Q8_0,
     .kv_default = ER_TYPE_F32,
     .available = always,
     .context_create = context_create_reference,

@@ -5,7 +5,9 @@
  * product, attention and SwiGLU once, when it is created:
  *   cpu_reference_ops  the plain-C reference (ops.h): F32 activations and KV cache, one
  *                      summation order, one thread per row range; the oracle of every
- *                      faster path
+ *                      faster path. Asked for an F16 or Q8_0 cache, it rounds K and V
+ *                      through that type and keeps the values in F32: the numbers such
+ *                      a cache holds, so it stays the oracle of those caches too
  *   cpu_fast_ops       the fast path (fast.h): a thread pool, AVX2 kernels, activations
  *                      in the weight type's dot format, an F16 KV cache by default
  */
@@ -27,6 +29,9 @@ typedef struct cpu_context {
     int n_threads;
     int reference; /* the plain-C reference ops, else the fast path's */
     const cpu_kv_ops *k_ops, *v_ops; /* the cache's element types */
+    const er_type_traits *k_round, *v_round; /* reference: the types K and V are rounded through before they
+                                                are stored (F16, Q8_0), or NULL */
+    void *round_row; /* reference with k_round or v_round: one row of K or V in that type */
     const float *rope_cs[2]; /* (n_ctx, n_rot / 2, 2) for every layer, sliding-window layers (backend.h) */
     void *k_cache; /* (n_layer, n_ctx, n_head_kv * head_dim) in k_ops->type */
     void *v_cache; /* (n_layer, n_ctx, n_head_kv * head_dim_v) in v_ops->type */

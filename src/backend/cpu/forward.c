@@ -14,7 +14,8 @@
  *
  * The batch is processed layer by layer (every weight row is read once per batch); K and
  * V are computed in f32 and then stored into the cache rows of their positions, in the
- * cache's type (F32, or F16 on the fast path). RoPE reads the model layer's table of
+ * cache's type (F32, or F16 on the fast path; the reference rounds them through F16 or
+ * Q8_0 when asked, cpu.h). RoPE reads the model layer's table of
  * angles (backend.h), the same floats every backend rotates by.
  */
 #include <assert.h>
@@ -42,6 +43,15 @@ static void attention(cpu_context *cc, const cpu_kv_view *kv, int64_t n_past, in
     for (int64_t t = 0; t < n_tokens; t++)
         cpu_attention_window(cc->attn + t * c->n_head * c->head_dim_v, cc->q + t * c->n_head * c->head_dim, kv->k,
                              kv->v, n_past + t, c, cc->scores, window);
+}
+
+/* rows (n_rows, n) = their values in `type` (quantized and back), row by row; row: scratch
+ * of one row in that type */
+static void round_rows(const er_type_traits *type, float *rows, int64_t n_rows, int64_t n, void *row) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        type->from_f32(rows + r * n, row, n);
+        type->to_f32(row, rows + r * n, n);
+    }
 }
 
 void cpu_forward(cpu_context *cc, const int32_t *tokens, int64_t n_tokens, int64_t n_past, float *logits_all,
@@ -87,6 +97,10 @@ void cpu_forward(cpu_context *cc, const int32_t *tokens, int64_t n_tokens, int64
             cpu_rope(qt, c->n_head, c->head_dim, c->n_rot, c->rope_neox, cs);
             cpu_rope(kt, c->n_head_kv, c->head_dim, c->n_rot, c->rope_neox, cs);
         }
+        if (cc->k_round)
+            round_rows(cc->k_round, k_new, n_tokens, kv_dim, cc->round_row);
+        if (cc->v_round)
+            round_rows(cc->v_round, v_new, n_tokens, v_dim, cc->round_row);
         k_ops->store(k_new, k_cache + (size_t)n_past * k_row, n_tokens * kv_dim);
         v_ops->store(v_new, v_cache + (size_t)n_past * v_row, n_tokens * v_dim);
         const cpu_kv_view kv = {k_cache, v_cache, k_ops, v_ops};

@@ -1,5 +1,6 @@
 /*
- * attention.cu - grouped-query attention over the F32 KV cache.
+ * attention.cu - grouped-query attention over the KV cache, in F32, F16 or Q8_0
+ * (enum cuda_kv_type, kernels.h: -ctk/-ctv).
  *
  * Decode (one token) is one fused kernel per layer, a thread-block cluster of
  * ATT_CLUSTER blocks per head. Before waiting for the previous kernel, each block loads
@@ -13,7 +14,7 @@
  * (distributed shared memory); after one cluster barrier each merges them, multiplies
  * the head's output by its rows of wo's columns for the head, and adds that into the
  * residual stream's accumulator: no global ticket, no second launch, no wo kernel.
- * Reads per token: (pos + 1 - j0) * 2 * head_dim floats per KV head.
+ * Reads per token: (pos + 1 - j0) * 2 * head_dim elements of the cache per KV head.
  *
  * Sliding windows (cuda_attn_params.window > 0, kernels.h): the token at pos sees rows
  * j0 = max(0, pos - window + 1) .. pos, as cpu_attention_window does; j0 = 0 without a
@@ -29,6 +30,13 @@
  * k_attention_prefill_mma), or for other head sizes one warp per (head, query).
  *
  * DPL (dims per lane) = ceil(head_dim / 32): lane l holds dims l, l + 32, ...
+ *
+ * KV cache types (template parameter KV of every kernel that touches the cache): the
+ * kernels read elements as floats (kv_get, kv_get4), so every sum is an F32 sum as with
+ * the F32 cache; a new row is rounded to the type by the warp that holds it
+ * (kv_round_store) and, in decode, attended with its rounded values, as the CPU, which
+ * stores the row first and reads it back, does. Bytes read per key: head_dim * 4 (F32),
+ * * 2 (F16), * (1 + 2/32) (Q8_0).
  */
 #include "backend/cuda/common.cuh"
 
@@ -36,6 +44,75 @@
 #define PROJ_PASSES 4 /* see the projection in k_attention_decode */
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
+
+/* The f16 scales of a Q8_0 cache of this layer (after its n_ctx * kv_dim quants,
+ * kernels.h), or NULL for the other types. */
+template <int KV>
+static __device__ __forceinline__ __half *kv_scales(const void *cache, const cuda_attn_params p) {
+    return KV == CUDA_KV_Q8_0
+               ? reinterpret_cast<__half *>(const_cast<int8_t *>(static_cast<const int8_t *>(cache)) +
+                                            (size_t)p.n_ctx * p.n_head_kv * p.head_dim)
+               : nullptr;
+}
+
+/* Element e (row * kv_dim + dim) of a cache of type KV, as a float. */
+template <int KV>
+static __device__ __forceinline__ float kv_get(const void *cache, const __half *scales, size_t e) {
+    if constexpr (KV == CUDA_KV_F16)
+        return __half2float(static_cast<const __half *>(cache)[e]);
+    else if constexpr (KV == CUDA_KV_Q8_0)
+        return (float)static_cast<const int8_t *>(cache)[e] * __half2float(scales[e / 32]);
+    else
+        return static_cast<const float *>(cache)[e];
+}
+
+/* Elements e .. e + 3 (e % 4 == 0: one aligned load) of a cache of type KV. */
+template <int KV>
+static __device__ __forceinline__ float4 kv_get4(const void *cache, const __half *scales, size_t e) {
+    if constexpr (KV == CUDA_KV_F16) {
+        const uint2 u = *reinterpret_cast<const uint2 *>(static_cast<const __half *>(cache) + e);
+        const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+        return make_float4(a.x, a.y, b.x, b.y);
+    } else if constexpr (KV == CUDA_KV_Q8_0) {
+        const char4 q = *reinterpret_cast<const char4 *>(static_cast<const int8_t *>(cache) + e);
+        const float d = __half2float(scales[e / 32]);
+        return make_float4((float)q.x * d, (float)q.y * d, (float)q.z * d, (float)q.w * d);
+    } else {
+        return *reinterpret_cast<const float4 *>(static_cast<const float *>(cache) + e);
+    }
+}
+
+/* One element of a new K or V row rounded to the cache's type, stored at element e when
+ * `write`; returns what the cache holds. Q8_0 is llama.cpp's quantize_row_q8_0_ref, as
+ * from_f32_q8_0_ref on the CPU (d = amax / 127, q = round(x / d) half away from zero, d
+ * saturated to F16), and a call of the whole warp, lane l holding element l of a block
+ * of 32 (head_dim % 32 == 0, which the context checks). */
+template <int KV>
+static __device__ __forceinline__ float kv_round_store(float v, void *cache, __half *scales, size_t e, int lane,
+                                                       bool write) {
+    if constexpr (KV == CUDA_KV_Q8_0) {
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __half dh = __float2half_rn(fminf(d, 65504.0f));
+        const float q = fmaxf(-127.0f, fminf(127.0f, roundf(v * id)));
+        if (write) {
+            static_cast<int8_t *>(cache)[e] = (int8_t)q;
+            if (lane == 0)
+                scales[e / 32] = dh;
+        }
+        return q * __half2float(dh);
+    } else if constexpr (KV == CUDA_KV_F16) {
+        const __half h = __float2half_rn(v);
+        if (write)
+            static_cast<__half *>(cache)[e] = h;
+        return __half2float(h);
+    } else {
+        if (write)
+            static_cast<float *>(cache)[e] = v;
+        return v;
+    }
+}
 
 /* RoPE angles of position pos that lane `lane` rotates (pairs i = lane + 32 k < n_rot / 2):
  * loaded ahead of the data they rotate. */
@@ -59,10 +136,16 @@ static __device__ __forceinline__ void load_norm(const float *norm_w, int hd, in
     }
 }
 
-/* RMSNorm (when `norm`) and RoPE of one head vector held by a warp: in[] -> out[] (out
- * in shared memory; it may equal in). nw and cs from load_norm and load_rope. */
+/* The head's slice of the Q|K|V biases at `at` (an offset into a qkv row), or NULL. */
+static __device__ __forceinline__ const float *head_bias(const cuda_attn_params p, int at) {
+    return p.qkv_bias ? p.qkv_bias + at : nullptr;
+}
+
+/* Bias (when not NULL), RMSNorm (when `norm`) and RoPE of one head vector held by a
+ * warp: in[] -> out[] (out in shared memory; it may equal in). nw and cs from load_norm
+ * and load_rope. */
 template <int DPL>
-static __device__ void head_norm_rope(const float *in, float *out, bool norm, const float nw[DPL],
+static __device__ void head_norm_rope(const float *in, const float *bias, float *out, bool norm, const float nw[DPL],
                                       const float2 cs[(DPL + 1) / 2], const cuda_attn_params p, int lane) {
     const int hd = p.head_dim;
     float v[DPL];
@@ -71,6 +154,8 @@ static __device__ void head_norm_rope(const float *in, float *out, bool norm, co
     for (int k = 0; k < DPL; k++) {
         const int i = lane + 32 * k;
         v[k] = i < hd ? __ldcg(in + i) : 0.0f; /* written by the previous kernel: L2, not a stale L1 */
+        if (bias && i < hd)
+            v[k] += bias[i];
         ss += v[k] * v[k];
     }
     if (norm) {
@@ -104,16 +189,18 @@ static __device__ void head_norm_rope(const float *in, float *out, bool norm, co
     __syncwarp();
 }
 
-/* Online-softmax accumulation of one key/value row into a warp's state. */
-template <int DPL>
-static __device__ __forceinline__ void attend_row(const float *q, const float *k, const float *v, int hd, float scale,
+/* Online-softmax accumulation of one key/value row (elements e .. e + hd - 1 of the
+ * caches) into a warp's state. */
+template <int DPL, int KV>
+static __device__ __forceinline__ void attend_row(const float *q, const void *k_cache, const __half *k_d,
+                                                  const void *v_cache, const __half *v_d, size_t e, int hd, float scale,
                                                   int lane, float *m, float *l, float acc[DPL]) {
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < DPL; j++) {
         const int i = lane + 32 * j;
         if (i < hd)
-            s += q[i] * k[i];
+            s += q[i] * kv_get<KV>(k_cache, k_d, e + i);
     }
     s = warp_sum(s) * scale;
     const float m_new = fmaxf(*m, s);
@@ -123,30 +210,52 @@ static __device__ __forceinline__ void attend_row(const float *q, const float *k
 #pragma unroll
     for (int j = 0; j < DPL; j++) {
         const int i = lane + 32 * j;
-        acc[j] = acc[j] * corr + (i < hd ? pr * v[i] : 0.0f);
+        acc[j] = acc[j] * corr + (i < hd ? pr * kv_get<KV>(v_cache, v_d, e + i) : 0.0f);
     }
     *m = m_new;
 }
 
 /* Keys and values jb .. jb + KB - 1 (those < n_keys, except the newest at pos, which
  * the caller takes from shared memory) into registers, all loads in flight at once. */
-template <int DPL>
-static __device__ __forceinline__ void load_round(const float *k_cache, const float *v_cache, int jb, int n_keys,
-                                                  int pos, int kv_dim, int off, int hd, int lane, float kv[KB][DPL],
-                                                  float vv[KB][DPL]) {
+template <int DPL, int KV>
+static __device__ __forceinline__ void load_round(const void *k_cache, const __half *k_d, const void *v_cache,
+                                                  const __half *v_d, int jb, int n_keys, int pos, int kv_dim, int off,
+                                                  int hd, int lane, float kv[KB][DPL], float vv[KB][DPL]) {
 #pragma unroll
     for (int b = 0; b < KB; b++) {
         const int j = jb + b;
         const bool ok = j < n_keys && j != pos;
-        const float *kr = k_cache + (size_t)(ok ? j : 0) * kv_dim + off;
-        const float *vr = v_cache + (size_t)(ok ? j : 0) * kv_dim + off;
+        const size_t e = (size_t)(ok ? j : 0) * kv_dim + off;
 #pragma unroll
         for (int t = 0; t < DPL; t++) {
             const int i = lane + 32 * t;
-            kv[b][t] = ok && i < hd ? kr[i] : 0.0f;
-            vv[b][t] = ok && i < hd ? vr[i] : 0.0f;
+            kv[b][t] = ok && i < hd ? kv_get<KV>(k_cache, k_d, e + i) : 0.0f;
+            vv[b][t] = ok && i < hd ? kv_get<KV>(v_cache, v_d, e + i) : 0.0f;
         }
     }
+}
+
+/* A head's new K or V row by a warp, element by element (one value live at a time: the
+ * decode kernel holds its first round of keys meanwhile): src[0..hd) from shared memory
+ * (from_shared), or from global memory that the previous kernel wrote (L2, not a stale
+ * L1) plus the bias when not NULL; rounded to the cache's type, stored at element e0 of
+ * the cache when `write`, and what the cache holds into dst[0..hd) (shared memory; may be
+ * src: each lane rewrites its own elements). */
+template <int DPL, int KV>
+static __device__ __forceinline__ void store_head_row(const float *src, const float *bias, bool from_shared, float *dst,
+                                                      void *cache, __half *scales, size_t e0, int hd, int lane,
+                                                      bool write) {
+#pragma unroll
+    for (int k = 0; k < DPL; k++) {
+        const int i = lane + 32 * k;
+        if (KV == CUDA_KV_Q8_0 ? 32 * k < hd : i < hd) { /* Q8_0: the whole warp, a block per k */
+            const float v = from_shared ? src[i] : __ldcg(src + i) + (bias ? bias[i] : 0.0f);
+            const float held = kv_round_store<KV>(v, cache, scales, e0 + i, lane, write);
+            if (KV != CUDA_KV_F32 || !from_shared) /* an F32 row in shared memory is already what the cache holds */
+                dst[i] = held;
+        }
+    }
+    __syncwarp();
 }
 
 /* Thread-block clusters (sm_90): the blocks of one head share their partial results
@@ -187,9 +296,9 @@ static constexpr __host__ __device__ int scale_word_elems(int wt) {
  * (a weight type): every block merges them, and multiplies the head's output by its
  * share of wo's columns for the head (copied to shared memory before the wait), adding
  * the result to res_acc: the wo matvec is folded in, and with it one kernel boundary. */
-template <int DPL, int WT>
+template <int DPL, int WT, int KV>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
-k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, float *k_cache, float *v_cache,
+k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
                    const cuda_step_state *state, float *__restrict__ out, const uint8_t *__restrict__ wo,
                    const __half *__restrict__ wo_d, int n_embd, unsigned long long *res_acc) {
     /* WT >= 0: (proj_rows, hb) bytes, then their scales, (proj_rows, SCALE_HALVES(WT, hd)) f16 */
@@ -202,6 +311,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
     const int kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
+    __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
     pdl_launch_next(); /* at once: the next matvec copies its weights while this kernel runs */
     /* the position comes from the previous step (its commit), not from this one */
     const int pos = __ldcg(&state->pos);
@@ -216,7 +326,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
      * the RoPE angles and the projection's weights */
     float kv[KB][DPL], vv[KB][DPL], nw[DPL];
     float2 cs[(DPL + 1) / 2];
-    load_round<DPL>(k_cache, v_cache, jb0, n_keys, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, n_keys, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
     load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
     load_rope<DPL>(p, pos, lane, cs);
     const int hb = WT >= 0 ? (int)cuda_row_bytes(WT, hd) : 0; /* bytes of a row's slice: 16 * chunks */
@@ -242,19 +352,16 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     pdl_wait();
 
     if (warp == 0) {
-        head_norm_rope<DPL>(qkv + h * hd, q, p.q_norm != nullptr, nw, cs, p, lane);
+        head_norm_rope<DPL>(qkv + h * hd, head_bias(p, h * hd), q, p.q_norm != nullptr, nw, cs, p, lane);
     } else if (warp == 1) {
-        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, k_new, p.k_norm != nullptr, nw, cs, p, lane);
-        if (writer)
-            for (int i = lane; i < hd; i += 32)
-                k_cache[(size_t)pos * kv_dim + kvh * hd + i] = k_new[i];
+        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), k_new, p.k_norm != nullptr, nw,
+                            cs, p, lane);
+        /* every block rounds the new row as the writer stores it: it attends with the cache's values */
+        store_head_row<DPL, KV>(k_new, nullptr, true, k_new, k_cache, k_d, (size_t)pos * kv_dim + kvh * hd, hd, lane,
+                                writer);
     } else if (warp == 2) {
-        for (int i = lane; i < hd; i += 32) {
-            const float vi = __ldcg(qkv + q_dim + kv_dim + kvh * hd + i);
-            v_new[i] = vi;
-            if (writer)
-                v_cache[(size_t)pos * kv_dim + kvh * hd + i] = vi;
-        }
+        store_head_row<DPL, KV>(qkv + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, v_new,
+                                v_cache, v_d, (size_t)pos * kv_dim + kvh * hd, hd, lane, writer);
     }
     __syncthreads();
 
@@ -268,7 +375,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
     for (int jb = jb0; jb < n_keys; jb += stride) {
         float kn[KB][DPL], vn[KB][DPL]; /* the next round, in flight during this one */
         if (jb + stride < n_keys)
-            load_round<DPL>(k_cache, v_cache, jb + stride, n_keys, pos, kv_dim, kvh * hd, hd, lane, kn, vn);
+            load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb + stride, n_keys, pos, kv_dim, kvh * hd, hd, lane, kn, vn);
         /* the newest row comes from shared memory: other blocks may not see its store yet */
 #pragma unroll
         for (int b = 0; b < KB; b++) {
@@ -411,8 +518,8 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, floa
 
 /* grid (n_tokens, ceil((n_head + n_head_kv) / 8)), 8 warps: warp y norms and rotates
  * q head 8 blockIdx.y + y in place, or a k head (stored to the cache, with its v). */
-template <int DPL>
-__global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, float *k_cache, float *v_cache) {
+template <int DPL, int KV>
+__global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, void *k_cache, void *v_cache) {
     __shared__ float bufs[8][32 * DPL];
     const int t = blockIdx.x, hh = blockIdx.y * 8 + threadIdx.y, lane = threadIdx.x;
     if (hh >= p.n_head + p.n_head_kv)
@@ -428,25 +535,26 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
     load_norm<DPL>(norm_w, hd, lane, nw);
     load_rope<DPL>(p, pos, lane, cs);
     if (is_q) {
-        head_norm_rope<DPL>(row + hh * hd, buf, norm_w != nullptr, nw, cs, p, lane);
+        head_norm_rope<DPL>(row + hh * hd, head_bias(p, hh * hd), buf, norm_w != nullptr, nw, cs, p, lane);
         for (int i = lane; i < hd; i += 32)
             row[hh * hd + i] = buf[i];
     } else {
         const int kvh = hh - p.n_head;
-        head_norm_rope<DPL>(row + q_dim + kvh * hd, buf, norm_w != nullptr, nw, cs, p, lane);
-        for (int i = lane; i < hd; i += 32) {
-            k_cache[(size_t)pos * kv_dim + kvh * hd + i] = buf[i];
-            v_cache[(size_t)pos * kv_dim + kvh * hd + i] = row[q_dim + kv_dim + kvh * hd + i];
-        }
+        head_norm_rope<DPL>(row + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), buf, norm_w != nullptr, nw, cs,
+                            p, lane);
+        const size_t e0 = (size_t)pos * kv_dim + kvh * hd;
+        store_head_row<DPL, KV>(buf, nullptr, true, buf, k_cache, kv_scales<KV>(k_cache, p), e0, hd, lane, true);
+        store_head_row<DPL, KV>(row + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, buf,
+                                v_cache, kv_scales<KV>(v_cache, p), e0, hd, lane, true);
     }
 }
 
 /* grid (n_head, ceil(n_tokens / 4)): warp w takes query blockIdx.y * 4 + w, over the keys
  * of its window */
-template <int DPL>
+template <int DPL, int KV>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int n_tokens, int pos0,
-                    const float *__restrict__ k_cache, const float *__restrict__ v_cache, __half *__restrict__ out) {
+                    const void *__restrict__ k_cache, const void *__restrict__ v_cache, __half *__restrict__ out) {
     const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int t = blockIdx.y * ATT_WARPS + warp;
     if (t >= n_tokens)
@@ -460,9 +568,9 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
     for (int j = 0; j < DPL; j++)
         acc[j] = 0.0f;
     const int qpos = pos0 + t, j0 = p.window > 0 ? max(0, qpos - p.window + 1) : 0;
+    const __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
     for (int j = j0; j <= qpos; j++)
-        attend_row<DPL>(q, k_cache + (size_t)j * kv_dim + kvh * hd, v_cache + (size_t)j * kv_dim + kvh * hd, hd,
-                        scale, lane, &m, &l, acc);
+        attend_row<DPL, KV>(q, k_cache, k_d, v_cache, v_d, (size_t)j * kv_dim + kvh * hd, hd, scale, lane, &m, &l, acc);
 #pragma unroll
     for (int j = 0; j < DPL; j++) {
         const int i = lane + 32 * j;
@@ -473,7 +581,7 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
 
 /* Prefill attention on the tensor cores (head_dim 64 or 128), FlashAttention-2 style:
  * a block takes FA_BQ queries of one head, each warp 16 of them; key tiles of FA_BK
- * keys are read from the F32 cache into shared memory as F16 (K by key, V transposed:
+ * keys are read from the cache (any type, as floats) into shared memory as F16 (K by key, V transposed:
  * by dim), S = Q K^T and O += P V run as mma.sync m16n8k16 (F16 inputs, F32 sums),
  * with the online softmax on S's fragments in registers. Q is scaled by 1/sqrt(hd)
  * before rounding to F16; P is rounded to F16 for P V, its row sums stay F32.
@@ -485,10 +593,10 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
 #define FA_BK 64
 #define FA_THREADS (FA_BQ / 16 * 32)
 
-template <int HD>
+template <int HD, int KV>
 __global__ void __launch_bounds__(FA_THREADS)
 k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv, int n_tokens, int pos0,
-                        const float *__restrict__ k_cache, const float *__restrict__ v_cache,
+                        const void *__restrict__ k_cache, const void *__restrict__ v_cache,
                         __half *__restrict__ out) {
     /* +8 halves per row: the fragment loads of a warp then hit 32 different banks */
     __shared__ __align__(16) __half ks[FA_BK][HD + 8]; /* (keys, dims) */
@@ -500,6 +608,7 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
     const int q0 = blockIdx.y * FA_BQ + warp * 16; /* the warp's first query (token index) */
     const int qpos0 = pos0 + q0 + g, qpos1 = qpos0 + 8; /* positions of this thread's two rows */
     const float scale = 1.0f / sqrtf((float)HD);
+    const __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
 
     /* the warp's Q as A fragments (rows past the batch are clamped and never stored) */
     uint32_t qf[HD / 16][4];
@@ -537,7 +646,7 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
         /* K: consecutive threads take consecutive float4s of a key row (coalesced) */
         for (int i = threadIdx.x; i < FA_BK * HD / 4; i += FA_THREADS) {
             const int key = i / (HD / 4), d = i % (HD / 4) * 4, j = kb + key;
-            const float4 k4 = j < n_keys ? *reinterpret_cast<const float4 *>(k_cache + (size_t)j * kv_dim + kvh * HD + d)
+            const float4 k4 = j < n_keys ? kv_get4<KV>(k_cache, k_d, (size_t)j * kv_dim + kvh * HD + d)
                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             *reinterpret_cast<uint2 *>(&ks[key][d]) = make_uint2(half2_bits(k4.x, k4.y), half2_bits(k4.z, k4.w));
         }
@@ -545,7 +654,7 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
          * of a warp fall in one row of vt */
         for (int i = threadIdx.x; i < FA_BK * HD / 4; i += FA_THREADS) {
             const int key = i % FA_BK, d = i / FA_BK * 4, j = kb + key;
-            const float4 v4 = j < n_keys ? *reinterpret_cast<const float4 *>(v_cache + (size_t)j * kv_dim + kvh * HD + d)
+            const float4 v4 = j < n_keys ? kv_get4<KV>(v_cache, v_d, (size_t)j * kv_dim + kvh * HD + d)
                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             vt[d][key] = __float2half_rn(v4.x);
             vt[d + 1][key] = __float2half_rn(v4.y);
@@ -654,35 +763,65 @@ k_attention_prefill_mma(const cuda_attn_params p, const float *__restrict__ qkv,
         }                               \
     } while (0)
 
-template <int DPL, int WT>
-static cudaError_t launch_decode(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv, float *k_cache,
-                                 float *v_cache, const cuda_step_state *state, float *out, const cuda_weight *wo,
+/* CALL(KV) with the cache type as a constant */
+#define DISPATCH_KV(kv, CALL)              \
+    do {                                   \
+        if ((kv) == CUDA_KV_F32) {         \
+            CALL(CUDA_KV_F32);             \
+        } else if ((kv) == CUDA_KV_F16) {  \
+            CALL(CUDA_KV_F16);             \
+        } else if ((kv) == CUDA_KV_Q8_0) { \
+            CALL(CUDA_KV_Q8_0);            \
+        } else {                           \
+            return cudaErrorInvalidValue;  \
+        }                                  \
+    } while (0)
+
+template <int DPL, int WT, int KV>
+static cudaError_t launch_decode(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv, void *k_cache,
+                                 void *v_cache, const cuda_step_state *state, float *out, const cuda_weight *wo,
                                  unsigned long long *acc) {
-    const int n_embd = wo ? (int)wo->n_out : 0;
-    cfg->dynamicSmemBytes = WT >= 0 ? proj_smem(WT, n_embd, p->head_dim) : 0;
-    const cudaError_t e = allow_smem(k_attention_decode<DPL, WT>, cfg->dynamicSmemBytes);
-    if (e != cudaSuccess)
-        return e;
-    return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, WT>, *p, qkv, k_cache, v_cache, state, out,
-                              wo ? (const uint8_t *)wo->w : nullptr, wo ? (const __half *)wo->d : nullptr, n_embd,
-                              acc);
+    if constexpr (WT >= 0 && !cuda_wtype_folds_wo(WT)) {
+        return cudaErrorInvalidValue; /* cuda_attention_can_project refuses it: no instance is compiled */
+    } else {
+        const int n_embd = wo ? (int)wo->n_out : 0;
+        cfg->dynamicSmemBytes = WT >= 0 ? proj_smem(WT, n_embd, p->head_dim) : 0;
+        const cudaError_t e = allow_smem(k_attention_decode<DPL, WT, KV>, cfg->dynamicSmemBytes);
+        if (e != cudaSuccess)
+            return e;
+        return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, WT, KV>, *p, qkv, k_cache, v_cache, state, out,
+                                  wo ? (const uint8_t *)wo->w : nullptr, wo ? (const __half *)wo->d : nullptr, n_embd,
+                                  acc);
+    }
 }
 
-template <int DPL>
+template <int DPL, int KV>
 static cudaError_t launch_decode_wt(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
-                                    float *k_cache, float *v_cache, const cuda_step_state *state, float *out,
+                                    void *k_cache, void *v_cache, const cuda_step_state *state, float *out,
                                     const cuda_weight *wo, unsigned long long *acc) {
     if (!wo)
-        return launch_decode<DPL, -1>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-#define CALL(WT) return launch_decode<DPL, WT>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
+        return launch_decode<DPL, -1, KV>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
+#define CALL(WT) return launch_decode<DPL, WT, KV>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
     CUDA_WTYPE_SWITCH(wo->type, CALL);
 #undef CALL
     return cudaErrorInvalidValue;
 }
 
+template <int DPL>
+static cudaError_t launch_decode_kv(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
+                                    void *k_cache, void *v_cache, const cuda_step_state *state, float *out,
+                                    const cuda_weight *wo, unsigned long long *acc) {
+#define CALL(KV) return launch_decode_wt<DPL, KV>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
+    DISPATCH_KV(p->kv_type, CALL);
+#undef CALL
+}
+
 extern "C" int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo) {
     const int hd = p->head_dim;
-    if (!wo || wo->type < 0 || wo->type >= CUDA_W_COUNT || p->head_dim_v != hd || hd % 32 != 0 || hd > 256 ||
+    /* only the types whose fold measured faster (FOLD_WO in wtypes.cuh, see step.c): the
+     * kernel is compiled for those alone, times every head size and KV cache type */
+    if (!wo || wo->type < 0 || wo->type >= CUDA_W_COUNT || !cuda_wtype_folds_wo(wo->type) || p->head_dim_v != hd ||
+        hd % 32 != 0 || hd > 256 ||
         wo->n_in != (int64_t)p->n_head * hd || wo->n_out < 1 || wo->n_out > (1 << 20))
         return 0;
     if (HAS_SCALES(wo->type)) { /* the scales are copied in 4-byte words: whole words per head */
@@ -697,8 +836,8 @@ extern "C" int cuda_attention_can_project(const cuda_attn_params *p, const cuda_
     return proj_smem(wo->type, (int)wo->n_out, hd) <= PROJ_SMEM_MAX;
 }
 
-extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache,
-                                             float *v_cache, const cuda_step_state *state, float *out,
+extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, void *k_cache,
+                                             void *v_cache, const cuda_step_state *state, float *out,
                                              const cuda_weight *wo, unsigned long long *acc, cudaStream_t stream) {
     if (wo && (!acc || !cuda_attention_can_project(p, wo)))
         return cudaErrorInvalidValue;
@@ -715,36 +854,52 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 2;
-#define CALL(D) return launch_decode_wt<D>(&cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
+#define CALL(D) return launch_decode_kv<D>(&cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
 }
 
-extern "C" cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0,
-                                          float *k_cache, float *v_cache, cudaStream_t stream) {
+template <int KV>
+static cudaError_t launch_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, void *k_cache,
+                                        void *v_cache, cudaStream_t stream) {
     const dim3 grid(n_tokens, (p->n_head + p->n_head_kv + 7) / 8);
-#define CALL(D) k_qk_rope_store<D><<<grid, dim3(32, 8), 0, stream>>>(*p, qkv, pos0, k_cache, v_cache)
+#define CALL(D) k_qk_rope_store<D, KV><<<grid, dim3(32, 8), 0, stream>>>(*p, qkv, pos0, k_cache, v_cache)
+    DISPATCH_DPL(p->head_dim, CALL);
+#undef CALL
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0,
+                                          void *k_cache, void *v_cache, cudaStream_t stream) {
+#define CALL(KV) return launch_qk_rope_store<KV>(p, qkv, n_tokens, pos0, k_cache, v_cache, stream)
+    DISPATCH_KV(p->kv_type, CALL);
+#undef CALL
+}
+
+template <int KV>
+static cudaError_t launch_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
+                                  const void *k_cache, const void *v_cache, __half *o, cudaStream_t stream) {
+    if (p->head_dim == 128 || p->head_dim == 64) {
+        const dim3 grid(p->n_head, (n_tokens + FA_BQ - 1) / FA_BQ);
+        if (p->head_dim == 128)
+            k_attention_prefill_mma<128, KV><<<grid, FA_THREADS, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o);
+        else
+            k_attention_prefill_mma<64, KV><<<grid, FA_THREADS, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o);
+        return ER_CUDA_LAUNCH_CHECK();
+    }
+    /* other head sizes: one warp per query on the CUDA cores */
+    const dim3 grid(p->n_head, (n_tokens + ATT_WARPS - 1) / ATT_WARPS);
+#define CALL(D) \
+    k_attention_prefill<D, KV><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
     return ER_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
-                                              const float *k_cache, const float *v_cache, uint16_t *out,
+                                              const void *k_cache, const void *v_cache, uint16_t *out,
                                               cudaStream_t stream) {
-    __half *o = reinterpret_cast<__half *>(out);
-    if (p->head_dim == 128 || p->head_dim == 64) {
-        const dim3 grid(p->n_head, (n_tokens + FA_BQ - 1) / FA_BQ);
-        if (p->head_dim == 128)
-            k_attention_prefill_mma<128><<<grid, FA_THREADS, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o);
-        else
-            k_attention_prefill_mma<64><<<grid, FA_THREADS, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o);
-        return ER_CUDA_LAUNCH_CHECK();
-    }
-    /* other head sizes: one warp per query on the CUDA cores */
-    const dim3 grid(p->n_head, (n_tokens + ATT_WARPS - 1) / ATT_WARPS);
-#define CALL(D) k_attention_prefill<D><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o)
-    DISPATCH_DPL(p->head_dim, CALL);
+#define CALL(KV) return launch_prefill<KV>(p, qkv, n_tokens, pos0, k_cache, v_cache, reinterpret_cast<__half *>(out), stream)
+    DISPATCH_KV(p->kv_type, CALL);
 #undef CALL
-    return ER_CUDA_LAUNCH_CHECK();
 }

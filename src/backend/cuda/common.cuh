@@ -46,6 +46,13 @@ static __device__ __forceinline__ float dot4(float4 a, float b0, float b1, float
     return fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, a.w * b3)));
 }
 
+/* The gated FFN's activations, with the CPU's arithmetic (ops.c: cpu_swiglu, cpu_geglu):
+ * silu, and GELU's tanh approximation (Gemma-3's gelu_pytorch_tanh). */
+static __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
+static __device__ __forceinline__ float gelu_tanh(float g) {
+    return 0.5f * g * (1.0f + tanhf(0.79788456080286535588f * g * (1.0f + 0.044715f * g * g)));
+}
+
 /* 16 bytes global -> shared, asynchronously (cp.async, through L2 only); of those,
  * src_bytes are read and the rest filled with zeros. */
 static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {

@@ -1,5 +1,5 @@
 /*
- * context.c - a context of the CUDA backend: the KV cache (F32), the activations and
+ * context.c - a context of the CUDA backend: the KV cache (F32, F16 or Q8_0), the activations and
  * scratch of one batch in one allocation, a stream, and the model layer's RoPE tables
  * copied to the device (a second one where sliding-window layers have their own base).
  */
@@ -26,6 +26,8 @@ cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il) {
     p.rope_cs = (const float2 *)(cc->cm->m->layers[il].swa ? cc->rope_cs_swa : cc->rope_cs);
     p.n_ctx = cc->n_ctx;
     p.window = cc->cm->m->layers[il].swa ? (int)c->n_swa : 0;
+    p.qkv_bias = cc->cm->layers[il].qkv_bias;
+    p.kv_type = cc->kv_type;
     return p;
 }
 
@@ -44,20 +46,38 @@ void cuda_context_free(void *ctx) {
     free(cc);
 }
 
+/* The device cache type of er_type cache types k and v (cuda_ops.kv_types), or a message
+ * for the pairs the kernels do not take. */
+static er_status kv_type_of(const model_view *m, uint32_t k, uint32_t v, int *out) {
+    if (k != v)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: the CUDA backend keeps K and V in one type (-ctk %s, -ctv %s)", m->path,
+                       er_type_get(k)->name, er_type_get(v)->name);
+    if (k == ER_TYPE_Q8_0 && m->config.head_dim % 32 != 0)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: a q8_0 KV cache on the CUDA backend needs a head size that is a "
+                       "multiple of 32 (this model's is %lld)", m->path, (long long)m->config.head_dim);
+    *out = k == ER_TYPE_Q8_0 ? CUDA_KV_Q8_0 : k == ER_TYPE_F16 ? CUDA_KV_F16 : CUDA_KV_F32;
+    return ER_OK;
+}
+
 er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_params *p, void **out) {
     er_status st = ER_OK;
     const model_config *c = &m->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
     const int64_t n_ctx = p->n_ctx, n_batch = p->n_batch;
+    int kv_type = CUDA_KV_F32;
     *out = NULL;
+    if ((st = kv_type_of(m, p->type_k, p->type_v, &kv_type)) != ER_OK)
+        return st;
     cuda_context *cc = calloc(1, sizeof *cc);
     if (!cc)
         return er_fail(ER_ERR_NO_MEMORY, "out of memory");
     cc->cm = dev;
     cc->n_ctx = n_ctx;
     cc->n_batch = n_batch;
+    cc->kv_type = kv_type;
+    cc->kv_layer_bytes = cuda_kv_layer_bytes(kv_type, n_ctx, kv_dim);
     const size_t f = sizeof(float);
-    const size_t kv_bytes = (size_t)c->n_layer * (size_t)n_ctx * (size_t)kv_dim * f;
+    const size_t kv_bytes = (size_t)c->n_layer * cc->kv_layer_bytes;
     const size_t rope_bytes = (size_t)(n_ctx * (c->n_rot / 2) * 2) * f;
     if ((st = cuda_alloc((void **)&cc->k_cache, kv_bytes, "the K cache")) != ER_OK ||
         (st = cuda_alloc((void **)&cc->v_cache, kv_bytes, "the V cache")) != ER_OK)
@@ -71,6 +91,7 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->attn = cuda_arena_take(a, &used, (size_t)q_dim * f);
         cc->acc = cuda_arena_take(a, &used, (size_t)c->n_embd * sizeof(unsigned long long));
         cc->h = cuda_arena_take(a, &used, (size_t)c->n_ff * f);
+        cc->post = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
         cc->gu = cuda_arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
         cc->xh = cuda_arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
         cc->logits = cuda_arena_take(a, &used, (size_t)c->n_vocab * f);

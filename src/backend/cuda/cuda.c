@@ -21,11 +21,14 @@ static size_t device_bytes_in_use(void) {
 
 const backend_ops cuda_ops = {
     .name = "CUDA",
-    /* step.c's forward pass: the Llama layer with Q/K norms (Qwen3) and sliding windows
-     * (Mistral, Phi-3; attention.cu); issue 18 adds the rest */
-    .features = ER_FEAT_QK_NORM | ER_FEAT_SLIDING_WINDOW | ER_FEAT_TIED_OUTPUT,
-    .kv_types = 1u << ER_TYPE_F32,
-    .kv_default = ER_TYPE_F32,
+    /* step.c's forward pass: the Llama layer with every feature of backend.h: Q/K/V
+     * biases (Qwen2), Q/K norms (Qwen3), sliding windows (attention.cu), and Gemma-3's
+     * scaled embeddings, post-norms and GeGLU */
+    .features = ER_FEAT_QKV_BIAS | ER_FEAT_QK_NORM | ER_FEAT_POST_NORMS | ER_FEAT_GEGLU | ER_FEAT_SLIDING_WINDOW |
+                ER_FEAT_EMBD_SCALE | ER_FEAT_TIED_OUTPUT,
+    /* attention.cu: F32, F16 and Q8_0 caches (K and V of one type, context.c) */
+    .kv_types = 1u << ER_TYPE_F32 | 1u << ER_TYPE_F16 | 1u << ER_TYPE_Q8_0,
+    .kv_default = ER_TYPE_F16, /* as llama.cpp: half the bytes of F32 per key */
     .available = available,
     .model_upload = cuda_model_upload,
     .model_free = cuda_model_free,

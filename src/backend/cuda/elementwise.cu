@@ -1,38 +1,39 @@
 /*
  * elementwise.cu - the small kernels around the matvecs and GEMMs: embedding lookup,
- * committing the argmax of a step, RMSNorm and SwiGLU for prefill (F16 outputs: the
- * inputs of the prefill GEMMs) and the repacks at upload (repack_block of wtypes.cuh).
+ * committing the argmax of a step, RMSNorm and SwiGLU/GeGLU for prefill (F16 outputs: the
+ * inputs of the prefill GEMMs), the post-norms' residual add (decode and prefill) and the
+ * repacks at upload (repack_block of wtypes.cuh).
  * All are bound by memory bandwidth and tiny next to the weight reads.
  */
 #include "backend/cuda/common.cuh"
 
-/* Row `row` of w into dst as floats. */
+/* Row `row` of w into dst as floats, times scale (as cpu_scale after the lookup). */
 template <int WT>
-static __device__ void dequant_row(const cuda_weight w, int64_t row, float *dst) {
+static __device__ void dequant_row(const cuda_weight w, int64_t row, float scale, float *dst) {
     const uint8_t *w_row = (const uint8_t *)w.w + (size_t)row * cuda_row_bytes(WT, w.n_in);
     const __half *d_row = HAS_SCALES(WT) ? (const __half *)w.d + (size_t)row * SCALE_HALVES(WT, w.n_in) : nullptr;
     for (int i = threadIdx.x; i < w.n_in; i += blockDim.x)
-        dst[i] = elem<WT>(w_row, d_row, i);
+        dst[i] = elem<WT>(w_row, d_row, i) * scale;
 }
 
-static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float *dst) {
-#define CALL(WT)                      \
-    dequant_row<WT>(w, row, dst); \
+static __device__ void dequant_row_any(const cuda_weight w, int64_t row, float scale, float *dst) {
+#define CALL(WT)                             \
+    dequant_row<WT>(w, row, scale, dst); \
     break
     CUDA_WTYPE_SWITCH(w.type, CALL);
 #undef CALL
 }
 
-__global__ void k_embed_state(const cuda_weight w, cuda_step_state *state, float *x) {
+__global__ void k_embed_state(const cuda_weight w, float scale, cuda_step_state *state, float *x) {
     pdl_launch_next();
     pdl_wait();
-    dequant_row_any(w, state->token, x);
+    dequant_row_any(w, state->token, scale, x);
     if (threadIdx.x == 0)
         state->argmax_key = 0;
 }
 
-__global__ void k_embed_tokens(const cuda_weight w, const int32_t *tokens, float *x) {
-    dequant_row_any(w, tokens[blockIdx.x], x + (size_t)blockIdx.x * w.n_in);
+__global__ void k_embed_tokens(const cuda_weight w, float scale, const int32_t *tokens, float *x) {
+    dequant_row_any(w, tokens[blockIdx.x], scale, x + (size_t)blockIdx.x * w.n_in);
 }
 
 __global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
@@ -59,12 +60,30 @@ __global__ void k_rmsnorm(const float *x, const float *w, int n, float eps, __ha
         yr[i] = __float2half_rn(xr[i] * scale * w[i]);
 }
 
-__global__ void k_swiglu(const float *gu, int n_ff, __half *y) {
+__global__ void k_glu(const float *gu, int n_ff, int gelu, __half *y) {
     const float *g = gu + (size_t)blockIdx.x * 2 * n_ff;
     for (int i = threadIdx.x; i < n_ff; i += blockDim.x) {
         const float gi = g[i];
-        y[(size_t)blockIdx.x * n_ff + i] = __float2half_rn(gi / (1.0f + expf(-gi)) * g[n_ff + i]);
+        y[(size_t)blockIdx.x * n_ff + i] = __float2half_rn((gelu ? gelu_tanh(gi) : silu(gi)) * g[n_ff + i]);
     }
+}
+
+/* one block per row; waits for the previous kernel when launched in the step graph */
+__global__ void k_add_rmsnorm(const float *y, const float *w, int n, float eps, float *x) {
+    __shared__ float red[32];
+    pdl_wait();
+    pdl_launch_next();
+    const float *yr = y + (size_t)blockIdx.x * n;
+    float *xr = x + (size_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = __ldcg(yr + i); /* written by the previous kernel: L2, not a stale L1 */
+        ss += v * v;
+    }
+    ss = block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        xr[i] = __ldcg(xr + i) + __ldcg(yr + i) * scale * w[i];
 }
 
 /* one thread per file block of RAW bytes */
@@ -101,16 +120,16 @@ static cudaError_t launch_repack(const void *blocks, int64_t n_rows, int64_t n_i
     }
 }
 
-extern "C" cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x,
+extern "C" cudaError_t cuda_embed_state(const cuda_weight *embd, float scale, cuda_step_state *state, float *x,
                                         cudaStream_t stream) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(1), dim3(256), 0, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_embed_state, *embd, state, x);
+    return cudaLaunchKernelEx(&cfg, k_embed_state, *embd, scale, state, x);
 }
 
-extern "C" cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t *tokens, int n_tokens, float *x,
-                                         cudaStream_t stream) {
-    k_embed_tokens<<<n_tokens, 256, 0, stream>>>(*embd, tokens, x);
+extern "C" cudaError_t cuda_embed_tokens(const cuda_weight *embd, float scale, const int32_t *tokens, int n_tokens,
+                                         float *x, cudaStream_t stream) {
+    k_embed_tokens<<<n_tokens, 256, 0, stream>>>(*embd, scale, tokens, x);
     return ER_CUDA_LAUNCH_CHECK();
 }
 
@@ -126,9 +145,16 @@ extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, 
     return ER_CUDA_LAUNCH_CHECK();
 }
 
-extern "C" cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, uint16_t *y, cudaStream_t stream) {
-    k_swiglu<<<n_rows, 256, 0, stream>>>(gu, n_ff, reinterpret_cast<__half *>(y));
+extern "C" cudaError_t cuda_glu(const float *gu, int n_rows, int n_ff, int gelu, uint16_t *y, cudaStream_t stream) {
+    k_glu<<<n_rows, 256, 0, stream>>>(gu, n_ff, gelu, reinterpret_cast<__half *>(y));
     return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_add_rmsnorm(const float *y, const float *w, int n_rows, int n, float eps, float *x,
+                                        cudaStream_t stream) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_rows), dim3(256), 0, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_add_rmsnorm, y, w, n, eps, x);
 }
 
 extern "C" cudaError_t cuda_repack(int type, const void *blocks, int64_t n_rows, int64_t n_in, uint8_t *qs, void *d,

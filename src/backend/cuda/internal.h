@@ -40,6 +40,9 @@ typedef struct cuda_layer {
     float *ffn_norm;     /* (n_embd) */
     float *q_norm;       /* (head_dim) or NULL */
     float *k_norm;       /* (head_dim) or NULL */
+    float *qkv_bias;     /* (q_dim + 2 kv_dim) bq|bk|bv stacked as qkv's rows, or NULL (ER_FEAT_QKV_BIAS) */
+    float *post_attn_norm; /* (n_embd) or NULL (ER_FEAT_POST_NORMS) */
+    float *post_ffn_norm;  /* (n_embd) or NULL */
 } cuda_layer;
 
 typedef struct cuda_model {
@@ -57,13 +60,16 @@ typedef struct cuda_context {
     const cuda_model *cm;
     int64_t n_ctx, n_batch;
     cudaStream_t stream;
-    float *k_cache;          /* (n_layer, n_ctx, kv_dim) */
-    float *v_cache;          /* (n_layer, n_ctx, kv_dim) */
+    int kv_type;             /* enum cuda_kv_type of both caches */
+    size_t kv_layer_bytes;   /* one layer's K (or V) cache: cuda_kv_layer_bytes */
+    uint8_t *k_cache;        /* (n_layer, kv_layer_bytes): (n_ctx, kv_dim) elements of kv_type per layer */
+    uint8_t *v_cache;        /* (n_layer, kv_layer_bytes) */
     float *x;                /* (n_batch, n_embd) residual stream */
     float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
     float *attn;             /* (q_dim) decode: attention output, where wo is not folded into attention */
     unsigned long long *acc; /* (n_embd) decode: attention output times wo, fixed-point, not yet in x */
-    float *h;                /* (n_ff) decode: SwiGLU output */
+    float *h;                /* (n_ff) decode: SwiGLU/GeGLU output */
+    float *post;             /* (n_batch, n_embd) the attention's or the FFN's output before its post-norm */
     float *gu;               /* (n_batch, 2 n_ff) prefill: gate | up */
     uint16_t *xh;            /* (n_batch, max(n_embd, q_dim, n_ff)) f16 prefill: the input of the next GEMM */
     float *logits;           /* (n_vocab) of the last token */

@@ -51,23 +51,27 @@ enum cuda_matvec_mode {
     MV_NORM_STORE = 2,  /* y = W rmsnorm(x) */
     MV_NORM_SWIGLU = 3, /* y[i] = silu(W[i] xn) * W[n_out/2 + i] xn, xn = rmsnorm(x); y has n_out/2 */
     MV_NORM_ARGMAX = 4, /* y = W rmsnorm(x), and the argmax folded into state->argmax_key */
+    MV_NORM_GEGLU = 5,  /* MV_NORM_SWIGLU with gelu (tanh approximation, cpu_geglu) for silu: Gemma-3 */
 };
 
-/* One token: y (n_out or n_out/2) from x (n_in). norm_w (n_in) for the NORM modes.
+/* One token: y (n_out, or n_out/2 for the gated modes) from x (n_in). norm_w (n_in) for the NORM modes.
  * acc, or NULL: the fused decode attention's output projection (cuda_attention_decode),
  * fixed-point, not yet added to the residual stream. The residual is x + acc wherever
  * it is read: as the input of MV_STORE, MV_NORM_STORE and MV_NORM_SWIGLU (acc (n_in)),
- * and as the y of MV_ADD (acc (n_out)), which folds it in and clears it. */
+ * and as the y of MV_ADD (acc (n_out)), which folds it in and clears it.
+ * MV_NORM_GEGLU reads acc as MV_NORM_SWIGLU does. */
 /* A stacked matrix of several types (w->next): rows of each part into their rows of y;
- * cudaErrorInvalidValue for MV_NORM_SWIGLU and MV_NORM_ARGMAX, whose rows pair up or
- * compete across the parts. */
+ * cudaErrorInvalidValue for MV_NORM_SWIGLU, MV_NORM_GEGLU and MV_NORM_ARGMAX, whose rows
+ * pair up or compete across the parts. */
 cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                         float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
 
-/* x (n_embd) = row state->token of the embedding matrix; resets the argmax key. */
-cudaError_t cuda_embed_state(const cuda_weight *embd, cuda_step_state *state, float *x, cudaStream_t stream);
-/* x (n_tokens, n_embd) = rows tokens[i] (device array) */
-cudaError_t cuda_embed_tokens(const cuda_weight *embd, const int32_t *tokens, int n_tokens, float *x,
+/* x (n_embd) = row state->token of the embedding matrix times scale (Gemma-3's
+ * embd_scale, else 1); resets the argmax key. */
+cudaError_t cuda_embed_state(const cuda_weight *embd, float scale, cuda_step_state *state, float *x,
+                             cudaStream_t stream);
+/* x (n_tokens, n_embd) = rows tokens[i] (device array) times scale */
+cudaError_t cuda_embed_tokens(const cuda_weight *embd, float scale, const int32_t *tokens, int n_tokens, float *x,
                               cudaStream_t stream);
 
 /* Busy-waits about `ns` nanoseconds on the device: lets the host queue up what follows,
@@ -77,6 +81,28 @@ cudaError_t cuda_spin(long long ns, cudaStream_t stream);
 /* After the output head: token = argmax, out_ids[n_out++] = token, pos++. */
 cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t stream);
 
+/* The KV cache's element types (-ctk/-ctv; K and V of a context have the same one). One
+ * layer's K or V cache, n_ctx rows of kv_dim = n_head_kv * head_dim elements, is
+ *   CUDA_KV_F32   (n_ctx, kv_dim) float
+ *   CUDA_KV_F16   (n_ctx, kv_dim) half: each element rounded to nearest even, 2^-11
+ *                 relative at most (as the CPU fast path's F16 cache and llama.cpp's)
+ *   CUDA_KV_Q8_0  (n_ctx, kv_dim) int8 quants, then (n_ctx, kv_dim / 32) half scales:
+ *                 llama.cpp's block_q8_0 values (32 consecutive elements of a head share
+ *                 d = amax / 127; q = round(x / d)), each element within d / 2 = amax / 254
+ *                 of its value; scales apart from the quants so that every load is
+ *                 aligned. Needs head_dim % 32 == 0.
+ * The values are those of the CPU's caches of the same type (from_f32_q8_0_ref), so that
+ * both backends attend over the same numbers. */
+enum cuda_kv_type { CUDA_KV_F32 = 0, CUDA_KV_F16 = 1, CUDA_KV_Q8_0 = 2 };
+
+/* Bytes of one layer's K or V cache (see enum cuda_kv_type), rounded up to 256 so that
+ * every layer starts aligned (a Q8_0 layer of n elements has 17 n / 16 bytes). */
+static inline size_t cuda_kv_layer_bytes(int kv_type, int64_t n_ctx, int64_t kv_dim) {
+    const size_t n = (size_t)n_ctx * (size_t)kv_dim;
+    const size_t bytes = kv_type == CUDA_KV_F32 ? 4 * n : kv_type == CUDA_KV_F16 ? 2 * n : n + n / 32 * 2;
+    return (bytes + 255) & ~(size_t)255;
+}
+
 typedef struct cuda_attn_params {
     int n_head, n_head_kv, head_dim, head_dim_v, n_rot, rope_neox;
     float eps;
@@ -85,36 +111,46 @@ typedef struct cuda_attn_params {
     int64_t n_ctx;
     int window; /* sliding window: the token at pos attends to rows max(0, pos - window + 1) .. pos
                  * (cpu_attention_window); 0: every row 0..pos */
+    const float *qkv_bias; /* (n_head*hd + 2*n_head_kv*hd) Qwen2's Q|K|V biases, added to qkv before the
+                            * norms and RoPE (as cpu_forward), or NULL */
+    int kv_type;           /* enum cuda_kv_type of both caches; their layout needs n_ctx above */
 } cuda_attn_params;
 
 /* Decode, fused: from qkv (n_head*hd + 2*n_head_kv*hd) of the token at state->pos:
- * Q/K RMSNorm, RoPE, K/V written to the caches (n_ctx, n_head_kv * hd) at pos, then
+ * the Q/K/V biases, Q/K RMSNorm, RoPE, K/V written to the caches (one layer's, in
+ * p->kv_type) at pos, then
  * attention over j0..pos (j0 = max(0, pos - window + 1), or 0 without a window) by a
  * cluster of 8 blocks per head. Without wo: the result into out (n_head * head_dim_v).
  * With wo (n_embd, n_head * head_dim), where cuda_attention_can_project allows it: its
  * product with the result added into acc (n_embd, fixed-point, see cuda_matvec) and out
  * unused. */
-cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, float *k_cache, float *v_cache,
+cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, void *k_cache, void *v_cache,
                                   const cuda_step_state *state, float *out, const cuda_weight *wo,
                                   unsigned long long *acc, cudaStream_t stream);
 /* Whether cuda_attention_decode can fold in the output projection wo. */
 int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo);
 
-/* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : Q/K norm + RoPE in place on q,
- * K/V to the caches. */
-cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, float *k_cache,
-                               float *v_cache, cudaStream_t stream);
+/* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : biases + Q/K norm + RoPE in
+ * place on q, K/V (with their biases) to the caches. */
+cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, void *k_cache,
+                               void *v_cache, cudaStream_t stream);
 /* Prefill attention: out (n_tokens, n_head * head_dim_v) f16 (the next GEMM's input),
  * token t at pos0 + t attends to cache rows 0..pos0+t, or with a window to rows
  * max(0, pos0 + t - window + 1) .. pos0 + t; q read from qkv (already normed and rotated). */
 cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
-                                   const float *k_cache, const float *v_cache, uint16_t *out, cudaStream_t stream);
+                                   const void *k_cache, const void *v_cache, uint16_t *out, cudaStream_t stream);
 
 /* y (n_rows, n) f16 = rmsnorm(x) * w */
 cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,
                          cudaStream_t stream);
-/* y (n_rows, n_ff) f16 = silu(gu[:, :n_ff]) * gu[:, n_ff:] for gu (n_rows, 2 n_ff) */
-cudaError_t cuda_swiglu(const float *gu, int n_rows, int n_ff, uint16_t *y, cudaStream_t stream);
+/* y (n_rows, n_ff) f16 = act(gu[:, :n_ff]) * gu[:, n_ff:] for gu (n_rows, 2 n_ff): act is
+ * silu (SwiGLU), or with `gelu` GELU's tanh approximation (GeGLU, Gemma-3) */
+cudaError_t cuda_glu(const float *gu, int n_rows, int n_ff, int gelu, uint16_t *y, cudaStream_t stream);
+/* x (n_rows, n) += rmsnorm(y) * w for y (n_rows, n): Gemma-3's post-norms, the attention's
+ * or the FFN's output normalized before the residual add (decode: n_rows = 1, in the
+ * step graph: it waits for the previous kernel as the matvecs do) */
+cudaError_t cuda_add_rmsnorm(const float *y, const float *w, int n_rows, int n, float eps, float *x,
+                             cudaStream_t stream);
 /* Prefill GEMM on the tensor cores: y (n_tokens, ldy)[:, :n_out] = x (n_tokens, n_in) f16
  * . w^T, or += it when accumulate; w's elements are rounded to F16, sums are F32. */
 cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy, int accumulate,

@@ -1,7 +1,8 @@
 /*
  * matvec.cu - y = W x for one token, reading the weights in their device layout (every
  * type of wtypes.cuh), with the neighbouring ops folded in (enum cuda_matvec_mode):
- * RMSNorm of the input, residual add, SwiGLU of gate and up, the argmax of the head.
+ * RMSNorm of the input, residual add, SwiGLU or GeGLU of gate and up, the argmax of the
+ * head.
  *
  * The layer matrices of a small model are 2-7 MB: a few microseconds of HBM time, less
  * than the latency of a kernel that first waits for its input and then reads its
@@ -144,10 +145,15 @@ static __host__ __device__ __forceinline__ size_t scale_row_bytes(int wt, int n_
     return HAS_SCALES(wt) ? (size_t)(n_in / cuda_wtype_scale_elems(wt)) * cuda_wtype_scale_bytes(wt) : 0;
 }
 
+/* The modes whose rows are gate and up halves, y[i] = act(gate[i] . x) * (up[i] . x). */
+static __host__ __device__ __forceinline__ constexpr bool gated(int mode) {
+    return mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
+}
+
 /* Shared memory of one k_matvec block of `rows` logical rows: staged input, norm
  * weights, then per part (gate and up for SwiGLU) the rows and their scales. */
 static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, int n_in, int rows) {
-    const int parts = mode == MV_NORM_SWIGLU ? 2 : 1;
+    const int parts = gated(mode) ? 2 : 1;
     size_t bytes = (size_t)xs_floats(wt, n_in) * sizeof(float) + staged_bytes((size_t)n_in * sizeof(float));
     bytes += ((size_t)rows * sizeof(float) + 15) / 16 * 16; /* the residual's rows (MV_ADD) */
     bytes += parts * staged_bytes((size_t)rows * cuda_row_bytes(wt, n_in));
@@ -189,9 +195,9 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
 
-    const bool norm = MODE == MV_NORM_STORE || MODE == MV_NORM_SWIGLU;
-    const int parts = MODE == MV_NORM_SWIGLU ? 2 : 1;
-    const int n_logical = n_out / parts; /* SwiGLU: gate rows, then as many up rows */
+    const bool norm = MODE == MV_NORM_STORE || gated(MODE);
+    const int parts = gated(MODE) ? 2 : 1;
+    const int n_logical = n_out / parts; /* SwiGLU, GeGLU: gate rows, then as many up rows */
     const int r0 = blockIdx.x * rows_per_block;
     const int nr = min(rows_per_block, n_logical - r0);
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
@@ -233,21 +239,23 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     cp_async_wait_all();
     __syncthreads();
 
-    /* each warp two rows at a time: gate and up row r for SwiGLU, else rows r and r + 1
+    /* each warp two rows at a time: gate and up row r for SwiGLU and GeGLU, else rows r and r + 1
      * (the second clamped to the first, and dropped, past the slice) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const bool chunked = rb % 16 == 0;
-    const int step = MODE == MV_NORM_SWIGLU ? 1 : 2;
+    const int step = gated(MODE) ? 1 : 2;
     for (int r = warp * step; r < nr; r += MV_WARPS * step) {
-        const int k1 = MODE == MV_NORM_SWIGLU ? 1 : 0;
-        const int r1 = MODE == MV_NORM_SWIGLU ? r : min(r + 1, nr - 1);
+        const int k1 = gated(MODE) ? 1 : 0;
+        const int r1 = gated(MODE) ? r : min(r + 1, nr - 1);
         const uint8_t *rows[2] = {ws[0] + r * rb, ws[k1] + r1 * rb};
         const __half *scales[2] = {ds[0] + r * (sb / 2), ds[k1] + r1 * (sb / 2)};
         float a[2];
         rows_dot<WT, 2>(rows, scales, n_in, chunked, xs, lane, a);
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
-                y[r0 + r] = a[0] / (1.0f + expf(-a[0])) * a[1];
+                y[r0 + r] = silu(a[0]) * a[1];
+            } else if (MODE == MV_NORM_GEGLU) {
+                y[r0 + r] = gelu_tanh(a[0]) * a[1];
             } else if (MODE == MV_ADD) {
                 y[r0 + r] = y_old[r] + a[0];
                 if (r + 1 < nr)
@@ -351,7 +359,7 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
      * MV_SLICE_BYTES */
-    const int parts = MODE == MV_NORM_SWIGLU ? 2 : 1;
+    const int parts = gated(MODE) ? 2 : 1;
     const int n_logical = n_out / parts;
     const size_t row_bytes = parts * (cuda_row_bytes(WT, n_in) + scale_row_bytes(WT, n_in));
     int rows = (n_logical + multiprocessors() - 1) / multiprocessors();
@@ -376,6 +384,7 @@ static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, c
     case MV_ADD: return launch<WT, MV_ADD>(w, x, norm_w, eps, y, acc, stream);
     case MV_NORM_STORE: return launch<WT, MV_NORM_STORE>(w, x, norm_w, eps, y, acc, stream);
     case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU>(w, x, norm_w, eps, y, acc, stream);
+    case MV_NORM_GEGLU: return launch<WT, MV_NORM_GEGLU>(w, x, norm_w, eps, y, acc, stream);
     case MV_NORM_ARGMAX: return launch_head<WT>(w, x, norm_w, eps, y, state, stream);
     }
     return cudaErrorInvalidValue;

@@ -2,7 +2,7 @@
  * step.c - the CUDA backend's forward pass: the decode step (captured once as a CUDA
  * graph) and the prefill, and decode (backend_ops.decode) choosing between them.
  *
- * Decode step (one CUDA graph, 4 kernels per layer + 3):
+ * Decode step (one CUDA graph, 4 kernels per layer + 3; 7 with post-norms):
  *   embed(state.token) ; per layer: matvec qkv (RMSNorm folded in) ; fused Q/K norm +
  *   RoPE + KV write + attention + wo (its product added into an accumulator beside the
  *   residual) ; matvec gate|up with SwiGLU (RMSNorm of residual + accumulator folded
@@ -18,10 +18,16 @@
  * device layout and rounds them to F16 on the way in (F16 inputs, F32 sums and
  * outputs, as llama.cpp's cuBLAS path does); attention runs from the cache.
  *
- * The features of backend.h this implements: Q/K norms, sliding windows (each layer's
- * window and RoPE table come with its attention parameters, cuda_layer_attn) and a tied
- * output head (the ops table in cuda.c says so); the model layer refuses models that
- * need others.
+ * The features of backend.h this implements (the ops table in cuda.c says so), in the
+ * order of cpu_forward:
+ *   Q/K/V biases (Qwen2), Q/K norms, sliding windows: in the attention kernels, from the
+ *     layer's attention parameters (cuda_layer_attn: biases, norms, window, RoPE table);
+ *   scaled embeddings (Gemma-3): in the embedding lookup;
+ *   post-norms (Gemma-3): wo and down store their product (cc->post) and
+ *     cuda_add_rmsnorm adds it, normalized, to the residual (wo is then not folded into
+ *     the attention: one more kernel after each of the two matrices);
+ *   GeGLU (Gemma-3): gate|up's matvec (MV_NORM_GEGLU) and the prefill's cuda_glu;
+ *   a tied output head: the output shares token_embd's memory (upload.c).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -29,30 +35,47 @@
 
 #include "backend/cuda/internal.h"
 
+/* The factor of the embedding lookup. */
+static float embd_scale(const model_config *c) { return c->features & ER_FEAT_EMBD_SCALE ? c->embd_scale : 1.0f; }
+
+/* The gated FFN's matvec mode. */
+static int glu_mode(const model_config *c) { return c->features & ER_FEAT_GEGLU ? MV_NORM_GEGLU : MV_NORM_SWIGLU; }
+
 er_status cuda_enqueue_step(cuda_context *cc) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
-    const size_t layer_kv = (size_t)cc->n_ctx * (size_t)(c->n_head_kv * c->head_dim);
-    CUDA_TRY(cuda_embed_state(&cm->token_embd, cc->state, cc->x, cc->stream));
+    const size_t layer_kv = cc->kv_layer_bytes;
+    const int n_embd = (int)c->n_embd;
+    CUDA_TRY(cuda_embed_state(&cm->token_embd, embd_scale(c), cc->state, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
         /* wo folded into the attention kernel: its output then waits in cc->acc until
          * gate_up reads x + acc and down folds it into x. Only where that measured faster
          * (Qwen3-0.6B on the H200, docs/perf-log.md): Q8_0 1,720 against 1,661-1,674 tok/s,
-         * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet. */
-        const int fold_wo = cuda_wtype_folds_wo(l->wo.type) && cuda_attention_can_project(&ap, &l->wo);
+         * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet. A post-norm
+         * needs the whole product first, so those layers never fold it. */
+        const int fold_wo = !l->post_attn_norm && cuda_attention_can_project(&ap, &l->wo);
         unsigned long long *acc = fold_wo ? cc->acc : NULL;
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
                              cc->stream));
         CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, cc->k_cache + il * layer_kv, cc->v_cache + il * layer_kv, cc->state,
                                        cc->attn, acc ? &l->wo : NULL, acc, cc->stream));
-        if (!acc)
+        if (l->post_attn_norm) {
+            CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
+            CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_attn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
+        } else if (!acc) {
             CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, NULL, cc->state, cc->stream));
-        CUDA_TRY(cuda_matvec(&l->gate_up, MV_NORM_SWIGLU, cc->x, l->ffn_norm, c->norm_eps, cc->h, acc, cc->state,
+        }
+        CUDA_TRY(cuda_matvec(&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, c->norm_eps, cc->h, acc, cc->state,
                              cc->stream));
-        CUDA_TRY(cuda_matvec(&l->down, MV_ADD, cc->h, NULL, 0.0f, cc->x, acc, cc->state, cc->stream));
+        if (l->post_ffn_norm) {
+            CUDA_TRY(cuda_matvec(&l->down, MV_STORE, cc->h, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
+            CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_ffn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
+        } else {
+            CUDA_TRY(cuda_matvec(&l->down, MV_ADD, cc->h, NULL, 0.0f, cc->x, acc, cc->state, cc->stream));
+        }
     }
     CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x, cm->output_norm, c->norm_eps, cc->logits, NULL, cc->state,
                          cc->stream));
@@ -82,28 +105,46 @@ fail:
     return st;
 }
 
+/* x (n, n_embd) += cc->xh w, or += rmsnorm(cc->xh w) * post_norm where the layer has one. */
+static er_status prefill_residual(cuda_context *cc, const cuda_weight *w, const float *post_norm, int n) {
+    er_status st = ER_OK;
+    const model_config *c = &cc->cm->m->config;
+    if (!post_norm) {
+        CUDA_TRY(cuda_gemm(w, cc->xh, n, cc->x, c->n_embd, 1, cc->stream));
+    } else {
+        CUDA_TRY(cuda_gemm(w, cc->xh, n, cc->post, c->n_embd, 0, cc->stream));
+        CUDA_TRY(cuda_add_rmsnorm(cc->post, post_norm, n, (int)c->n_embd, c->norm_eps, cc->x, cc->stream));
+    }
+    return ER_OK;
+fail:
+    return st;
+}
+
 er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float *logits_all) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
-    const size_t layer_kv = (size_t)cc->n_ctx * (size_t)kv_dim;
+    const size_t layer_kv = cc->kv_layer_bytes;
     const int n = (int)T;
-    CUDA_TRY(cuda_embed_tokens(&cm->token_embd, cc->tokens, n, cc->x, cc->stream));
+    CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), cc->tokens, n, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
-        float *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
-        /* x += attention(rmsnorm(x) Wqkv) Wo ; x += swiglu(rmsnorm(x) Wgate|up) Wdown */
+        uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
+        /* x += attention(rmsnorm(x) Wqkv) Wo ; x += glu(rmsnorm(x) Wgate|up) Wdown; with
+         * post-norms each product is normalized before it is added */
         CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         CUDA_TRY(cuda_gemm(&l->qkv, cc->xh, n, cc->qkv, q_dim + 2 * kv_dim, 0, cc->stream));
         CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->stream));
         CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->xh, cc->stream));
-        CUDA_TRY(cuda_gemm(&l->wo, cc->xh, n, cc->x, n_embd, 1, cc->stream));
+        if ((st = prefill_residual(cc, &l->wo, l->post_attn_norm, n)) != ER_OK)
+            return st;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         CUDA_TRY(cuda_gemm(&l->gate_up, cc->xh, n, cc->gu, 2 * c->n_ff, 0, cc->stream));
-        CUDA_TRY(cuda_swiglu(cc->gu, n, (int)c->n_ff, cc->xh, cc->stream));
-        CUDA_TRY(cuda_gemm(&l->down, cc->xh, n, cc->x, n_embd, 1, cc->stream));
+        CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, (c->features & ER_FEAT_GEGLU) != 0, cc->xh, cc->stream));
+        if ((st = prefill_residual(cc, &l->down, l->post_ffn_norm, n)) != ER_OK)
+            return st;
     }
     if (logits_all) {
         CUDA_TRY(cuda_rmsnorm(cc->x, cm->output_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));

@@ -1,8 +1,8 @@
 /*
  * upload.c - the model's weights to the device, once per model: the layer's matrices
  * stacked where one kernel reads them together (wq|wk|wv, w_gate|w_up), the quantized
- * types repacked on the device into the layouts of wtypes.cuh, the norms as F32 vectors, all of
- * it in one allocation.
+ * types repacked on the device into the layouts of wtypes.cuh, the norms and biases as
+ * F32 vectors, all of it in one allocation.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -33,17 +33,26 @@ void *cuda_arena_take(uint8_t *arena, size_t *used, size_t bytes) {
     return arena ? arena + at : NULL;
 }
 
-static er_status upload_vector(cuda_model *cm, const float *host, int64_t n, float **out) {
+/* n_parts host vectors of n[i] floats, one after the other in one device vector *out;
+ * NULL when the first is NULL (a vector the model lacks). */
+static er_status upload_vectors(cuda_model *cm, int n_parts, const float *const *host, const int64_t *n, float **out) {
     er_status st = ER_OK;
+    int64_t total = 0;
     *out = NULL;
-    if (!host)
+    if (!host[0])
         return ER_OK;
-    *out = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)n * sizeof(float));
-    if (*out)
-        CUDA_TRY(cudaMemcpy(*out, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < n_parts; i++)
+        total += n[i];
+    *out = cuda_arena_take(cm->arena, &cm->arena_used, (size_t)total * sizeof(float));
+    for (int i = 0, at = 0; *out && i < n_parts; at += (int)n[i], i++)
+        CUDA_TRY(cudaMemcpy(*out + at, host[i], (size_t)n[i] * sizeof(float), cudaMemcpyHostToDevice));
     return ER_OK;
 fail:
     return st;
+}
+
+static er_status upload_vector(cuda_model *cm, const float *host, int64_t n, float **out) {
+    return upload_vectors(cm, 1, &host, &n, out);
 }
 
 /* Uploads n_parts host matrices with the same row length as one stacked matrix; the
@@ -179,6 +188,9 @@ static er_status upload_all(cuda_model *cm, void *staging) {
         cuda_layer *l = &cm->layers[il];
         const er_weight *qkv[] = {&lw->wq, &lw->wk, &lw->wv}, *gate_up[] = {&lw->w_gate, &lw->w_up};
         const er_weight *wo[] = {&lw->wo}, *down[] = {&lw->w_down};
+        /* the biases stacked as wq|wk|wv are: one vector beside qkv's rows */
+        const float *bias[] = {lw->bq, lw->bk, lw->bv};
+        const int64_t bias_n[] = {c->n_head * c->head_dim, c->n_head_kv * c->head_dim, c->n_head_kv * c->head_dim_v};
         if ((st = upload_named(cm, il, 3, qkv, qkv_names, &l->qkv, l->qkv_more, staging)) != ER_OK ||
             (st = upload_named(cm, il, 1, wo, wo_name, &l->wo, NULL, staging)) != ER_OK ||
             (st = upload_named(cm, il, 2, gate_up, gate_up_names, &l->gate_up, NULL, staging)) != ER_OK ||
@@ -186,7 +198,10 @@ static er_status upload_all(cuda_model *cm, void *staging) {
             (st = upload_vector(cm, lw->attn_norm, c->n_embd, &l->attn_norm)) != ER_OK ||
             (st = upload_vector(cm, lw->ffn_norm, c->n_embd, &l->ffn_norm)) != ER_OK ||
             (st = upload_vector(cm, lw->q_norm, c->head_dim, &l->q_norm)) != ER_OK ||
-            (st = upload_vector(cm, lw->k_norm, c->head_dim, &l->k_norm)) != ER_OK)
+            (st = upload_vector(cm, lw->k_norm, c->head_dim, &l->k_norm)) != ER_OK ||
+            (st = upload_vectors(cm, 3, bias, bias_n, &l->qkv_bias)) != ER_OK ||
+            (st = upload_vector(cm, lw->post_attn_norm, c->n_embd, &l->post_attn_norm)) != ER_OK ||
+            (st = upload_vector(cm, lw->post_ffn_norm, c->n_embd, &l->post_ffn_norm)) != ER_OK)
             return st;
     }
     return ER_OK;
