@@ -60,6 +60,12 @@ typedef enum er_backend {
 
 typedef struct er_model_params {
     er_backend backend;
+    /* NULL: the weights keep the file's types. Else a quantize target, as `edgerunner
+     * quantize` names them ("Q8_0", "Q4_K_M", ...; case-insensitive): the F32, F16 and BF16
+     * weights are converted while loading, to the bytes `edgerunner quantize` would write
+     * (a Hugging Face folder, or a GGUF file in those types; an already quantized weight
+     * is refused). The converted weights live in memory; the file's pages are dropped. */
+    const char *type;
 } er_model_params;
 
 /* Whether this build has the CUDA backend and a usable device (0 or 1). */

@@ -471,12 +471,17 @@ void gguf_close(gguf_file *f) {
 }
 
 void gguf_drop_pages(gguf_file *f) {
-    if (!f || !f->mapping)
-        return;
-    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    const uint64_t start = (f->data_offset + page - 1) / page * page;
-    if (start < f->size)
-        madvise((uint8_t *)f->mapping + start, f->size - start, MADV_DONTNEED);
+    if (f && f->mapping)
+        io_drop_pages(f->mapping, f->size, f->base + f->data_offset, f->size - f->data_offset);
+    else if (f && f->owner_drop_pages)
+        f->owner_drop_pages(f->owner, NULL, 0);
+}
+
+void gguf_drop_range(gguf_file *f, const uint8_t *p, size_t n) {
+    if (f && f->mapping)
+        io_drop_pages(f->mapping, f->size, p, n);
+    else if (f && f->owner_drop_pages)
+        f->owner_drop_pages(f->owner, p, n);
 }
 
 const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key) {

@@ -96,6 +96,9 @@ typedef struct gguf_file {
      * owner_free(owner) after freeing kv and tensors. NULL for a parsed file. */
     void *owner;
     void (*owner_free)(void *owner);
+    /* Such a file's gguf_drop_pages: drops what its mappings hold of [p, p + n), or all of
+     * them when p is NULL. NULL when it maps nothing. */
+    void (*owner_drop_pages)(void *owner, const uint8_t *p, size_t n);
 } gguf_file;
 
 /* Maps `path` read-only and parses it. On failure *out is NULL. */
@@ -110,6 +113,8 @@ void gguf_close(gguf_file *file); /* NULL-safe */
 /* Drops the resident pages of the data section of a mapped file (they stay mapped and
  * fault back in from the file if read): for when the tensors now live elsewhere. */
 void gguf_drop_pages(gguf_file *file);
+/* The same for the pages that hold only [p, p + n) (a tensor's data, say). */
+void gguf_drop_range(gguf_file *file, const uint8_t *p, size_t n);
 
 const gguf_kv *gguf_find_kv(const gguf_file *file, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *file, const char *name);

@@ -20,6 +20,7 @@
 #include "core/fp16.h"
 #include "core/status.h"
 #include "io/hf_build.h"
+#include "io/mapfile.h"
 #include "io/safetensors.h"
 #include "quant/types.h"
 
@@ -643,13 +644,15 @@ static er_status open_shards(hf_build *b, st_file ***shards, const char ***names
 }
 
 static er_status read_tensors(hf_build *b, const hf_arch *a, const hf_shape *s, const float *rope_freqs) {
-    st_file **shards;
-    const char **names;
-    size_t n_shards;
+    st_file **shards = NULL;
+    const char **names = NULL;
+    size_t n_shards = 0;
     char path[4096], gguf_name[128];
     er_status st;
     if ((st = open_shards(b, &shards, &names, &n_shards)) != ER_OK)
         return st;
+    b->shards = shards;
+    b->n_shards = n_shards;
     for (size_t i = 0; i < n_shards; i++) {
         snprintf(path, sizeof path, "%s/%s", b->dir, names[i]);
         for (size_t k = 0; k < shards[i]->n_tensors; k++) {
@@ -683,6 +686,12 @@ static void release_owned(void *p) {
         b->owned[i].release(b->owned[i].p);
     free(b->owned);
     free(b);
+}
+
+static void drop_shard_pages(void *owner, const uint8_t *p, size_t n) {
+    const hf_build *b = owner;
+    for (size_t i = 0; i < b->n_shards; i++)
+        io_drop_pages(b->shards[i]->mapping, b->shards[i]->size, p ? p : b->shards[i]->base, p ? n : b->shards[i]->size);
 }
 
 er_status hf_open(const char *dir, unsigned flags, gguf_file **out) {
@@ -726,6 +735,7 @@ er_status hf_open(const char *dir, unsigned flags, gguf_file **out) {
     f->n_tensors = b->n_tensors;
     f->owner = b;
     f->owner_free = release_owned;
+    f->owner_drop_pages = drop_shard_pages;
     *out = f;
     return ER_OK;
 fail:

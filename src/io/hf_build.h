@@ -10,6 +10,7 @@
 
 #include "core/json_doc.h"
 #include "io/gguf.h"
+#include "io/safetensors.h"
 
 /* Something the built file owns, released by gguf_close. */
 typedef struct hf_owned {
@@ -25,6 +26,8 @@ typedef struct hf_build {
     size_t n_tensors, cap_tensors;
     hf_owned *owned; /* (n_owned) */
     size_t n_owned, cap_owned;
+    st_file **shards; /* (n_shards) the SafeTensors files, owned through `owned` */
+    size_t n_shards;
     int64_t n_vocab; /* config.json's vocab_size, 0 when unknown: the tokens are padded to it */
     int32_t bos_id, eos_id; /* config.json's, -1: none; the tokenizer's own take precedence */
 } hf_build;

@@ -1,12 +1,14 @@
 /*
  * mapfile.c - io_map_file (see mapfile.h).
  */
+#define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 
 #include "io/mapfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -39,4 +41,15 @@ er_status io_map_file(const char *path, void **map, size_t *size) {
     }
     close(fd);
     return st;
+}
+
+void io_drop_pages(const void *map, size_t size, const void *p, size_t n) {
+    const uintptr_t lo = (uintptr_t)map, hi = lo + size, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)p, end = start + n;
+    if (!map || start >= hi || end <= lo)
+        return;
+    start = start < lo ? lo : (start + page - 1) / page * page;
+    end = end >= hi ? hi : end / page * page; /* the mapping's last page may be partial */
+    if (start < end)
+        madvise((void *)start, end - start, MADV_DONTNEED);
 }

@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "core/cpus.h"
 #include "io/hf.h"
 #include "model/model.h"
+#include "quant/convert.h"
 
 /* Sizes beyond these are refused: they keep every buffer size product far from
  * overflow and catch hostile metadata early. */
@@ -331,8 +333,54 @@ static er_status bind_weights(loader *ld) {
 }
 
 er_model_params er_model_default_params(void) {
-    er_model_params p = {ER_BACKEND_CPU};
+    er_model_params p = {ER_BACKEND_CPU, NULL};
     return p;
+}
+
+/* Bytes of tensor t in type `type`. */
+static size_t converted_size(const gguf_tensor *t, uint32_t type) {
+    return er_type_row_size(er_type_get(type), t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
+/* er_model_params.type: the weights converted as `edgerunner quantize` converts them (the
+ * same plan and rows, quant/convert.h), into one buffer the model owns; each tensor then
+ * points into it and the pages of the file or folder it came from are dropped, so that the
+ * weights are not held twice. */
+static er_status quantize_weights(er_model *m, const char *type) {
+    enum { ALIGN = 32 };
+    gguf_file *f = m->file;
+    const quant_mix *mix = quant_mix_find(type);
+    if (!mix)
+        return er_fail(ER_ERR_INVALID_ARG, "%s: unknown type '%.40s' (types: %s)", m->path, type, quant_mix_names());
+    uint32_t *types = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *types); /* (n_tensors) */
+    if (!types)
+        return er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", m->path);
+    er_status st = quant_plan(f, mix, 0, m->path, types, NULL);
+    size_t total = 0;
+    for (uint64_t i = 0; st == ER_OK && i < f->n_tensors; i++)
+        if (types[i] != f->tensors[i].type)
+            total += (converted_size(&f->tensors[i], types[i]) + ALIGN - 1) / ALIGN * ALIGN;
+    if (st == ER_OK && total && !(m->quant_arena = malloc(total)))
+        st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %zu bytes of %s weights", m->path, total, mix->name);
+    uint8_t *next = m->quant_arena;
+    const int n_threads = (int)er_usable_cpus();
+    for (uint64_t i = 0; st == ER_OK && i < f->n_tensors; i++) {
+        gguf_tensor *t = &f->tensors[i];
+        if (types[i] == t->type)
+            continue;
+        if (!quant_convert_rows(er_type_get(t->type), er_type_get(types[i]), t->data, next, t->ne[0],
+                                t->ne[1] * t->ne[2] * t->ne[3], n_threads)) {
+            st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", m->path);
+            break;
+        }
+        gguf_drop_range(f, t->data, t->size);
+        t->data = next;
+        t->size = converted_size(t, types[i]);
+        t->type = types[i];
+        next += (t->size + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    free(types);
+    return st;
 }
 
 er_status model_check_backend(const er_model *m, const backend_ops *ops) {
@@ -398,7 +446,8 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
         st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory", path);
         goto fail;
     }
-    if ((st = hf_open_any(path, 0, &m->file)) != ER_OK || (st = read_config(&ld)) != ER_OK ||
+    if ((st = hf_open_any(path, 0, &m->file)) != ER_OK || (p.type && (st = quantize_weights(m, p.type)) != ER_OK) ||
+        (st = read_config(&ld)) != ER_OK ||
         (st = bind_weights(&ld)) != ER_OK || (st = vocab_load(m->file, path, &m->vocab)) != ER_OK ||
         (st = check_vocab_size(m)) != ER_OK)
         goto fail;
@@ -423,6 +472,7 @@ void er_model_free(er_model *m) {
     gguf_close(m->file);
     free(m->view.layers);
     free(m->f32_arena);
+    free(m->quant_arena);
     free(m->path);
     free(m);
 }

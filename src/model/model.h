@@ -31,6 +31,7 @@ struct er_model {
     const float *rope_long;    /* (n_rot / 2) longrope divisors beyond n_ctx_orig (Phi-3), or NULL */
     const float *rope_short;   /* (n_rot / 2) longrope divisors within it, or NULL */
     float *f32_arena;          /* owns every 1-D tensor, converted to F32 */
+    uint8_t *quant_arena;      /* owns the weights converted to er_model_params.type, or NULL */
     vocab vocab;
 };
 

@@ -694,22 +694,24 @@ fi
 
 # Hugging Face folders (io/hf.c): a tiny valid Qwen3 folder runs; hostile ones fail with one line
 HF=$TMP/hf
-mkdir -p "$HF"
-python3 - "$HF" <<'PY'
+mkdir -p "$HF" "$TMP/hf256"
+hf_folder() { # DIR WIDTH: a one-layer Qwen3 of that width (2 heads of WIDTH/2, 1 KV head), F32
+python3 - "$1" "$2" <<'PY'
 import json, struct, sys
-d = sys.argv[1]
-cfg = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
-       "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 8, "max_position_embeddings": 64,
+d, w = sys.argv[1], int(sys.argv[2])
+cfg = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": w, "num_hidden_layers": 1, "num_attention_heads": 2,
+       "num_key_value_heads": 1, "head_dim": w // 2, "intermediate_size": w, "max_position_embeddings": 64,
        "vocab_size": 16, "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "hidden_act": "silu",
        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
 json.dump(cfg, open(f"{d}/config.json", "w"))
-shapes = {"model.embed_tokens.weight": [16, 8], "model.norm.weight": [8],
-          "model.layers.0.input_layernorm.weight": [8], "model.layers.0.post_attention_layernorm.weight": [8],
-          "model.layers.0.self_attn.q_proj.weight": [8, 8], "model.layers.0.self_attn.k_proj.weight": [4, 8],
-          "model.layers.0.self_attn.v_proj.weight": [4, 8], "model.layers.0.self_attn.o_proj.weight": [8, 8],
-          "model.layers.0.self_attn.q_norm.weight": [4], "model.layers.0.self_attn.k_norm.weight": [4],
-          "model.layers.0.mlp.gate_proj.weight": [8, 8], "model.layers.0.mlp.up_proj.weight": [8, 8],
-          "model.layers.0.mlp.down_proj.weight": [8, 8]}
+h = w // 2
+shapes = {"model.embed_tokens.weight": [16, w], "model.norm.weight": [w],
+          "model.layers.0.input_layernorm.weight": [w], "model.layers.0.post_attention_layernorm.weight": [w],
+          "model.layers.0.self_attn.q_proj.weight": [w, w], "model.layers.0.self_attn.k_proj.weight": [h, w],
+          "model.layers.0.self_attn.v_proj.weight": [h, w], "model.layers.0.self_attn.o_proj.weight": [w, w],
+          "model.layers.0.self_attn.q_norm.weight": [h], "model.layers.0.self_attn.k_norm.weight": [h],
+          "model.layers.0.mlp.gate_proj.weight": [w, w], "model.layers.0.mlp.up_proj.weight": [w, w],
+          "model.layers.0.mlp.down_proj.weight": [w, w]}
 header, data = {}, b""
 for name, shape in shapes.items():
     n = 1
@@ -722,6 +724,9 @@ h = json.dumps(header).encode()
 h += b" " * (-len(h) % 8)
 open(f"{d}/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
 PY
+}
+hf_folder "$HF" 8
+hf_folder "$TMP/hf256" 256
 expect_ok "folder: a tiny Qwen3 folder runs" -- run -m "$HF" --prompt-ids 1,2 -n 2 --ids --temp 0
 expect_ok "folder: info" -- info -m "$HF"
 cp -r "$HF" "$TMP/hf_bad"
@@ -746,6 +751,17 @@ if expect_ok "convert: the folder to GGUF" -- convert "$HF" "$TMP/hf.gguf"; then
     "$BIN" run -m "$TMP/hf.gguf" --prompt-ids 1,2 -n 4 --ids --temp 0 >"$TMP/b" 2>/dev/null
     if cmp -s "$TMP/a" "$TMP/b" && [ -s "$TMP/a" ]; then pass "convert: same ids from the GGUF as from the folder"; else fail "convert: same ids from the GGUF as from the folder" "$(cat "$TMP/a") vs $(cat "$TMP/b")"; fi
 fi
+# --type quantizes while loading: the very logits of `convert DIR OUT TYPE` then OUT (width 256: every weight in
+# TYPE, no fallback; Q4_K_M also puts attn_v, ffn_down and the tied head in Q6_K)
+for t in q8_0 Q4_K_M; do
+    "$BIN" convert "$TMP/hf256" "$TMP/hf256.gguf" "$t" >/dev/null 2>&1
+    "$BIN" run -m "$TMP/hf256.gguf" --prompt-ids 1,2,3,4,5 -n 1 --dump-logits "$TMP/la" >/dev/null 2>&1
+    if expect_ok "folder --type $t: runs" -- run -m "$TMP/hf256" --type "$t" --prompt-ids 1,2,3,4,5 -n 1 --dump-logits "$TMP/lb"; then
+        if cmp -s "$TMP/la" "$TMP/lb" && [ -s "$TMP/la" ]; then pass "folder --type $t: the logits of convert DIR OUT $t, bit for bit"; else fail "folder --type $t: the logits of convert DIR OUT $t" "differ"; fi
+    fi
+done
+expect_error "folder --type: an unknown type" "unknown type 'q9_9' \\(types: F32 F16" -- run -m "$HF" --type q9_9 --prompt-ids 1
+expect_error "--type on quantized weights" "is already Q._K; re-quantizing it to Q8_0" -- run -m "$TMP/hf256.gguf" --type q8_0 --prompt-ids 1
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

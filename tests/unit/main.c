@@ -15,6 +15,7 @@ int main(int argc, char **argv) {
     static const suite suites[] = {
         {"gguf", test_gguf},
         {"safetensors", test_safetensors},
+        {"hf_quant", test_hf_quant},
         {"types", test_types},
         {"model", test_model},
         {"tokenizer", test_tokenizer},

@@ -27,6 +27,7 @@ extern int test_checks_passed;
 
 void test_gguf(void);
 void test_safetensors(void);
+void test_hf_quant(void);
 void test_types(void);
 void test_model(void);
 void test_tokenizer(void);

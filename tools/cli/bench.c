@@ -157,8 +157,8 @@ static er_kv_type kv_under_test(er_kv_type asked, er_backend backend, int refere
     return t == ER_TYPE_F16 ? ER_KV_F16 : t == ER_TYPE_Q8_0 ? ER_KV_Q8_0 : ER_KV_F32;
 }
 
-static void cache_file(char *out, size_t cap, const char *sha, const int32_t *prompt, int64_t n_prompt, int64_t n,
-                       er_kv_type type_k, er_kv_type type_v) {
+static void cache_file(char *out, size_t cap, const char *sha, const char *type, const int32_t *prompt, int64_t n_prompt,
+                       int64_t n, er_kv_type type_k, er_kv_type type_v) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[512];
     if (xdg && *xdg)
@@ -166,8 +166,8 @@ static void cache_file(char *out, size_t cap, const char *sha, const int32_t *pr
     else
         snprintf(dir, sizeof dir, "%s/.cache/edgerunner", home && *home ? home : "/tmp");
     mkdir(dir, 0755); /* the parent may be missing: then no cache, computed each time */
-    snprintf(out, cap, "%s/ref-%s-%016" PRIx64 "-n%" PRId64 "-kv%d%d.ids", dir, sha,
-             fnv1a(prompt, (size_t)n_prompt * sizeof *prompt), n, (int)type_k, (int)type_v);
+    snprintf(out, cap, "%s/ref-%s%s%.16s-%016" PRIx64 "-n%" PRId64 "-kv%d%d.ids", dir, sha, type ? "-" : "",
+             type ? type : "", fnv1a(prompt, (size_t)n_prompt * sizeof *prompt), n, (int)type_k, (int)type_v);
 }
 
 static int read_ids(const char *path, int32_t *ids, int64_t n) {
@@ -181,9 +181,11 @@ static int read_ids(const char *path, int32_t *ids, int64_t n) {
     return i == n;
 }
 
-/* The CPU reference's greedy ids, from the cache or computed in a child process. */
-static int reference_ids(const char *model_path, const char *cache /* < 700 bytes */, const int32_t *prompt, int64_t n_prompt,
-                         int64_t n, er_kv_type type_k, er_kv_type type_v, int32_t *ref) {
+/* The CPU reference's greedy ids, from the cache or computed in a child process (on the
+ * weights converted to `type`, as the model benchmarked, when not NULL). */
+static int reference_ids(const char *model_path, const char *type, const char *cache /* < 700 bytes */,
+                         const int32_t *prompt, int64_t n_prompt, int64_t n, er_kv_type type_k, er_kv_type type_v,
+                         int32_t *ref) {
     if (read_ids(cache, ref, n))
         return 0;
     fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens) ...\n", n);
@@ -195,6 +197,8 @@ static int reference_ids(const char *model_path, const char *cache /* < 700 byte
         er_model *m = NULL;
         er_context *ctx = NULL;
         er_context_params cp = er_context_default_params();
+        er_model_params mp = er_model_default_params();
+        mp.type = type;
         cp.n_ctx = n_prompt + n;
         cp.reference = 1;
         cp.type_k = type_k;
@@ -202,7 +206,7 @@ static int reference_ids(const char *model_path, const char *cache /* < 700 byte
         int64_t got = 0;
         int rc = 1;
         char tmp[720];
-        if (er_model_load(model_path, NULL, &m) == ER_OK && er_context_create(m, &cp, &ctx) == ER_OK &&
+        if (er_model_load(model_path, &mp, &m) == ER_OK && er_context_create(m, &cp, &ctx) == ER_OK &&
             greedy(ctx, prompt, n_prompt, n, ref, &got) == 0 && got == n) {
             snprintf(tmp, sizeof tmp, "%s.%d.tmp", cache, (int)getpid());
             FILE *f = fopen(tmp, "w");
@@ -312,8 +316,8 @@ int cmd_bench(int argc, char **argv) {
     }
     const er_kv_type type_k = kv_under_test(mo.type_k, mo.model.backend, mo.reference);
     const er_kv_type type_v = kv_under_test(mo.type_v, mo.model.backend, mo.reference);
-    cache_file(cache, sizeof cache, sha, prompt, n_prompt, n, type_k, type_v);
-    if (reference_ids(model_path, cache, prompt, n_prompt, n, type_k, type_v, ref) != 0)
+    cache_file(cache, sizeof cache, sha, mp.type, prompt, n_prompt, n, type_k, type_v);
+    if (reference_ids(model_path, mp.type, cache, prompt, n_prompt, n, type_k, type_v, ref) != 0)
         goto done;
 
     /* device memory before the model: the weights, cache and scratch are what it adds */

@@ -38,10 +38,11 @@ int cli_parse_backend(const char *s, er_backend *out);
 /* "f32" or "f16" (llama.cpp's names for -ctk / -ctv); 0 on anything else. */
 int cli_parse_kv_type(const char *s, er_kv_type *out);
 
-/* The model and context flags of run, chat and perplexity:
+/* The model and context flags of run, chat, perplexity, bench and serve:
  *   -m/--model PATH  -c/--ctx-size N  -b/--batch-size N  -t/--threads N
  *   -ctk/--cache-type-k f32|f16  -ctv/--cache-type-v f32|f16 (default: the library's)
- *   --backend cpu|cuda  --reference (or EDGERUNNER_REFERENCE=1: the plain-C kernels) */
+ *   --backend cpu|cuda  --reference (or EDGERUNNER_REFERENCE=1: the plain-C kernels)
+ *   --type T (er_model_params.type: quantize the weights while loading) */
 typedef struct cli_model_opts {
     const char *path;
     int64_t n_ctx, n_ctx_min, n_batch, n_threads;

@@ -4,7 +4,8 @@
  * gets what). Every metadata pair is copied in order; general.file_type and
  * general.quantization_version are set as llama.cpp's quantizer sets them; tensors that are
  * not weights (norms, rope_freqs) are copied unchanged. Weights are converted row by row
- * (to_f32, then the type's reference quantizer from_f32) on -t threads.
+ * (to_f32, then the type's reference quantizer from_f32) on -t threads, by quant/convert.h,
+ * which er_model_params.type (-m X --type TYPE) uses too: the same bytes.
  *
  * Weights that are already quantized are only re-quantized with --allow-requantize (as in
  * llama.cpp: quantizing twice compounds the error).
@@ -21,7 +22,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,70 +32,7 @@
 #include "io/gguf.h"
 #include "io/gguf_write.h"
 #include "io/hf.h"
-#include "quant/mix.h"
-#include "quant/types.h"
-
-enum { MAX_THREADS = 64 };
-
-/* Rows [row0, row1) of one tensor: dequantize each to f32, quantize to the new type. */
-typedef struct convert_job {
-    const er_type_traits *from, *to;
-    const uint8_t *in;
-    uint8_t *out;
-    int64_t n_per_row, row0, row1;
-    size_t in_row, out_row;
-    float *buf; /* (n_per_row) */
-} convert_job;
-
-static void *convert_rows(void *arg) {
-    const convert_job *j = arg;
-    for (int64_t r = j->row0; r < j->row1; r++) {
-        j->from->to_f32(j->in + (size_t)r * j->in_row, j->buf, j->n_per_row);
-        j->to->from_f32(j->buf, j->out + (size_t)r * j->out_row, j->n_per_row);
-    }
-    return NULL;
-}
-
-/* Converts a whole tensor with up to n_threads threads; 0 on out-of-memory. */
-static int convert(const er_type_traits *from, const er_type_traits *to, const uint8_t *in, uint8_t *out,
-                   int64_t n_per_row, int64_t n_rows, int n_threads) {
-    convert_job jobs[MAX_THREADS];
-    pthread_t tid[MAX_THREADS];
-    int started[MAX_THREADS] = {0}, ok = 1;
-    if (n_threads > n_rows)
-        n_threads = (int)n_rows;
-    if (n_threads < 1)
-        n_threads = 1;
-    for (int t = 0; t < n_threads; t++) {
-        jobs[t] = (convert_job){from, to, in, out, n_per_row, n_rows * t / n_threads, n_rows * (t + 1) / n_threads,
-                                er_type_row_size(from, n_per_row), er_type_row_size(to, n_per_row),
-                                malloc((size_t)n_per_row * sizeof(float))};
-        if (!jobs[t].buf)
-            ok = 0;
-    }
-    for (int t = 1; ok && t < n_threads; t++)
-        started[t] = pthread_create(&tid[t], NULL, convert_rows, &jobs[t]) == 0;
-    if (ok) {
-        convert_rows(&jobs[0]);
-        for (int t = 1; t < n_threads; t++) {
-            if (started[t])
-                pthread_join(tid[t], NULL);
-            else
-                convert_rows(&jobs[t]); /* no thread: do its share here */
-        }
-    }
-    for (int t = 0; t < n_threads; t++)
-        free(jobs[t].buf);
-    return ok;
-}
-
-static int64_t meta_int(const gguf_file *f, const char *arch, const char *suffix, int64_t def) {
-    char key[160];
-    int64_t v;
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    return kv && gguf_value_as_int(&kv->value, &v) ? v : def;
-}
+#include "quant/convert.h"
 
 static int usage_error(const char *cmd, const char *what) {
     /* one line, as every error of the command line */
@@ -143,7 +80,7 @@ static int rewrite(const char *cmd, int argc, char **argv) {
                 return usage_error(cmd, "too many arguments");
             pos[n_pos++] = argv[i];
         } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
-            if (!cli_parse_i64(argv[++i], 1, MAX_THREADS, &n_threads))
+            if (!cli_parse_i64(argv[++i], 1, QUANT_MAX_THREADS, &n_threads))
                 return usage_error(cmd, "-t takes a thread count from 1 to 64");
         } else if (!strcmp(argv[i], "--allow-requantize")) {
             allow_requant = 1;
@@ -158,8 +95,8 @@ static int rewrite(const char *cmd, int argc, char **argv) {
     }
     if (n_pos != 3 && !(type_optional && n_pos == 2))
         return usage_error(cmd, type_optional ? "DIR and OUT are required" : "IN, OUT and TYPE are required");
-    if (n_threads < 1 || n_threads > MAX_THREADS)
-        n_threads = n_threads < 1 ? 1 : MAX_THREADS;
+    if (n_threads < 1 || n_threads > QUANT_MAX_THREADS)
+        n_threads = n_threads < 1 ? 1 : QUANT_MAX_THREADS;
     const quant_mix *mix = pos[2] ? quant_mix_find(pos[2]) : NULL; /* NULL: every tensor keeps its type */
     if (pos[2] && !mix) {
         char what[96];
@@ -170,7 +107,6 @@ static int rewrite(const char *cmd, int argc, char **argv) {
     gguf_file *in = NULL;
     gguf_writer *w = NULL;
     uint32_t *types = NULL;
-    char **names = NULL;
     int rc = 1;
     cli_catch_sigbus(pos[0]);
     er_status st = hf_open_any(pos[0], 0, &in);
@@ -183,36 +119,16 @@ static int rewrite(const char *cmd, int argc, char **argv) {
         goto done;
     }
 
-    /* what the recipe needs to know about the model */
-    quant_model_desc desc = {0, 0, 1, 0};
-    char arch[64] = "";
-    const gguf_kv *akv = gguf_find_kv(in, "general.architecture");
-    if (akv && akv->value.type == GGUF_TYPE_STRING)
-        snprintf(arch, sizeof arch, "%.*s", (int)(akv->value.str.len < 63 ? akv->value.str.len : 63), akv->value.str.data);
-    desc.n_layer = meta_int(in, arch, "block_count", 0);
-    desc.llama_70b = !strcmp(arch, "llama") && desc.n_layer == 80 &&
-                     meta_int(in, arch, "attention.head_count", 0) != meta_int(in, arch, "attention.head_count_kv", 0);
-
     types = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *types);
-    names = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *names);
-    if (!types || !names) {
+    if (!types) {
         cli_fail("out of memory");
         goto done;
     }
-    for (uint64_t i = 0; i < in->n_tensors; i++) {
-        const gguf_tensor *t = &in->tensors[i];
-        names[i] = malloc((size_t)t->name.len + 1);
-        if (!names[i]) {
-            cli_fail("out of memory");
-            goto done;
-        }
-        memcpy(names[i], t->name.data, (size_t)t->name.len);
-        names[i][t->name.len] = '\0';
-        if (strstr(names[i], "attn_v.weight"))
-            desc.n_attn_v++;
-        if (!strcmp(names[i], "output.weight"))
-            desc.tied = 0;
-    }
+    int n_fallback = 0;
+    for (uint64_t i = 0; i < in->n_tensors; i++)
+        types[i] = in->tensors[i].type; /* without TYPE every tensor keeps its type */
+    if (mix && (st = quant_plan(in, mix, allow_requant, pos[0], types, &n_fallback)) != ER_OK)
+        goto fail_status;
 
     if ((st = gguf_writer_create(&w)) != ER_OK)
         goto fail_status;
@@ -224,25 +140,8 @@ static int rewrite(const char *cmd, int argc, char **argv) {
         (file_type >= 0 && (st = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type)) != ER_OK))
         goto fail_status;
 
-    int n_fallback = 0;
     for (uint64_t i = 0; i < in->n_tensors; i++) {
         const gguf_tensor *t = &in->tensors[i];
-        int fell_back = 0;
-        types[i] = mix ? quant_mix_tensor_type(mix, &desc, names[i], t->n_dims, t->ne, t->type, &fell_back) : t->type;
-        n_fallback += fell_back;
-        const er_type_traits *from = er_type_get(t->type), *to = er_type_get(types[i]);
-        if (types[i] != t->type) {
-            if (!from->to_f32 || !to->from_f32) {
-                fprintf(stderr, "edgerunner: %s: tensor '%s': cannot convert %s to %s\n", cmd, names[i], from->name,
-                        to->name);
-                goto done;
-            }
-            if (!allow_requant && t->type != ER_TYPE_F32 && t->type != ER_TYPE_F16 && t->type != ER_TYPE_BF16) {
-                fprintf(stderr, "edgerunner: %s: tensor '%s' is already %s; re-quantizing it to %s loses "
-                                "accuracy (pass --allow-requantize to do it anyway)\n", cmd, names[i], from->name, to->name);
-                goto done;
-            }
-        }
         if ((st = gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, types[i])) != ER_OK)
             goto fail_status;
     }
@@ -256,14 +155,14 @@ static int rewrite(const char *cmd, int argc, char **argv) {
         int64_t n = 1;
         for (int d = 0; d < t->n_dims; d++)
             n *= t->ne[d];
-        fprintf(stderr, "[%4" PRIu64 "/%4" PRIu64 "] %-32s %-5s -> %-5s\n", i + 1, in->n_tensors, names[i],
+        fprintf(stderr, "[%4" PRIu64 "/%4" PRIu64 "] %-32.*s %-5s -> %-5s\n", i + 1, in->n_tensors, (int)t->name.len, t->name.data,
                 er_type_get(t->type)->name, er_type_get(types[i])->name);
         if (types[i] == t->type) {
             st = gguf_writer_write_tensor(w, t->data, t->size);
         } else {
             uint8_t *out = malloc(out_size ? out_size : 1);
-            if (!out || !convert(er_type_get(t->type), er_type_get(types[i]), t->data, out, t->ne[0], n / t->ne[0],
-                                 (int)n_threads)) {
+            if (!out || !quant_convert_rows(er_type_get(t->type), er_type_get(types[i]), t->data, out, t->ne[0],
+                                            n / t->ne[0], (int)n_threads)) {
                 free(out);
                 cli_fail("out of memory");
                 goto done;
@@ -289,10 +188,6 @@ fail_status:
     rc = cli_fail_status(st);
 done:
     gguf_writer_free(w); /* begun but not finished: removes its temporary file, OUT is untouched */
-    if (names)
-        for (uint64_t i = 0; i < in->n_tensors; i++)
-            free(names[i]);
-    free(names);
     free(types);
     gguf_close(in);
     return rc;

@@ -109,8 +109,8 @@ int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cl
     const int cache_v = !strcmp(flag, "-ctv") || !strcmp(flag, "--cache-type-v");
     const int known = !strcmp(flag, "-m") || !strcmp(flag, "--model") || !strcmp(flag, "-c") ||
                       !strcmp(flag, "--ctx-size") || !strcmp(flag, "-b") || !strcmp(flag, "--batch-size") ||
-                      !strcmp(flag, "-t") || !strcmp(flag, "--threads") || !strcmp(flag, "--backend") || cache_k ||
-                      cache_v;
+                      !strcmp(flag, "-t") || !strcmp(flag, "--threads") || !strcmp(flag, "--backend") ||
+                      !strcmp(flag, "--type") || cache_k || cache_v;
     if (!known)
         return 0;
     if (!value) {
@@ -120,6 +120,8 @@ int cli_parse_model_opt(const char *cmd, const char *flag, const char *value, cl
     *took_value = 1;
     if (!strcmp(flag, "-m") || !strcmp(flag, "--model")) {
         o->path = value;
+    } else if (!strcmp(flag, "--type")) {
+        o->model.type = value; /* checked by er_model_load, which names the types */
     } else if (!strcmp(flag, "-c") || !strcmp(flag, "--ctx-size")) {
         if (!cli_parse_i64(value, o->n_ctx_min, INT32_MAX, &o->n_ctx)) {
             fprintf(stderr, "edgerunner: %s: -c wants an integer >= %lld\n", cmd, (long long)o->n_ctx_min);
