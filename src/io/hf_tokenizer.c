@@ -14,9 +14,23 @@
  *                (none; NFC for qwen2), and model.ignore_merges too (Llama-3's only)
  *   special ids  bos/eos/pad/unk from tokenizer_config.json, else config.json's ids
  *   add_bos_token, add_eos_token, chat_template   from tokenizer_config.json when it has them
+ *
+ * A SentencePiece vocabulary saved as BPE (Gemma's tokenizer.json: a normalizer that only
+ * replaces ' ' with U+2581, no pre-tokenizer, byte_fallback) becomes the `llama` model
+ * the engine's SentencePiece tokenizer runs (tokenizer/spm.c), as llama.cpp's converter
+ * writes it from tokenizer.model: the same tokens; types BYTE for <0xNN>, UNKNOWN for
+ * model.unk_token, CONTROL / USER_DEFINED for the added tokens as above (a user-defined
+ * token's U+2581 back to ' ', as the converter pre-normalizes them); add_space_prefix
+ * false. tokenizer.json keeps no scores, only the merges in the order the scores gave
+ * them: a token's score is minus the rank of the first merge that forms it, so that
+ * SentencePiece's "merge the pair whose token scores highest" is BPE's "apply the merge
+ * of lowest rank" (tokens no merge forms: lower than all; tokens/test_hf.py checks the
+ * ids against HF tokenizers).
+ *
  * Any other model type, pre-tokenizer or normalizer is refused by name: its tokens would
  * differ from the reference tokenizer's, silently.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +38,17 @@
 #include "core/status.h"
 #include "io/hf_build.h"
 
-enum { MAX_TOKEN_ID = 1 << 24, TYPE_NORMAL = 1, TYPE_CONTROL = 3, TYPE_USER_DEFINED = 4, TYPE_UNUSED = 5 };
+enum {
+    MAX_TOKEN_ID = 1 << 24,
+    TYPE_NORMAL = 1,
+    TYPE_UNKNOWN = 2,
+    TYPE_CONTROL = 3,
+    TYPE_USER_DEFINED = 4,
+    TYPE_UNUSED = 5,
+    TYPE_BYTE = 6
+};
+
+static const char SPM_SPACE[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's escaped space */
 
 /* The split regexes whose pre-tokenizers src/tokenizer/pretok.c implements, as they stand
  * in tokenizer.json (decoded), with llama.cpp's name for each. */
@@ -87,6 +111,27 @@ static er_status recognise_pre(const tok_reader *r, const json_node *root, const
     if (ignores != !strcmp(*pre, "llama-bpe"))
         return er_fail(ER_ERR_UNSUPPORTED, "%s: model.ignore_merges %s with the %s pre-tokenizer is not supported",
                        r->path, ignores ? "true" : "false", *pre);
+    return ER_OK;
+}
+
+/* Whether tokenizer.json is a SentencePiece vocabulary saved as BPE (see the header): 1,
+ * 0 when it is not one (byte_fallback off), or an error when it is one we cannot run. */
+static er_status recognise_spm(const tok_reader *r, const json_node *root, int *spm) {
+    const json_doc *d = r->doc;
+    const json_node *fallback = json_doc_get(d, json_doc_get(d, root, "model"), "byte_fallback");
+    const json_node *norm = json_doc_get(d, root, "normalizer"), *pre = json_doc_get(d, root, "pre_tokenizer");
+    *spm = fallback && fallback->kind == JSON_BOOL && fallback->i;
+    if (!*spm)
+        return ER_OK;
+    if (!json_doc_is(d, json_doc_get(d, norm, "type"), "Replace") ||
+        !json_doc_is(d, json_doc_get(d, json_doc_get(d, norm, "pattern"), "String"), " ") ||
+        !json_doc_is(d, json_doc_get(d, norm, "content"), SPM_SPACE))
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: a byte_fallback BPE with normalizer '%.40s' is not supported (Gemma's: "
+                       "Replace ' ' with U+2581)", r->path, norm && norm->kind == JSON_OBJECT ?
+                       json_doc_str(d, json_doc_get(d, norm, "type")) : "none");
+    if (pre && pre->kind != JSON_NULL)
+        return er_fail(ER_ERR_UNSUPPORTED, "%s: a byte_fallback BPE with pre_tokenizer '%.40s' is not supported (Gemma's "
+                       "has none)", r->path, pre->kind == JSON_OBJECT ? json_doc_str(d, json_doc_get(d, pre, "type")) : "?");
     return ER_OK;
 }
 
@@ -275,6 +320,73 @@ static er_status read_config(tok_reader *r, const gguf_string *tokens, int64_t n
     return ER_OK;
 }
 
+/* A token's text and id, sorted by text to find the token a merge forms. */
+typedef struct text_id {
+    gguf_string text;
+    int64_t id;
+} text_id;
+
+static int by_text(const void *a, const void *b) {
+    const gguf_string *x = &((const text_id *)a)->text, *y = &((const text_id *)b)->text;
+    const int c = memcmp(x->data, y->data, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The SentencePiece types and scores (see the header) of tokens[n], from the merges
+ * ("left right", by rank) and model.unk_token; user-defined tokens' U+2581 become ' '. */
+static er_status spm_types_scores(tok_reader *r, const json_node *root, gguf_string *tokens, int32_t *types, int64_t n,
+                                  const gguf_string *merges, int64_t n_merges, float **scores_out) {
+    const json_doc *d = r->doc;
+    const json_node *unk = json_doc_get(d, json_doc_get(d, root, "model"), "unk_token");
+    float *scores;  /* (n) */
+    text_id *index; /* (n) */
+    er_status st;
+    if ((st = hf_alloc(r->b, (size_t)n * sizeof *scores, (void **)&scores)) != ER_OK)
+        return st;
+    for (int64_t id = 0; id < n; id++) {
+        const gguf_string t = tokens[id];
+        if (types[id] == TYPE_NORMAL && t.len == 6 && !memcmp(t.data, "<0x", 3) && t.data[5] == '>' &&
+            isxdigit((unsigned char)t.data[3]) && isxdigit((unsigned char)t.data[4]))
+            types[id] = TYPE_BYTE;
+        else if (types[id] == TYPE_NORMAL && unk && unk->kind == JSON_STRING && t.len == unk->len &&
+                 !memcmp(t.data, json_doc_str(d, unk), t.len))
+            types[id] = TYPE_UNKNOWN;
+        scores[id] = types[id] == TYPE_NORMAL ? -(float)(n_merges + 1) : types[id] == TYPE_BYTE ? 0.0f : -1000.0f;
+        if (types[id] != TYPE_USER_DEFINED)
+            continue;
+        char *text; /* the text with each U+2581 (3 bytes) as one space */
+        size_t len = 0;
+        if ((st = hf_alloc(r->b, t.len, (void **)&text)) != ER_OK)
+            return st;
+        for (size_t i = 0; i < t.len; i++) {
+            const int space = i + 3 <= t.len && !memcmp(t.data + i, SPM_SPACE, 3);
+            text[len++] = space ? ' ' : t.data[i];
+            i += space ? 2 : 0;
+        }
+        tokens[id] = (gguf_string){text, len};
+    }
+    if ((st = hf_alloc(r->b, (size_t)n * sizeof *index, (void **)&index)) != ER_OK)
+        return st;
+    for (int64_t id = 0; id < n; id++)
+        index[id] = (text_id){tokens[id], id};
+    qsort(index, (size_t)n, sizeof *index, by_text);
+    char joined[512];
+    for (int64_t k = n_merges; k-- > 0;) { /* backwards: the first merge that forms a token sets its score */
+        const char *space = memchr(merges[k].data, ' ', merges[k].len);
+        if (!space || merges[k].len > sizeof joined)
+            continue;
+        const size_t left = (size_t)(space - merges[k].data);
+        memcpy(joined, merges[k].data, left);
+        memcpy(joined + left, space + 1, merges[k].len - left - 1);
+        const text_id key = {{joined, merges[k].len - 1}, 0};
+        const text_id *hit = bsearch(&key, index, (size_t)n, sizeof *index, by_text);
+        if (hit && types[hit->id] == TYPE_NORMAL)
+            scores[hit->id] = -(float)k;
+    }
+    *scores_out = scores;
+    return ER_OK;
+}
+
 er_status hf_tokenizer(hf_build *b) {
     tok_reader r = {b, NULL, {0}};
     er_status st;
@@ -286,24 +398,38 @@ er_status hf_tokenizer(hf_build *b) {
     if (!json_doc_is(r.doc, type, "BPE"))
         return er_fail(ER_ERR_UNSUPPORTED, "%s: model type '%.40s' is not supported (BPE is)", r.path,
                        json_doc_str(r.doc, type));
-    const char *pre;
+    const char *pre = "default";
     gguf_string *tokens = NULL, *merges = NULL;
     int32_t *types = NULL;
     int64_t n_tokens = 0, n_merges = 0;
-    if ((st = recognise_pre(&r, root, &pre)) != ER_OK || (st = read_tokens(&r, root, &tokens, &types, &n_tokens)) != ER_OK)
+    int spm;
+    if ((st = recognise_spm(&r, root, &spm)) != ER_OK || (!spm && (st = recognise_pre(&r, root, &pre)) != ER_OK) ||
+        (st = read_tokens(&r, root, &tokens, &types, &n_tokens)) != ER_OK)
         return st;
     const gguf_value token_list = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, (uint64_t)n_tokens, NULL, tokens, NULL}};
     const gguf_value type_list = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_INT32, (uint64_t)n_tokens, (const uint8_t *)types, NULL, NULL}};
-    /* the token list first: from here on the file owns it */
+    /* the token list first: from here on the file owns it (spm_types_scores may still
+     * change its entries and the types) */
     if ((st = hf_kv(b, "tokenizer.ggml.tokens", token_list)) != ER_OK ||
-        (st = hf_kv_str(b, "tokenizer.ggml.model", "gpt2", 4)) != ER_OK ||
+        (st = hf_kv_str(b, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4)) != ER_OK ||
         (st = hf_kv_str(b, "tokenizer.ggml.pre", pre, strlen(pre))) != ER_OK ||
         (st = hf_kv(b, "tokenizer.ggml.token_type", type_list)) != ER_OK)
         return st;
     if ((st = read_merges(&r, root, &merges, &n_merges)) != ER_OK)
         return st;
-    const gguf_value merge_list = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, (uint64_t)n_merges, NULL, merges, NULL}};
-    if ((st = hf_kv(b, "tokenizer.ggml.merges", merge_list)) != ER_OK)
-        return st;
+    if (spm) { /* the merges only rank the tokens: scores instead, as tokenizer.model has them */
+        float *scores;
+        st = spm_types_scores(&r, root, tokens, types, n_tokens, merges, n_merges, &scores);
+        free(merges);
+        const gguf_value score_list = {.type = GGUF_TYPE_ARRAY,
+                                       .arr = {GGUF_TYPE_FLOAT32, (uint64_t)n_tokens, (const uint8_t *)scores, NULL, NULL}};
+        if (st != ER_OK || (st = hf_kv(b, "tokenizer.ggml.scores", score_list)) != ER_OK ||
+            (st = hf_kv_bool(b, "tokenizer.ggml.add_space_prefix", 0)) != ER_OK)
+            return st;
+    } else {
+        const gguf_value merge_list = {.type = GGUF_TYPE_ARRAY, .arr = {GGUF_TYPE_STRING, (uint64_t)n_merges, NULL, merges, NULL}};
+        if ((st = hf_kv(b, "tokenizer.ggml.merges", merge_list)) != ER_OK)
+            return st;
+    }
     return read_config(&r, tokens, n_tokens);
 }

@@ -9,7 +9,10 @@ One line per check, then "N passed, M failed" (exit 0 iff M == 0):
   corpus     Hugging Face tokenizers with the real Qwen3 and Llama-3 tokenizer.json on the
              corpus of corpus.py (>= 5 MB), the engine reading each from a GGUF and from
              the tokenizer.json folder itself: identical ids for every document; and the ids
-             decode back to the text (to its NFC form for Qwen3, whose normalizer is NFC)
+             decode back to the text (to its NFC form for Qwen3, whose normalizer is NFC);
+             also Gemma-3's SentencePiece-style tokenizer.json (make_gemma_tokenizer.py builds
+             it from the Gemma-3 GGUF's vocabulary: the real file is not reachable here),
+             which the engine reads as a SentencePiece vocabulary
   special    with --special, control tokens in text become tokens exactly as Hugging Face
              parses them; without it they stay text (the corpus holds such text)
   bos        BOS as each file asks: Llama-3 and SentencePiece add it, Qwen3 does not
@@ -130,20 +133,37 @@ def check_vectors(exe, vocabs):
         report(not bad, f"vectors {name}: {len(texts) - len(bad)}/{len(texts)} identical{detail}")
 
 
+def gemma_tokenizer_dir():
+    """make_gemma_tokenizer.py's folder from the Gemma-3 GGUF (tools/get_model.sh gemma3),
+    cached beside it; built once (about a minute)."""
+    import make_gemma_tokenizer
+    gguf = subprocess.run([os.path.join(HERE, "..", "..", "tools", "get_model.sh"), "gemma3"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    h = hashlib.sha256(open(os.path.join(HERE, "make_gemma_tokenizer.py"), "rb").read())
+    out = os.path.join(os.path.dirname(gguf), "gemma3-tokenizer-" + h.hexdigest()[:12])
+    if not os.path.exists(os.path.join(out, ".complete")):
+        make_gemma_tokenizer.build(gguf, out)
+        open(os.path.join(out, ".complete"), "w").close()
+    return out
+
+
 def check_corpus(exe, vocabs, docs):
     """Each tokenizer twice: from the GGUF metadata make_vocab_gguf.py writes, and read by the
-    engine straight from the tokenizer.json folder (io/hf_tokenizer.c, issue 22)."""
+    engine straight from the tokenizer.json folder (io/hf_tokenizer.c, issue 22); Gemma-3's
+    from its folder only."""
     from tokenizers import Tokenizer
     size = sum(len(d.encode("utf-8")) for d in docs)
-    for name in ("qwen3", "llama3"):
-        tok = Tokenizer.from_file(os.path.join(TOKDIR, name, "tokenizer.json"))
+    for name in ("qwen3", "llama3", "gemma3"):
+        folder = gemma_tokenizer_dir() if name == "gemma3" else os.path.join(TOKDIR, name)
+        tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
         tok.encode_special_tokens = True  # special tokens in text are text, as without --special
         ref = [e.ids for e in tok.encode_batch(docs, add_special_tokens=False)]
-        for label, source in ((name, vocabs[name]), (f"{name} tokenizer.json", os.path.join(TOKDIR, name))):
-            check_corpus_one(exe, label, source, tok, ref, docs, size)
+        sources = [(f"{name} tokenizer.json", folder)] + ([(name, vocabs[name])] if name in vocabs else [])
+        for label, source in sources:
+            check_corpus_one(exe, label, source, tok, ref, docs, size, nfc=name == "qwen3")
 
 
-def check_corpus_one(exe, label, source, tok, ref, docs, size):
+def check_corpus_one(exe, label, source, tok, ref, docs, size, nfc):
     got = tokenize_batch(exe, source, docs)
     bad = [i for i in range(len(docs)) if got[i] != ref[i]]
     detail = ""
@@ -157,9 +177,9 @@ def check_corpus_one(exe, label, source, tok, ref, docs, size):
                     f"{n_ids} ids) identical to Hugging Face tokenizers{detail}")
     # decode(encode(x)) == x (Qwen3 normalizes to NFC first: the round trip gives NFC(x))
     back = detokenize_batch(exe, source, got)
-    want = [(tok.normalizer.normalize_str(d) if tok.normalizer else d).encode("utf-8") for d in docs]
+    want = [(tok.normalizer.normalize_str(d) if nfc else d).encode("utf-8") for d in docs]
     bad = [i for i in range(len(docs)) if back[i] != want[i]]
-    report(not bad, f"roundtrip {label}: decode(encode(x)) == {'NFC(x)' if tok.normalizer else 'x'} for "
+    report(not bad, f"roundtrip {label}: decode(encode(x)) == {'NFC(x)' if nfc else 'x'} for "
                     f"{len(docs) - len(bad)}/{len(docs)} documents" + (f"; first bad: {bad[0]}" if bad else ""))
 
 
