@@ -695,38 +695,8 @@ fi
 # Hugging Face folders (io/hf.c): a tiny valid Qwen3 folder runs; hostile ones fail with one line
 HF=$TMP/hf
 mkdir -p "$HF" "$TMP/hf256"
-hf_folder() { # DIR WIDTH: a one-layer Qwen3 of that width (2 heads of WIDTH/2, 1 KV head), F32
-python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-d, w = sys.argv[1], int(sys.argv[2])
-cfg = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": w, "num_hidden_layers": 1, "num_attention_heads": 2,
-       "num_key_value_heads": 1, "head_dim": w // 2, "intermediate_size": w, "max_position_embeddings": 64,
-       "vocab_size": 16, "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "hidden_act": "silu",
-       "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
-json.dump(cfg, open(f"{d}/config.json", "w"))
-h = w // 2
-shapes = {"model.embed_tokens.weight": [16, w], "model.norm.weight": [w],
-          "model.layers.0.input_layernorm.weight": [w], "model.layers.0.post_attention_layernorm.weight": [w],
-          "model.layers.0.self_attn.q_proj.weight": [w, w], "model.layers.0.self_attn.k_proj.weight": [h, w],
-          "model.layers.0.self_attn.v_proj.weight": [h, w], "model.layers.0.self_attn.o_proj.weight": [w, w],
-          "model.layers.0.self_attn.q_norm.weight": [h], "model.layers.0.self_attn.k_norm.weight": [h],
-          "model.layers.0.mlp.gate_proj.weight": [w, w], "model.layers.0.mlp.up_proj.weight": [w, w],
-          "model.layers.0.mlp.down_proj.weight": [w, w]}
-header, data = {}, b""
-for name, shape in shapes.items():
-    n = 1
-    for x in shape:
-        n *= x
-    vals = [1.0] * n if len(shape) == 1 else [((i * 7919) % 13 - 6) / 10 for i in range(n)]
-    header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + 4 * n]}
-    data += struct.pack(f"<{n}f", *vals)
-h = json.dumps(header).encode()
-h += b" " * (-len(h) % 8)
-open(f"{d}/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
-PY
-}
-hf_folder "$HF" 8
-hf_folder "$TMP/hf256" 256
+python3 tests/cli/make_hf_folder.py "$HF" 8
+python3 tests/cli/make_hf_folder.py "$TMP/hf256" 256
 expect_ok "folder: a tiny Qwen3 folder runs" -- run -m "$HF" --prompt-ids 1,2 -n 2 --ids --temp 0
 expect_ok "folder: info" -- info -m "$HF"
 cp -r "$HF" "$TMP/hf_bad"

@@ -359,6 +359,29 @@ def tools():
             bad_file.returncode == 1 and bad_file.stderr.count("\n") == 1 and "t.jinja" in bad_file.stderr, bad_file.stderr)
 
 
+def hf_folder():
+    """-m DIR: a Hugging Face folder (tests/cli/make_hf_folder.py, the Qwen3 tokenizer, quantized
+    to Q8_0 while loading) serves the completion `edgerunner run` generates from it."""
+    data = shared_data()
+    if not data:
+        c.check("-m DIR: skip (no shared/data with the Qwen3 tokenizer)", True)
+        return
+    tok = os.path.join(data, "tokenizers", "qwen3")
+    with tempfile.TemporaryDirectory(prefix="er-serve-hf-") as d:
+        subprocess.run([sys.executable, "tests/cli/make_hf_folder.py", d, "64", tok], check=True)
+        want = run_cli("run", "-m", d, "--type", "q8_0", "-p", PROMPT, "-n", "8", "--temp", "0", "--ignore-eos")
+        srv = Server(BIN, d, "--type", "q8_0")
+        try:
+            r = httpx.post(srv.url + "/v1/completions", json={"prompt": PROMPT, "max_tokens": 8, "temperature": 0,
+                                                              "ignore_eos": True}, timeout=120).json()
+            c.check("-m DIR --type q8_0: a completion == edgerunner run's", want.returncode == 0 and
+                    r["choices"][0]["text"] == want.stdout.rstrip("\n") and r["usage"]["completion_tokens"] == 8,
+                    f"{r} vs {want.stdout!r} {want.stderr!r}")
+        finally:
+            c.check("-m DIR server exits 0 on SIGTERM", srv.stop() == 0)
+            srv.cleanup()
+
+
 main = Server(BIN, MODEL, "-np", "2")
 try:
     functional(main)
@@ -373,4 +396,5 @@ finally:
 api_key()
 slots_and_queue()
 tools()
+hf_folder()
 c.done()
