@@ -40,19 +40,28 @@ LIB_SRC := $(filter-out src/backend/cuda/%,$(LIB_SRC))
 CU_SRC :=
 endif
 # The command line, with the HTTP server (tools/server): only the edgerunner binary links
-# libmicrohttpd and jansson; the library stays libc/libm/pthreads.
-CLI_SRC := $(wildcard tools/cli/*.c) $(wildcard tools/server/*.c)
+# libmicrohttpd and jansson; the library stays libc/libm/pthreads. SERVER=0 leaves the
+# server out (`serve` then says so), for a machine without those libraries: the GPU
+# machine, which cannot install packages.
+SERVER ?= 1
+ifeq ($(SERVER),1)
+CLI_SRC := $(wildcard tools/cli/*.c) $(filter-out tools/server/none.c,$(wildcard tools/server/*.c))
 SERVER_LIBS := -lmicrohttpd -ljansson
+SERVER_OBJ := $(BUILD)/tools/server/page.o
+SERVER_TESTS := $(BUILD)/tests/server/toolcall_test
+else
+CLI_SRC := $(wildcard tools/cli/*.c) tools/server/none.c
+endif
 TEST_SRC := $(wildcard tests/unit/*.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tools/server/page.o
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVER_OBJ)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all test unit debug fuzz $(addprefix fuzz-,$(FUZZ_TARGETS)) format clean bench
 all: $(BUILD)/edgerunner $(BUILD)/libedgerunner.a $(BUILD)/tests/quant_tool $(EXAMPLES) $(BUILD)/tests/sampler_tool \
-     $(BUILD)/tests/server/toolcall_test
+     $(SERVER_TESTS)
 
 $(BUILD)/libedgerunner.a: $(LIB_OBJ)
 	@rm -f $@

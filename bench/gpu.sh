@@ -18,11 +18,11 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee 
 if ! ldd build/edgerunner 2>/dev/null | grep -q "not found" && build/edgerunner --help > /dev/null 2>&1; then
     echo "using the carried build"
 else
-    make -j16 CUDA=1 all > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    make -j16 CUDA=1 SERVER=0 all > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
 grep -h "registers\|spill" build/src/backend/cuda/*.log | sort | uniq -c | sort -rn | head -5
 # the kernels against a double-precision host computation (tests/unit/test_cuda.c)
-[ -x build/unit_tests ] || make -j16 CUDA=1 build/unit_tests > "$OUT/build-tests.log" 2>&1
+[ -x build/unit_tests ] || make -j16 CUDA=1 SERVER=0 build/unit_tests > "$OUT/build-tests.log" 2>&1
 build/unit_tests cuda 2>&1 | tail -3 | tee "$OUT/unit-cuda.txt"
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
