@@ -117,6 +117,9 @@ typedef struct er_context_params {
                         cache, one summation order): the oracle every faster path is checked against */
     er_kv_type type_k; /* the cache's K rows; 0 = ER_KV_DEFAULT */
     er_kv_type type_v; /* the cache's V rows; 0 = ER_KV_DEFAULT */
+    int n_seq_max;     /* sequences the context holds (er_context_decode_batch), each with n_ctx
+                          positions of its own; 0 = 1. More than 1 needs the CPU backend (CUDA
+                          decodes one sequence per context so far: ER_ERR_UNSUPPORTED) */
 } er_context_params;
 
 er_context_params er_context_default_params(void);
@@ -141,6 +144,43 @@ const float *er_context_logits(const er_context *ctx);
 
 /* Forgets the KV cache from position `n_past` on (0 clears it). */
 er_status er_context_rewind(er_context *ctx, int64_t n_past);
+
+/* ---- several sequences in one pass (continuous batching) ------------------------------ */
+
+/* Tokens of several sequences decoded together, as llama.cpp's llama_batch. A context
+ * made with n_seq_max = S holds S sequences (ids 0..S-1), each with its own n_ctx
+ * positions of KV cache; er_context_decode works on sequence 0. Rules, each checked (a
+ * batch that breaks one fails with ER_ERR_INVALID_ARG naming the token, changing
+ * nothing): at most n_batch tokens; a sequence's tokens are consecutive in the batch and
+ * at its next positions in order (the first at er_context_seq_pos, then +1 each); a
+ * sequence that would pass n_ctx fails with ER_ERR_CONTEXT_FULL.
+ *
+ * Batch invariance: a sequence's K/V and logits are bit-identical whatever other
+ * sequences share the batch (each one's attention reads only its own keys, and the
+ * matrix products choose their kernel by each sequence's own token count, not the
+ * batch's). On the CPU fast path a prompt of 32 tokens or more is multiplied in f32,
+ * shorter chunks with 8-bit activations: the same tokens fed in chunks on either side of
+ * 32 can differ in the last bits. */
+typedef struct er_batch {
+    int64_t n_tokens;
+    const int32_t *tokens;  /* (n_tokens) ids */
+    const int32_t *seq_ids; /* (n_tokens) each token's sequence, in [0, n_seq_max) */
+    const int64_t *pos;     /* (n_tokens) each token's position in its sequence */
+    const int8_t *logits;   /* (n_tokens) non-zero: return this token's logits; NULL: none */
+} er_batch;
+
+/* Decodes a batch; `logits` receives (number of tokens asking, n_vocab) rows, in batch
+ * order (may be NULL when none asks). er_context_logits() is NULL afterwards. */
+er_status er_context_decode_batch(er_context *ctx, const er_batch *batch, float *logits);
+
+int er_context_n_seq(const er_context *ctx);
+/* Positions sequence `seq` holds (its next position); -1 for a sequence that is not there. */
+int64_t er_context_seq_pos(const er_context *ctx, int32_t seq);
+/* Forgets sequence `seq` from position p0 on (0: all of it; its rows are free again). */
+er_status er_context_seq_remove(er_context *ctx, int32_t seq, int64_t p0);
+/* Sequence dst becomes a copy of the first n positions of src (dst's own are dropped):
+ * a shared prefix (a system prompt, earlier turns) reused instead of recomputed. */
+er_status er_context_seq_copy(er_context *ctx, int32_t src, int32_t dst, int64_t n);
 
 /* ---- generation --------------------------------------------------------------------- */
 

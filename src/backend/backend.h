@@ -124,7 +124,19 @@ typedef struct backend_ctx_params {
      * base differs (Gemma-3; NULL otherwise: they use [0]);
      * owned by the caller and alive as long as the context */
     const float *rope_cs[2];
+    int n_seq; /* sequences, each with n_ctx positions of its own (1 unless decode_batch is set) */
 } backend_ctx_params;
+
+/* Tokens of several sequences in one forward pass (decode_batch), checked by the model
+ * layer: n_tokens <= n_batch; each sequence's tokens are consecutive in the batch, at its
+ * next positions in order (pos[i] = what its cache holds, then +1 each), within n_ctx. */
+typedef struct backend_batch {
+    int64_t n_tokens;
+    const int32_t *tokens;  /* (n_tokens) ids within the vocabulary */
+    const int32_t *seq_ids; /* (n_tokens) in [0, n_seq) */
+    const int64_t *pos;     /* (n_tokens) */
+    const int8_t *logits;   /* (n_tokens) non-zero: this token's logits are wanted */
+} backend_batch;
 
 /* How a greedy generation goes on (generate_greedy). */
 typedef struct backend_greedy {
@@ -157,6 +169,16 @@ typedef struct backend_ops {
      * (n, n_vocab)) when not NULL, of the last one into logits_last (host, n_vocab). */
     er_status (*decode)(void *ctx, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
                         float *logits_last);
+
+    /* Several sequences in one pass: every token's K and V into its sequence's cache rows,
+     * the logits of the tokens that ask into `logits` (host, (number asking, n_vocab), in
+     * batch order). A sequence's results do not depend on the other sequences in the
+     * batch. NULL: the backend runs one sequence per context (the model layer then
+     * refuses n_seq > 1 and sends a one-sequence batch through decode). */
+    er_status (*decode_batch)(void *ctx, const backend_batch *b, float *logits);
+    /* Sequence dst's first n positions become a copy of src's (prefix reuse); NULL where
+     * decode_batch is. */
+    er_status (*seq_copy)(void *ctx, int src, int dst, int64_t n);
 
     /* The greedy loop without the host, straight after a decode (its last token at n_past
      * - 1): tokens are generated until n_predict, EOS (not reported) or a full context,

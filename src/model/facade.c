@@ -164,9 +164,9 @@ er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt
     const er_vocab *voc = er_model_vocab(ctx->model);
     if (!voc)
         return er_fail(ER_ERR_UNSUPPORTED, "er_stream_ids: %s has no tokenizer", ctx->model->path);
-    if (n_prompt > ctx->n_ctx - ctx->n_past)
+    if (n_prompt > ctx->n_ctx - ctx->n_pos[0])
         return er_fail(ER_ERR_CONTEXT_FULL, "the prompt's %lld tokens do not fit: %lld of the context's %lld are used",
-                       (long long)n_prompt, (long long)ctx->n_past, (long long)ctx->n_ctx);
+                       (long long)n_prompt, (long long)ctx->n_pos[0], (long long)ctx->n_ctx);
 
     er_sampler *sampler = NULL;
     text_stream ts = {ctx, voc, &p, NULL, on_text, user, NULL, 0, 0, 0, ER_STOP_NONE, -1, ER_OK};
@@ -224,7 +224,7 @@ er_status er_stream_text(er_context *ctx, const char *prompt, const er_text_para
     int32_t *ids = NULL;
     int64_t n_ids = 0;
     er_text_result result;
-    const int flags = (ctx->n_past == 0 ? ER_TOKENIZE_ADD_SPECIAL : 0) | (p.parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0);
+    const int flags = (ctx->n_pos[0] == 0 ? ER_TOKENIZE_ADD_SPECIAL : 0) | (p.parse_special ? ER_TOKENIZE_PARSE_SPECIAL : 0);
     if ((st = er_tokenize_prompt(voc, prompt, (int64_t)strlen(prompt), flags, &ids, &n_ids)) == ER_OK &&
         (st = er_stream_ids(ctx, ids, n_ids, &p, on_text, user, &result)) == ER_OK && n_generated)
         *n_generated = result.n_generated;

@@ -64,7 +64,7 @@ static er_status check_logits(const er_context *ctx) {
     for (i = 0; i < n - 1 && isfinite(x[i]); i++)
         ;
     return er_fail(ER_ERR_FORMAT, "%s: the logits of position %lld are not finite (token %lld: %g); the model's "
-                   "weights or metadata are broken", ctx->model->path, (long long)(ctx->n_past - 1), (long long)i,
+                   "weights or metadata are broken", ctx->model->path, (long long)(ctx->n_pos[0] - 1), (long long)i,
                    (double)x[i]);
 }
 
@@ -96,7 +96,7 @@ static er_status generate(er_context *ctx, const er_generate_params *params, er_
         const backend_greedy g = {params->n_predict, c->eos, params->ignore_eos};
         if (params->n_predict > 0 && (st = check_logits(ctx)) != ER_OK)
             goto done;
-        st = ctx->ops->generate_greedy(ctx->bctx, ctx->n_past, &g, accept_then_call_cb, &a, &n_gen, &ctx->n_past,
+        st = ctx->ops->generate_greedy(ctx->bctx, ctx->n_pos[0], &g, accept_then_call_cb, &a, &n_gen, &ctx->n_pos[0],
                                        ctx->logits);
         if (st == ER_OK && n_gen > 0)
             st = check_logits(ctx);
@@ -114,7 +114,7 @@ static er_status generate(er_context *ctx, const er_generate_params *params, er_
             if (!params->ignore_eos && token == c->eos)
                 break;
             n_gen++;
-            if (accept_then_call_cb(token, &a) != 0 || n_gen == params->n_predict || ctx->n_past >= ctx->n_ctx)
+            if (accept_then_call_cb(token, &a) != 0 || n_gen == params->n_predict || ctx->n_pos[0] >= ctx->n_ctx)
                 break;
             if ((st = er_context_decode(ctx, &token, 1, NULL)) != ER_OK)
                 break;

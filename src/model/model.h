@@ -41,7 +41,10 @@ struct er_context {
     void *bctx;             /* the backend's context */
     int64_t n_ctx;
     int64_t n_batch;
-    int64_t n_past;
+    int n_seq;      /* sequences, each with n_ctx positions of its own */
+    int64_t *n_pos; /* (n_seq) positions each sequence's cache holds; [0] is er_context_decode's */
+    int64_t *next_pos; /* (n_seq) scratch of er_context_decode_batch's checks */
+    int8_t *no_logits; /* (n_batch) zeros: the flags of a batch that asks for no logits */
     int n_threads;
     uint32_t type_k, type_v; /* the KV cache's element types (enum er_type) */
     int has_logits;

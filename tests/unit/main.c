@@ -18,6 +18,7 @@ int main(int argc, char **argv) {
         {"hf_quant", test_hf_quant},
         {"types", test_types},
         {"model", test_model},
+        {"batch", test_batch},
         {"tokenizer", test_tokenizer},
         {"chat", test_chat},
         {"quant", test_quant},

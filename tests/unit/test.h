@@ -30,6 +30,7 @@ void test_safetensors(void);
 void test_hf_quant(void);
 void test_types(void);
 void test_model(void);
+void test_batch(void);
 void test_tokenizer(void);
 void test_chat(void);
 void test_quant(void);

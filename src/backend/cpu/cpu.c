@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/status.h"
 
@@ -40,6 +41,12 @@ static void context_free(void *ctx) {
     free(cc->scores);
     free(cc->row);
     free(cc->round_row);
+    free(cc->spans);
+    free(cc->run_n);
+    free(cc->run_big);
+    free(cc->one_seq);
+    free(cc->one_pos);
+    free(cc->one_logits);
     cpu_pool_free(cc->pool);
     free(cc->act);
     free(cc->attn_scratch);
@@ -56,6 +63,7 @@ static er_status context_create(const model_view *m, int reference, const backen
     cc->m = m;
     cc->n_ctx = p->n_ctx;
     cc->n_batch = p->n_batch;
+    cc->n_seq = p->n_seq > 0 ? p->n_seq : 1;
     cc->n_threads = p->n_threads;
     cc->reference = reference;
     cc->rope_cs[0] = p->rope_cs[0];
@@ -80,8 +88,8 @@ static er_status context_create(const model_view *m, int reference, const backen
     cc->k_ops = cpu_kv_ops_get(reference ? ER_TYPE_F32 : p->type_k);
     cc->v_ops = cpu_kv_ops_get(reference ? ER_TYPE_F32 : p->type_v);
     const int64_t max_in = max64(max64(c->n_embd, c->n_ff), c->n_head * c->head_dim_v);
-    cc->k_cache = alloc_elems(c->n_layer, p->n_ctx, kv_dim, cc->k_ops->elem_size);
-    cc->v_cache = alloc_elems(c->n_layer, p->n_ctx, v_dim, cc->v_ops->elem_size);
+    cc->k_cache = alloc_elems(c->n_layer * cc->n_seq, p->n_ctx, kv_dim, cc->k_ops->elem_size);
+    cc->v_cache = alloc_elems(c->n_layer * cc->n_seq, p->n_ctx, v_dim, cc->v_ops->elem_size);
     cc->k_cur = alloc_floats(p->n_batch, kv_dim, 1);
     cc->v_cur = alloc_floats(p->n_batch, v_dim, 1);
     cc->x = alloc_floats(p->n_batch, c->n_embd, 1);
@@ -92,10 +100,16 @@ static er_status context_create(const model_view *m, int reference, const backen
     cc->up = alloc_floats(p->n_batch, c->n_ff, 1);
     cc->scores = alloc_floats(p->n_threads, p->n_ctx, 1);
     cc->row = alloc_floats(p->n_threads, max_in, 1);
-    if (!cc->k_cache || !cc->v_cache || !cc->k_cur || !cc->v_cur || !cc->x || !cc->xn || !cc->q || !cc->attn ||
+    cc->spans = alloc_elems(p->n_batch, 1, 1, sizeof(cpu_span));
+    cc->run_n = alloc_elems(p->n_batch, 1, 1, sizeof(int64_t));
+    cc->run_big = alloc_elems(p->n_batch, 1, 1, sizeof(int8_t));
+    cc->one_seq = alloc_elems(p->n_batch, 1, 1, sizeof(int32_t));
+    cc->one_pos = alloc_elems(p->n_batch, 1, 1, sizeof(int64_t));
+    cc->one_logits = alloc_elems(p->n_batch, 1, 1, sizeof(int8_t));
+    if (!cc->spans || !cc->run_n || !cc->run_big || !cc->one_seq || !cc->one_pos || !cc->one_logits || !cc->k_cache || !cc->v_cache || !cc->k_cur || !cc->v_cur || !cc->x || !cc->xn || !cc->q || !cc->attn ||
         !cc->gate || !cc->up || !cc->scores || !cc->row) {
-        st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate a %lld-token KV cache and scratch for %s",
-                     (long long)p->n_ctx, m->path);
+        st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate a KV cache of %d x %lld tokens and scratch "
+                     "for %s", cc->n_seq, (long long)p->n_ctx, m->path);
         goto fail;
     }
     if (!reference) {
@@ -126,13 +140,42 @@ static er_status context_create_fast(const model_view *m, void *dev, const backe
     return context_create(m, 0, p, out);
 }
 
+/* Sequence 0 alone, in batches of n_batch: the logits of every token, or of the last one
+ * only (the head is the largest matmul). */
 static er_status decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
                         float *logits_last) {
     cpu_context *cc = ctx;
     const int64_t n_vocab = cc->m->config.n_vocab;
     for (int64_t i = 0; i < n; i += cc->n_batch) {
         const int64_t n_i = n - i < cc->n_batch ? n - i : cc->n_batch;
-        cpu_forward(cc, tokens + i, n_i, n_past + i, logits_all ? logits_all + i * n_vocab : NULL, logits_last);
+        const int last = i + n_i == n;
+        for (int64_t t = 0; t < n_i; t++) {
+            cc->one_pos[t] = n_past + i + t;
+            cc->one_logits[t] = logits_all || (last && t == n_i - 1);
+        }
+        const backend_batch b = {n_i, tokens + i, cc->one_seq, cc->one_pos, cc->one_logits};
+        cpu_forward(cc, &b, logits_all ? logits_all + i * n_vocab : last ? logits_last : NULL);
+    }
+    if (logits_all)
+        memcpy(logits_last, logits_all + (n - 1) * n_vocab, (size_t)n_vocab * sizeof(float));
+    return ER_OK;
+}
+
+static er_status decode_batch(void *ctx, const backend_batch *b, float *logits) {
+    cpu_forward(ctx, b, logits);
+    return ER_OK;
+}
+
+static er_status seq_copy(void *ctx, int src, int dst, int64_t n) {
+    cpu_context *cc = ctx;
+    const model_config *c = &cc->m->config;
+    const size_t k_row = (size_t)(c->n_head_kv * c->head_dim) * cc->k_ops->elem_size;
+    const size_t v_row = (size_t)(c->n_head_kv * c->head_dim_v) * cc->v_ops->elem_size;
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        uint8_t *k = (uint8_t *)cc->k_cache + (size_t)(il * cc->n_seq) * (size_t)cc->n_ctx * k_row;
+        uint8_t *v = (uint8_t *)cc->v_cache + (size_t)(il * cc->n_seq) * (size_t)cc->n_ctx * v_row;
+        memcpy(k + (size_t)dst * (size_t)cc->n_ctx * k_row, k + (size_t)src * (size_t)cc->n_ctx * k_row, (size_t)n * k_row);
+        memcpy(v + (size_t)dst * (size_t)cc->n_ctx * v_row, v + (size_t)src * (size_t)cc->n_ctx * v_row, (size_t)n * v_row);
     }
     return ER_OK;
 }
@@ -152,6 +195,8 @@ const backend_ops cpu_reference_ops = {
     .context_create = context_create_reference,
     .context_free = context_free,
     .decode = decode,
+    .decode_batch = decode_batch,
+    .seq_copy = seq_copy,
 };
 
 const backend_ops cpu_fast_ops = {
@@ -163,4 +208,6 @@ const backend_ops cpu_fast_ops = {
     .context_create = context_create_fast,
     .context_free = context_free,
     .decode = decode,
+    .decode_batch = decode_batch,
+    .seq_copy = seq_copy,
 };

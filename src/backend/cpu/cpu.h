@@ -23,9 +23,18 @@
 extern const backend_ops cpu_reference_ops;
 extern const backend_ops cpu_fast_ops;
 
+/* The tokens of one sequence in a batch: consecutive, at consecutive positions. */
+typedef struct cpu_span {
+    int64_t t0, n;    /* batch rows [t0, t0 + n) */
+    int64_t pos0;     /* the first one's position */
+    int32_t seq;
+    int64_t n_logits; /* how many of them ask for logits */
+} cpu_span;
+
 typedef struct cpu_context {
     const model_view *m;
     int64_t n_ctx, n_batch;
+    int n_seq;      /* sequences, each with its own n_ctx rows of cache */
     int n_threads;
     int reference; /* the plain-C reference ops, else the fast path's */
     const cpu_kv_ops *k_ops, *v_ops; /* the cache's element types */
@@ -33,8 +42,13 @@ typedef struct cpu_context {
                                                 are stored (F16, Q8_0), or NULL */
     void *round_row; /* reference with k_round or v_round: one row of K or V in that type */
     const float *rope_cs[2]; /* (n_ctx, n_rot / 2, 2) for every layer, sliding-window layers (backend.h) */
-    void *k_cache; /* (n_layer, n_ctx, n_head_kv * head_dim) in k_ops->type */
-    void *v_cache; /* (n_layer, n_ctx, n_head_kv * head_dim_v) in v_ops->type */
+    /* One region of n_ctx rows per sequence, rather than pages: a sequence's keys stay
+     * contiguous, so every attention kernel (per token, blocked prompt) reads them as it
+     * reads a one-sequence cache, and a sequence can only ever see its own rows. The
+     * price is n_seq * n_ctx rows reserved up front and a prefix shared by copying it
+     * (seq_copy: a memcpy per layer, far cheaper than recomputing it). */
+    void *k_cache; /* (n_layer, n_seq, n_ctx, n_head_kv * head_dim) in k_ops->type */
+    void *v_cache; /* (n_layer, n_seq, n_ctx, n_head_kv * head_dim_v) in v_ops->type */
     /* scratch for one batch of up to n_batch tokens */
     float *k_cur;  /* (n_batch, n_head_kv * head_dim) the batch's K, f32 until RoPE is done and it is stored */
     float *v_cur;  /* (n_batch, n_head_kv * head_dim_v) the batch's V, likewise */
@@ -46,6 +60,12 @@ typedef struct cpu_context {
     float *up;     /* (n_batch, n_ff) */
     float *scores; /* (n_threads, n_ctx) attention weights of one head per thread */
     float *row;    /* (n_threads, max row length) reference: one dequantized weight row per thread */
+    cpu_span *spans;      /* (n_batch) the current batch's sequences */
+    int64_t *run_n;       /* (n_batch) rows of each run of a matmul (forward.c) */
+    int8_t *run_big;      /* (n_batch) whether each run takes the f32 path */
+    int32_t *one_seq;     /* (n_batch) zeros: decode's batch is all sequence 0 */
+    int64_t *one_pos;     /* (n_batch) decode's positions */
+    int8_t *one_logits;   /* (n_batch) decode's logits flags */
     /* fast path only, NULL on the reference */
     cpu_pool *pool;      /* n_threads workers, created with the context */
     float *attn_scratch; /* (n_threads, cpu_fast_attn_scratch_floats) blocked prompt attention, 64-byte aligned */
@@ -53,10 +73,10 @@ typedef struct cpu_context {
                             type's dot format (cpu_fast_act_size bytes), 64-byte aligned */
 } cpu_context;
 
-/* Runs n_tokens (<= n_batch, fitting in the cache) through the model at positions
- * n_past.., appends their K/V to the cache, and writes logits: of every token into
- * logits_all (n_tokens, n_vocab) when not NULL, and of the last one into logits_last. */
-void cpu_forward(cpu_context *cc, const int32_t *tokens, int64_t n_tokens, int64_t n_past, float *logits_all,
-                 float *logits_last);
+/* Runs a batch (backend_batch: at most n_batch tokens, each sequence's consecutive and at
+ * its next positions) through the model, stores every token's K/V in its sequence's
+ * rows, and writes the logits of the tokens that ask into logits ((number asking,
+ * n_vocab), batch order). */
+void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits);
 
 #endif

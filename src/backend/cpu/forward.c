@@ -19,7 +19,6 @@
  * angles (backend.h), the same floats every backend rotates by.
  */
 #include <assert.h>
-#include <string.h>
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/ops.h"
@@ -32,17 +31,49 @@ static void matmul(cpu_context *cc, const er_weight *w, const float *x, int64_t 
         cpu_fast_matmul(cc->pool, w, x, n_tokens, y, y_stride, cc->act);
 }
 
-static void attention(cpu_context *cc, const cpu_kv_view *kv, int64_t n_past, int64_t n_tokens, int64_t window) {
+/* Batch invariance. The fast path multiplies a call of CPU_SGEMM_MIN_TOKENS tokens or
+ * more in f32 on dequantized weights and a smaller one with 8-bit activations (fast.c):
+ * two different roundings, chosen by the call's row count. Within either, a row's result
+ * does not depend on the other rows (every output is one dot product in a fixed order).
+ * So that a sequence's numbers do not depend on who shares its batch, the path is chosen
+ * by each sequence's own row count ("big": >= CPU_SGEMM_MIN_TOKENS), never the batch's:
+ * consecutive big sequences go through one call, and consecutive small ones through calls
+ * of fewer than CPU_SGEMM_MIN_TOKENS rows. The reference's matmul is invariant anyway. */
+static int is_big(int64_t n_rows) { return n_rows >= CPU_SGEMM_MIN_TOKENS; }
+
+/* y (n rows, y_stride apart) = x (n rows of w->n_in) @ W^T, where the rows are `runs`: a
+ * run is n_run[i] consecutive rows that may share one call (big[i]: the f32 path). */
+static void matmul_runs(cpu_context *cc, const er_weight *w, const float *x, float *y, int64_t y_stride,
+                        const int64_t *n_run, const int8_t *big, int64_t n_runs) {
+    int64_t t = 0, n_all = 0;
+    for (int64_t i = 0; i < n_runs; i++)
+        n_all += n_run[i];
+    if (cc->reference) {
+        matmul(cc, w, x, n_all, y, y_stride);
+        return;
+    }
+    for (int64_t i = 0; i < n_runs; i++) {
+        const int64_t piece = big[i] ? n_run[i] : CPU_SGEMM_MIN_TOKENS - 1;
+        for (int64_t done = 0; done < n_run[i]; done += piece) {
+            const int64_t n = n_run[i] - done < piece ? n_run[i] - done : piece;
+            matmul(cc, w, x + (t + done) * w->n_in, n, y + (t + done) * y_stride, y_stride);
+        }
+        t += n_run[i];
+    }
+}
+
+static void attention(cpu_context *cc, const cpu_kv_view *kv, const cpu_span *s, int64_t window) {
     const model_config *c = &cc->m->config;
+    float *out = cc->attn + s->t0 * c->n_head * c->head_dim_v; /* (s->n, n_head * head_dim_v) */
+    const float *q = cc->q + s->t0 * c->n_head * c->head_dim;  /* (s->n, n_head * head_dim) */
     if (!cc->reference) {
-        cpu_fast_attention(cc->pool, cc->attn, cc->q, kv, n_past, n_tokens, c, cc->scores, cc->n_ctx,
-                           cc->attn_scratch, window);
+        cpu_fast_attention(cc->pool, out, q, kv, s->pos0, s->n, c, cc->scores, cc->n_ctx, cc->attn_scratch, window);
         return;
     }
     assert(kv->k_ops->type == ER_TYPE_F32 && kv->v_ops->type == ER_TYPE_F32); /* cpu_reference_ops.kv_types */
-    for (int64_t t = 0; t < n_tokens; t++)
-        cpu_attention_window(cc->attn + t * c->n_head * c->head_dim_v, cc->q + t * c->n_head * c->head_dim, kv->k,
-                             kv->v, n_past + t, c, cc->scores, window);
+    for (int64_t t = 0; t < s->n; t++)
+        cpu_attention_window(out + t * c->n_head * c->head_dim_v, q + t * c->n_head * c->head_dim, kv->k, kv->v,
+                             s->pos0 + t, c, cc->scores, window);
 }
 
 /* rows (n_rows, n) = their values in `type` (quantized and back), row by row; row: scratch
@@ -54,11 +85,38 @@ static void round_rows(const er_type_traits *type, float *rows, int64_t n_rows, 
     }
 }
 
-void cpu_forward(cpu_context *cc, const int32_t *tokens, int64_t n_tokens, int64_t n_past, float *logits_all,
-                 float *logits_last) {
+/* The batch's sequences into cc->spans; returns how many. */
+static int64_t find_spans(cpu_context *cc, const backend_batch *b) {
+    int64_t n_spans = 0;
+    for (int64_t t = 0; t < b->n_tokens; t++) {
+        if (t == 0 || b->seq_ids[t] != b->seq_ids[t - 1])
+            cc->spans[n_spans++] = (cpu_span){t, 0, b->pos[t], b->seq_ids[t], 0};
+        cc->spans[n_spans - 1].n++;
+        cc->spans[n_spans - 1].n_logits += b->logits[t] != 0;
+    }
+    return n_spans;
+}
+
+/* Runs of the layers' matmuls: consecutive sequences of the same class. n_run, big:
+ * (n_spans) at most; returns how many. */
+static int64_t layer_runs(const cpu_span *spans, int64_t n_spans, int64_t *n_run, int8_t *big) {
+    int64_t n_runs = 0;
+    for (int64_t i = 0; i < n_spans; i++) {
+        if (n_runs > 0 && big[n_runs - 1] == is_big(spans[i].n)) {
+            n_run[n_runs - 1] += spans[i].n;
+            continue;
+        }
+        n_run[n_runs] = spans[i].n;
+        big[n_runs++] = (int8_t)is_big(spans[i].n);
+    }
+    return n_runs;
+}
+
+void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
     const model_view *m = cc->m;
     const model_config *c = &m->config;
     const unsigned feat = c->features;
+    const int64_t n_tokens = b->n_tokens;
     const int64_t n_embd = c->n_embd;
     const int64_t q_dim = c->n_head * c->head_dim;
     const int64_t kv_dim = c->n_head_kv * c->head_dim;
@@ -68,20 +126,26 @@ void cpu_forward(cpu_context *cc, const int32_t *tokens, int64_t n_tokens, int64
     float *k_new = cc->k_cur, *v_new = cc->v_cur; /* (n_tokens, kv_dim), (n_tokens, v_dim) */
     const cpu_kv_ops *k_ops = cc->k_ops, *v_ops = cc->v_ops;
     const size_t k_row = (size_t)kv_dim * k_ops->elem_size, v_row = (size_t)v_dim * v_ops->elem_size; /* bytes */
+    const size_t k_seq = (size_t)cc->n_ctx * k_row, v_seq = (size_t)cc->n_ctx * v_row; /* bytes per sequence */
+    const int64_t n_spans = find_spans(cc, b);
+    int64_t *n_run = cc->run_n; /* (n_spans) at most */
+    int8_t *big = cc->run_big;  /* (n_spans) at most */
+    const int64_t n_runs = layer_runs(cc->spans, n_spans, n_run, big);
 
-    cpu_get_rows(&m->token_embd, tokens, n_tokens, x);
+    cpu_get_rows(&m->token_embd, b->tokens, n_tokens, x);
     if (feat & ER_FEAT_EMBD_SCALE)
         cpu_scale(x, c->embd_scale, n_tokens * n_embd);
     for (int64_t il = 0; il < c->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        uint8_t *k_cache = (uint8_t *)cc->k_cache + (size_t)il * (size_t)cc->n_ctx * k_row; /* (n_ctx, kv_dim) */
-        uint8_t *v_cache = (uint8_t *)cc->v_cache + (size_t)il * (size_t)cc->n_ctx * v_row; /* (n_ctx, v_dim) */
+        /* (n_seq, n_ctx, kv_dim), (n_seq, n_ctx, v_dim) */
+        uint8_t *k_cache = (uint8_t *)cc->k_cache + (size_t)(il * cc->n_seq) * k_seq;
+        uint8_t *v_cache = (uint8_t *)cc->v_cache + (size_t)(il * cc->n_seq) * v_seq;
         const float *rope_cs = cc->rope_cs[l->swa]; /* (n_ctx, half, 2) */
 
         cpu_rmsnorm(xn, x, l->attn_norm, n_tokens, n_embd, c->norm_eps);
-        matmul(cc, &l->wq, xn, n_tokens, cc->q, q_dim);
-        matmul(cc, &l->wk, xn, n_tokens, k_new, kv_dim);
-        matmul(cc, &l->wv, xn, n_tokens, v_new, v_dim);
+        matmul_runs(cc, &l->wq, xn, cc->q, q_dim, n_run, big, n_runs);
+        matmul_runs(cc, &l->wk, xn, k_new, kv_dim, n_run, big, n_runs);
+        matmul_runs(cc, &l->wv, xn, v_new, v_dim, n_run, big, n_runs);
         if (feat & ER_FEAT_QKV_BIAS) {
             cpu_add_bias(cc->q, l->bq, n_tokens, q_dim);
             cpu_add_bias(k_new, l->bk, n_tokens, kv_dim);
@@ -89,7 +153,7 @@ void cpu_forward(cpu_context *cc, const int32_t *tokens, int64_t n_tokens, int64
         }
         for (int64_t t = 0; t < n_tokens; t++) {
             float *qt = cc->q + t * q_dim, *kt = k_new + t * kv_dim;
-            const float *cs = rope_cs + (n_past + t) * half * 2;
+            const float *cs = rope_cs + b->pos[t] * half * 2;
             if (feat & ER_FEAT_QK_NORM) {
                 cpu_rmsnorm(qt, qt, l->q_norm, c->n_head, c->head_dim, c->norm_eps);
                 cpu_rmsnorm(kt, kt, l->k_norm, c->n_head_kv, c->head_dim, c->norm_eps);
@@ -101,40 +165,54 @@ void cpu_forward(cpu_context *cc, const int32_t *tokens, int64_t n_tokens, int64
             round_rows(cc->k_round, k_new, n_tokens, kv_dim, cc->round_row);
         if (cc->v_round)
             round_rows(cc->v_round, v_new, n_tokens, v_dim, cc->round_row);
-        k_ops->store(k_new, k_cache + (size_t)n_past * k_row, n_tokens * kv_dim);
-        v_ops->store(v_new, v_cache + (size_t)n_past * v_row, n_tokens * v_dim);
-        const cpu_kv_view kv = {k_cache, v_cache, k_ops, v_ops};
-        attention(cc, &kv, n_past, n_tokens, l->swa ? c->n_swa : 0);
-        matmul(cc, &l->wo, cc->attn, n_tokens, xn, n_embd);
+        /* each sequence reads and writes its own rows only */
+        for (int64_t i = 0; i < n_spans; i++) {
+            const cpu_span *s = &cc->spans[i];
+            uint8_t *k_s = k_cache + (size_t)s->seq * k_seq, *v_s = v_cache + (size_t)s->seq * v_seq;
+            k_ops->store(k_new + s->t0 * kv_dim, k_s + (size_t)s->pos0 * k_row, s->n * kv_dim);
+            v_ops->store(v_new + s->t0 * v_dim, v_s + (size_t)s->pos0 * v_row, s->n * v_dim);
+            const cpu_kv_view kv = {k_s, v_s, k_ops, v_ops};
+            attention(cc, &kv, s, l->swa ? c->n_swa : 0);
+        }
+        matmul_runs(cc, &l->wo, cc->attn, xn, n_embd, n_run, big, n_runs);
         if (feat & ER_FEAT_POST_NORMS)
             cpu_rmsnorm(xn, xn, l->post_attn_norm, n_tokens, n_embd, c->norm_eps);
         for (int64_t i = 0; i < n_tokens * n_embd; i++)
             x[i] += xn[i];
 
         cpu_rmsnorm(xn, x, l->ffn_norm, n_tokens, n_embd, c->norm_eps);
-        matmul(cc, &l->w_gate, xn, n_tokens, cc->gate, c->n_ff);
-        matmul(cc, &l->w_up, xn, n_tokens, cc->up, c->n_ff);
+        matmul_runs(cc, &l->w_gate, xn, cc->gate, c->n_ff, n_run, big, n_runs);
+        matmul_runs(cc, &l->w_up, xn, cc->up, c->n_ff, n_run, big, n_runs);
         if (feat & ER_FEAT_GEGLU)
             cpu_geglu(cc->gate, cc->up, n_tokens * c->n_ff);
         else if (cc->reference)
             cpu_swiglu(cc->gate, cc->up, n_tokens * c->n_ff);
         else
             cpu_fast_swiglu(cc->pool, cc->gate, cc->up, n_tokens * c->n_ff);
-        matmul(cc, &l->w_down, cc->gate, n_tokens, xn, n_embd);
+        matmul_runs(cc, &l->w_down, cc->gate, xn, n_embd, n_run, big, n_runs);
         if (feat & ER_FEAT_POST_NORMS)
             cpu_rmsnorm(xn, xn, l->post_ffn_norm, n_tokens, n_embd, c->norm_eps);
         for (int64_t i = 0; i < n_tokens * n_embd; i++)
             x[i] += xn[i];
     }
 
-    /* the output head is the largest matmul: run it only for the rows asked for */
-    if (logits_all) {
-        cpu_rmsnorm(xn, x, m->output_norm, n_tokens, n_embd, c->norm_eps);
-        matmul(cc, &m->output, xn, n_tokens, logits_all, c->n_vocab);
-        memcpy(logits_last, logits_all + (n_tokens - 1) * c->n_vocab, (size_t)c->n_vocab * sizeof(float));
-    } else {
-        const float *x_last = x + (n_tokens - 1) * n_embd;
-        cpu_rmsnorm(xn, x_last, m->output_norm, 1, n_embd, c->norm_eps);
-        matmul(cc, &m->output, xn, 1, logits_last, c->n_vocab);
+    /* the output head is the largest matmul: only the rows that ask, gathered into xn in
+     * batch order; their runs classed by each sequence's count of them, as above */
+    int64_t n_out = 0, n_head_runs = 0;
+    for (int64_t i = 0; i < n_spans; i++) {
+        const cpu_span *s = &cc->spans[i];
+        for (int64_t t = s->t0; t < s->t0 + s->n; t++)
+            if (b->logits[t])
+                cpu_rmsnorm(xn + n_out++ * n_embd, x + t * n_embd, m->output_norm, 1, n_embd, c->norm_eps);
+        if (s->n_logits == 0)
+            continue;
+        if (n_head_runs > 0 && big[n_head_runs - 1] == is_big(s->n_logits)) {
+            n_run[n_head_runs - 1] += s->n_logits;
+            continue;
+        }
+        n_run[n_head_runs] = s->n_logits;
+        big[n_head_runs++] = (int8_t)is_big(s->n_logits);
     }
+    if (n_out > 0)
+        matmul_runs(cc, &m->output, xn, logits, c->n_vocab, n_run, big, n_head_runs);
 }

@@ -1,0 +1,255 @@
+/*
+ * test_batch.c - several sequences in one context (er_context_decode_batch) on
+ * stories260K, on the CPU reference and the fast path: each sequence's logits are
+ * bit-identical alone and in any batch, prefixes copied between sequences reproduce them,
+ * removal frees positions, and hostile batches fail with a message, changing nothing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "edgerunner.h"
+#include "test.h"
+
+#define STORIES TEST_DATA "stories260K.gguf"
+
+enum { N_SEQ = 3, N_GEN = 8, N_CTX = 96, MAX_PROMPT = 64 };
+
+/* Three prompts: short, long enough for the fast path's f32 matmul (>= 32 tokens), and
+ * in between; ids from the vocabulary's ordinary range. */
+static int64_t prompt_len[N_SEQ] = {3, 40, 10};
+
+static int32_t prompt_token(int s, int64_t i) { return (int32_t)(3 + (s * 131 + i * 37) % 500); }
+
+static er_context *make_context(er_model *m, int reference, int n_seq) {
+    er_context_params cp = er_context_default_params();
+    cp.n_ctx = N_CTX;
+    cp.n_batch = 128;
+    cp.reference = reference;
+    cp.n_seq_max = n_seq;
+    er_context *ctx = NULL;
+    CHECK(er_context_create(m, &cp, &ctx) == ER_OK, "context of %d sequences: %s", n_seq, er_last_error());
+    return ctx;
+}
+
+/* Sequence s alone in its own context: the prompt in one call, then N_GEN greedy tokens
+ * one at a time; logits (N_GEN + 1, n_vocab): the prompt's last, then every step's. */
+static void run_alone(er_model *m, int reference, int s, float *logits) {
+    const int64_t n_vocab = er_model_n_vocab(m);
+    er_context *ctx = make_context(m, reference, 1);
+    int32_t ids[MAX_PROMPT];
+    for (int64_t i = 0; i < prompt_len[s]; i++)
+        ids[i] = prompt_token(s, i);
+    CHECK(ctx && er_context_decode(ctx, ids, prompt_len[s], NULL) == ER_OK, "alone: %s", er_last_error());
+    for (int g = 0; ctx && g <= N_GEN; g++) {
+        memcpy(logits + g * n_vocab, er_context_logits(ctx), (size_t)n_vocab * sizeof(float));
+        const int32_t next = er_argmax(logits + g * n_vocab, n_vocab);
+        if (g < N_GEN)
+            er_context_decode(ctx, &next, 1, NULL);
+    }
+    er_context_free(ctx);
+}
+
+/* The batch being built: tokens of several sequences, logits asked on some. */
+typedef struct batch_buf {
+    int32_t tokens[256], seq[256];
+    int64_t pos[256];
+    int8_t want[256];
+    er_batch b;
+} batch_buf;
+
+static void batch_add(batch_buf *bb, int32_t token, int32_t seq, int64_t pos, int want) {
+    const int64_t i = bb->b.n_tokens++;
+    bb->tokens[i] = token;
+    bb->seq[i] = seq;
+    bb->pos[i] = pos;
+    bb->want[i] = (int8_t)want;
+}
+
+static void batch_clear(batch_buf *bb) {
+    bb->b = (er_batch){0, bb->tokens, bb->seq, bb->pos, bb->want};
+}
+
+/* All three in one context, joining at different steps (sequence 1's prompt comes while
+ * 0 generates, 2's a step later), each step one batch; every row of got (N_SEQ, N_GEN +
+ * 1, n_vocab) as run_alone fills it. */
+static void run_batched(er_model *m, int reference, float *got) {
+    const int64_t n_vocab = er_model_n_vocab(m);
+    er_context *ctx = make_context(m, reference, N_SEQ);
+    float *out = malloc((size_t)(N_SEQ * n_vocab) * sizeof(float)); /* (N_SEQ, n_vocab) */
+    batch_buf bb;
+    int step_of[N_SEQ] = {0, 1, 2}; /* the step each sequence's prompt goes in */
+    int n_done[N_SEQ] = {0};        /* logits rows kept per sequence */
+    int32_t next[N_SEQ] = {0};
+    for (int step = 0; ctx && step < N_GEN + 3; step++) {
+        batch_clear(&bb);
+        for (int s = 0; s < N_SEQ; s++) {
+            if (step == step_of[s])
+                for (int64_t i = 0; i < prompt_len[s]; i++)
+                    batch_add(&bb, prompt_token(s, i), s, i, i == prompt_len[s] - 1);
+            else if (step > step_of[s] && n_done[s] <= N_GEN)
+                batch_add(&bb, next[s], s, er_context_seq_pos(ctx, s), 1);
+        }
+        if (bb.b.n_tokens == 0)
+            break;
+        CHECK(er_context_decode_batch(ctx, &bb.b, out) == ER_OK, "step %d: %s", step, er_last_error());
+        int row = 0;
+        for (int64_t i = 0; i < bb.b.n_tokens; i++) {
+            if (!bb.want[i])
+                continue;
+            const int s = bb.seq[i];
+            float *dst = got + ((size_t)s * (N_GEN + 1) + (size_t)n_done[s]) * (size_t)n_vocab;
+            memcpy(dst, out + row++ * n_vocab, (size_t)n_vocab * sizeof(float));
+            next[s] = er_argmax(dst, n_vocab);
+            n_done[s]++;
+        }
+    }
+    free(out);
+    er_context_free(ctx);
+}
+
+static void test_invariance(er_model *m, int reference) {
+    const int64_t n_vocab = er_model_n_vocab(m);
+    const size_t per_seq = (size_t)(N_GEN + 1) * (size_t)n_vocab;
+    float *alone = malloc(N_SEQ * per_seq * sizeof(float)), *batched = calloc(N_SEQ * per_seq, sizeof(float));
+    for (int s = 0; s < N_SEQ; s++)
+        run_alone(m, reference, s, alone + s * per_seq);
+    run_batched(m, reference, batched);
+    for (int s = 0; s < N_SEQ; s++)
+        CHECK(!memcmp(alone + s * per_seq, batched + s * per_seq, per_seq * sizeof(float)),
+              "%s: sequence %d (a %lld-token prompt, %d greedy steps) has the same logits alone and batched",
+              reference ? "reference" : "fast path", s, (long long)prompt_len[s], N_GEN);
+    free(alone);
+    free(batched);
+}
+
+/* The server feeds a long prompt in chunks: chunks of 32 or more tokens give the logits
+ * of one call (each row's products do not depend on the others). */
+static void test_chunks(er_model *m, int reference) {
+    const int64_t n_vocab = er_model_n_vocab(m);
+    int32_t ids[MAX_PROMPT];
+    for (int64_t i = 0; i < MAX_PROMPT; i++)
+        ids[i] = prompt_token(1, i);
+    er_context *whole = make_context(m, reference, 1), *chunked = make_context(m, reference, 1);
+    CHECK(er_context_decode(whole, ids, MAX_PROMPT, NULL) == ER_OK &&
+              er_context_decode(chunked, ids, 32, NULL) == ER_OK && er_context_decode(chunked, ids + 32, 32, NULL) == ER_OK,
+          "decode: %s", er_last_error());
+    CHECK(!memcmp(er_context_logits(whole), er_context_logits(chunked), (size_t)n_vocab * sizeof(float)),
+          "%s: a 64-token prompt in two chunks of 32 gives the logits of one call", reference ? "reference" : "fast path");
+    er_context_free(whole);
+    er_context_free(chunked);
+}
+
+/* Feeds tokens [from, to) of prompt 1 to sequence seq in one batch, the last one's
+ * logits into out. */
+static er_status feed(er_context *ctx, int32_t seq, int64_t from, int64_t to, float *out) {
+    batch_buf bb;
+    batch_clear(&bb);
+    for (int64_t i = from; i < to; i++)
+        batch_add(&bb, prompt_token(1, i), seq, i, i == to - 1);
+    return er_context_decode_batch(ctx, &bb.b, out);
+}
+
+/* A prefix copied to another sequence, and a sequence cut back and fed again, give the
+ * logits of the sequence computed whole, fed in the same chunks (36 then 4). */
+static void test_copy_remove(er_model *m, int reference) {
+    const int64_t n_vocab = er_model_n_vocab(m);
+    const size_t bytes = (size_t)n_vocab * sizeof(float);
+    er_context *ctx = make_context(m, reference, N_SEQ);
+    float *ref = malloc(bytes), *out = malloc(bytes);
+    CHECK(feed(ctx, 0, 0, 36, out) == ER_OK && feed(ctx, 0, 36, 40, ref) == ER_OK, "prompt: %s", er_last_error());
+    CHECK(er_context_seq_copy(ctx, 0, 2, 36) == ER_OK && er_context_seq_pos(ctx, 2) == 36, "copy 36: %s",
+          er_last_error());
+    CHECK(feed(ctx, 2, 36, 40, out) == ER_OK && !memcmp(ref, out, bytes),
+          "%s: a copied 36-token prefix plus the last 4 gives the logits of the whole prompt",
+          reference ? "reference" : "fast path");
+    CHECK(er_context_seq_remove(ctx, 2, 0) == ER_OK && er_context_seq_pos(ctx, 2) == 0 &&
+              er_context_seq_pos(ctx, 0) == 40,
+          "removing sequence 2 leaves sequence 0");
+    CHECK(er_context_seq_remove(ctx, 0, 36) == ER_OK && er_context_seq_pos(ctx, 0) == 36, "cut back to 36");
+    CHECK(feed(ctx, 0, 36, 40, out) == ER_OK && !memcmp(ref, out, bytes), "the last four again give the same logits");
+    free(ref);
+    free(out);
+    er_context_free(ctx);
+}
+
+/* Hostile batches and sequence calls: each fails with its status and a message, and the
+ * positions the sequences hold stay as they were. */
+static void test_hostile(er_model *m) {
+    er_context *ctx = make_context(m, 0, 2);
+    float *out = malloc((size_t)(4 * er_model_n_vocab(m)) * sizeof(float));
+    batch_buf bb;
+    batch_clear(&bb);
+    batch_add(&bb, 5, 0, 0, 1);
+    batch_add(&bb, 6, 1, 0, 1);
+    CHECK(er_context_decode_batch(ctx, &bb.b, out) == ER_OK, "a good batch: %s", er_last_error());
+    static const struct {
+        int32_t token, seq;
+        int64_t pos;
+        er_status want;
+        const char *msg, *what;
+    } cases[] = {
+        {5, 2, 1, ER_ERR_INVALID_ARG, "outside [0, 2)", "a sequence id past n_seq_max"},
+        {5, -1, 1, ER_ERR_INVALID_ARG, "outside [0, 2)", "a negative sequence id"},
+        {5, 0, 3, ER_ERR_INVALID_ARG, "next position is 1", "a position that skips one"},
+        {5, 0, 0, ER_ERR_INVALID_ARG, "next position is 1", "a position already held"},
+        {512, 0, 1, ER_ERR_INVALID_ARG, "outside the vocabulary", "a token outside the vocabulary"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        batch_clear(&bb);
+        batch_add(&bb, 7, 1, 1, 0); /* a good token first: the bad one must undo nothing */
+        batch_add(&bb, cases[i].token, cases[i].seq, cases[i].pos, 1);
+        CHECK(er_context_decode_batch(ctx, &bb.b, out) == cases[i].want && strstr(er_last_error(), cases[i].msg) &&
+                  er_context_seq_pos(ctx, 0) == 1 && er_context_seq_pos(ctx, 1) == 1,
+              "%s: %s", cases[i].what, er_last_error());
+    }
+    batch_clear(&bb);
+    batch_add(&bb, 5, 0, 1, 0);
+    batch_add(&bb, 5, 1, 1, 0);
+    batch_add(&bb, 5, 0, 2, 0);
+    CHECK(er_context_decode_batch(ctx, &bb.b, out) == ER_ERR_INVALID_ARG && strstr(er_last_error(), "consecutive"),
+          "a sequence's tokens split by another's: %s", er_last_error());
+    batch_clear(&bb);
+    batch_add(&bb, 5, 0, 1, 1);
+    CHECK(er_context_decode_batch(ctx, &bb.b, NULL) == ER_ERR_INVALID_ARG, "logits asked, nowhere to put them");
+    CHECK(er_context_decode_batch(ctx, NULL, out) == ER_ERR_INVALID_ARG && er_context_decode_batch(NULL, &bb.b, out) ==
+                                                                              ER_ERR_INVALID_ARG,
+          "NULL batch or context");
+    batch_clear(&bb);
+    for (int64_t i = 1; i < N_CTX + 1; i++)
+        batch_add(&bb, 5, 0, i, 0);
+    CHECK(er_context_decode_batch(ctx, &bb.b, out) == ER_ERR_CONTEXT_FULL && strstr(er_last_error(), "full") &&
+              er_context_seq_pos(ctx, 0) == 1,
+          "a sequence past n_ctx: %s", er_last_error());
+    batch_clear(&bb);
+    for (int64_t i = 0; i < 129; i++)
+        batch_add(&bb, 5, 0, 1 + i, 0);
+    CHECK(er_context_decode_batch(ctx, &bb.b, out) == ER_ERR_INVALID_ARG && strstr(er_last_error(), "n_batch"),
+          "a batch over n_batch: %s", er_last_error());
+    CHECK(er_context_seq_copy(ctx, 0, 0, 1) == ER_ERR_INVALID_ARG, "a copy onto itself");
+    CHECK(er_context_seq_copy(ctx, 0, 1, 2) == ER_ERR_INVALID_ARG && strstr(er_last_error(), "holds 1"),
+          "a copy of more than the source holds: %s", er_last_error());
+    CHECK(er_context_seq_copy(ctx, 0, 5, 1) == ER_ERR_INVALID_ARG, "a copy to no sequence");
+    CHECK(er_context_seq_remove(ctx, 1, 2) == ER_ERR_INVALID_ARG && er_context_seq_remove(ctx, 9, 0) == ER_ERR_INVALID_ARG,
+          "removal past the end, or of no sequence");
+    CHECK(er_context_seq_pos(ctx, 7) == -1 && er_context_n_seq(ctx) == 2, "positions of no sequence");
+    er_context_params cp = er_context_default_params();
+    er_context *none = NULL;
+    cp.n_seq_max = -1;
+    CHECK(er_context_create(m, &cp, &none) == ER_ERR_INVALID_ARG && !none, "a negative n_seq_max");
+    free(out);
+    er_context_free(ctx);
+}
+
+void test_batch(void) {
+    er_model *m = NULL;
+    CHECK(er_model_load(STORIES, NULL, &m) == ER_OK, "load: %s", er_last_error());
+    if (!m)
+        return;
+    for (int reference = 0; reference <= 1; reference++) {
+        test_invariance(m, reference);
+        test_chunks(m, reference);
+        test_copy_remove(m, reference);
+    }
+    test_hostile(m);
+    er_model_free(m);
+}
