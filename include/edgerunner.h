@@ -158,9 +158,9 @@ er_status er_context_rewind(er_context *ctx, int64_t n_past);
  * Batch invariance: a sequence's K/V and logits are bit-identical whatever other
  * sequences share the batch (each one's attention reads only its own keys, and the
  * matrix products choose their kernel by each sequence's own token count, not the
- * batch's). On the CPU fast path a prompt of 32 tokens or more is multiplied in f32,
- * shorter chunks with 8-bit activations: the same tokens fed in chunks on either side of
- * 32 can differ in the last bits. */
+ * batch's). On the CPU fast path a chunk of ER_PROMPT_CHUNK_MIN (32) tokens or more of
+ * one sequence is multiplied in f32, a shorter one with 8-bit activations: the same
+ * tokens fed in chunks on either side of 32 can differ in the last bits. */
 typedef struct er_batch {
     int64_t n_tokens;
     const int32_t *tokens;  /* (n_tokens) ids */
@@ -173,7 +173,12 @@ typedef struct er_batch {
  * order (may be NULL when none asks). er_context_logits() is NULL afterwards. */
 er_status er_context_decode_batch(er_context *ctx, const er_batch *batch, float *logits);
 
+/* Chunks of a sequence of at least this many tokens give the same numbers however its
+ * tokens are cut into them (the CPU fast path's f32 products); shorter ones their own. */
+#define ER_PROMPT_CHUNK_MIN 32
+
 int er_context_n_seq(const er_context *ctx);
+int64_t er_context_n_batch(const er_context *ctx); /* most tokens in one batch */
 /* Positions sequence `seq` holds (its next position); -1 for a sequence that is not there. */
 int64_t er_context_seq_pos(const er_context *ctx, int32_t seq);
 /* Forgets sequence `seq` from position p0 on (0: all of it; its rows are free again). */
@@ -343,6 +348,28 @@ er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt
  * er_free(); *len (may be NULL) gets its length. */
 er_status er_generate_text(er_context *ctx, const char *prompt, const er_text_params *params, char **text,
                            int64_t *len);
+
+/* One sequence's text step by step, from logits the caller computes (a server decoding
+ * many sequences in one er_context_decode_batch): the sampling, end-of-generation
+ * tokens, stop strings, max_tokens, UTF-8-whole text pieces and the on_token hook of
+ * er_stream_ids, one token at a time. Fed the same logits, it makes er_stream_ids's
+ * tokens and text. One thread at a time per generator. */
+typedef struct er_text_gen er_text_gen;
+
+/* params NULL: er_text_default_params(); params->stop must outlive the generator. */
+er_status er_text_gen_create(const er_model *model, const er_text_params *params, er_text_callback on_text,
+                             void *user, er_text_gen **out);
+/* The prompt's ids into the sampler's history (the penalties see them, as er_stream_ids's). */
+er_status er_text_gen_prompt(er_text_gen *gen, const int32_t *prompt, int64_t n_prompt);
+/* Chooses the next token from (n_vocab) logits and streams its text; *done non-zero:
+ * generation ended (an end-of-generation token, which is not to be fed, a stop string,
+ * max_tokens, the callbacks), else *token is the one to feed next. */
+er_status er_text_gen_step(er_text_gen *gen, const float *logits, int32_t *token, int *done);
+/* Ends generation: the text held back is streamed (unless a stop string or callback
+ * ended it) and *result (may be NULL) says why; `if_running` is the reason when it had
+ * not ended by itself (ER_STOP_CONTEXT for a full context, ER_STOP_CALLBACK, ...). */
+er_status er_text_gen_finish(er_text_gen *gen, er_stop_reason if_running, er_text_result *result);
+void er_text_gen_free(er_text_gen *gen); /* NULL-safe */
 
 /* Frees memory the library returned (er_generate_text's text). NULL-safe. */
 void er_free(void *ptr);

@@ -47,8 +47,8 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
         p.n_ctx = c->n_ctx_train < DEFAULT_N_CTX ? c->n_ctx_train : DEFAULT_N_CTX;
     if (p.n_batch == 0)
         p.n_batch = DEFAULT_N_BATCH;
-    if (p.n_batch > p.n_ctx)
-        p.n_batch = p.n_ctx;
+    if (p.n_batch > p.n_ctx * p.n_seq_max) /* a batch holds at most every sequence's whole context */
+        p.n_batch = p.n_ctx * p.n_seq_max;
     const int n_cpus = er_usable_cpus();
     if (p.n_threads == 0)
         p.n_threads = n_cpus > 64 ? 64 : n_cpus;
@@ -159,6 +159,7 @@ er_status er_context_rewind(er_context *ctx, int64_t n_past) {
 }
 
 int er_context_n_seq(const er_context *ctx) { return ctx ? ctx->n_seq : 0; }
+int64_t er_context_n_batch(const er_context *ctx) { return ctx ? ctx->n_batch : 0; }
 
 static int bad_seq(const er_context *ctx, int32_t seq) { return seq < 0 || seq >= ctx->n_seq; }
 

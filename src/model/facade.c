@@ -37,7 +37,7 @@ er_text_params er_text_default_params(void) {
 }
 
 typedef struct text_stream {
-    const er_context *ctx;
+    const er_context *ctx; /* er_stream_ids: the on_token hook reads its logits; NULL: `logits` */
     const er_vocab *vocab;
     const er_text_params *params;
     er_detokenizer *detok;
@@ -49,6 +49,8 @@ typedef struct text_stream {
     er_stop_reason why; /* set where generation is ended from here */
     int64_t stop_index; /* ER_STOP_STRING: the stop string that matched */
     er_status st;
+    const float *logits; /* (n_vocab) er_text_gen_step's: what the on_token hook sees */
+    int64_t n_vocab;
 } text_stream;
 
 static int emit(text_stream *ts, size_t n) {
@@ -123,9 +125,8 @@ static int on_token_text(int32_t token, void *user) {
         return 1;
     }
     if (ts->params->on_token) {
-        const er_context *ctx = ts->ctx;
-        if (ts->params->on_token(token, er_context_logits(ctx), ctx->model->view.config.n_vocab,
-                                 ts->params->on_token_user) != 0) {
+        const float *logits = ts->ctx ? er_context_logits(ts->ctx) : ts->logits;
+        if (ts->params->on_token(token, logits, ts->n_vocab, ts->params->on_token_user) != 0) {
             ts->stopped = 1;
             ts->why = ER_STOP_CALLBACK;
         }
@@ -135,6 +136,19 @@ static int on_token_text(int32_t token, void *user) {
     if ((ts->st = er_detokenizer_push(ts->detok, token, &text, &len)) != ER_OK)
         return 1;
     return push_text(ts, text, (size_t)len, 0) || ts->stopped;
+}
+
+/* The end: what the detokenizer holds back, unless a stop string or a callback ended it. */
+static er_status flush_text(text_stream *ts) {
+    if (ts->st != ER_OK || ts->stopped)
+        return ts->st;
+    const char *tail;
+    int64_t n_tail;
+    er_status st = er_detokenizer_flush(ts->detok, &tail, &n_tail);
+    if (st != ER_OK)
+        return st;
+    push_text(ts, tail, (size_t)n_tail, 1);
+    return ts->st;
 }
 
 static er_status check_text_params(const char *fn, const er_text_params *p) {
@@ -169,7 +183,8 @@ er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt
                        (long long)n_prompt, (long long)ctx->n_pos[0], (long long)ctx->n_ctx);
 
     er_sampler *sampler = NULL;
-    text_stream ts = {ctx, voc, &p, NULL, on_text, user, NULL, 0, 0, 0, ER_STOP_NONE, -1, ER_OK};
+    text_stream ts = {ctx, voc, &p, NULL, on_text, user, NULL, 0, 0, 0, ER_STOP_NONE, -1, ER_OK, NULL,
+                      ctx->model->view.config.n_vocab};
     int64_t n_gen = 0;
     if ((st = er_sampler_create(&p.sampling, ctx->model->view.config.n_vocab, &sampler)) != ER_OK ||
         (st = er_detokenizer_create(voc, 0, &ts.detok)) != ER_OK)
@@ -186,15 +201,7 @@ er_status er_stream_ids(er_context *ctx, const int32_t *prompt, int64_t n_prompt
         st = er_generate(ctx, prompt, n_prompt, &gp, sampler, on_token_text, &ts, &n_gen);
     }
     if (st == ER_OK)
-        st = ts.st;
-    if (st == ER_OK && !ts.stopped) {
-        const char *tail;
-        int64_t n_tail;
-        if ((st = er_detokenizer_flush(ts.detok, &tail, &n_tail)) == ER_OK) {
-            push_text(&ts, tail, (size_t)n_tail, 1);
-            st = ts.st;
-        }
-    }
+        st = flush_text(&ts);
     if (st == ER_OK && result) {
         result->n_prompt = n_prompt;
         result->n_generated = n_gen - (ts.why == ER_STOP_EOG);
@@ -279,4 +286,101 @@ er_status er_generate_text(er_context *ctx, const char *prompt, const er_text_pa
     if (len)
         *len = (int64_t)b.len;
     return ER_OK;
+}
+
+/* ---- one sequence's text, step by step ------------------------------------------------- */
+
+struct er_text_gen {
+    er_text_params params; /* a copy; params.stop points at the caller's strings */
+    text_stream ts;
+    er_sampler *sampler;
+    int64_t n_gen;
+    int done;
+};
+
+void er_text_gen_free(er_text_gen *g) {
+    if (!g)
+        return;
+    er_detokenizer_free(g->ts.detok);
+    er_sampler_free(g->sampler);
+    free(g->ts.pending);
+    free(g);
+}
+
+er_status er_text_gen_create(const er_model *model, const er_text_params *params, er_text_callback on_text,
+                             void *user, er_text_gen **out) {
+    er_status st;
+    if (!model || !out)
+        return er_fail(ER_ERR_INVALID_ARG, "er_text_gen_create: NULL %s", model ? "out" : "model");
+    *out = NULL;
+    const er_vocab *voc = er_model_vocab(model);
+    if (!voc)
+        return er_fail(ER_ERR_UNSUPPORTED, "er_text_gen_create: %s has no tokenizer", model->path);
+    er_text_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return er_fail(ER_ERR_NO_MEMORY, "er_text_gen_create: out of memory");
+    g->params = params ? *params : er_text_default_params();
+    g->ts = (text_stream){NULL, voc, &g->params, NULL, on_text, user, NULL, 0, 0, 0, ER_STOP_NONE, -1, ER_OK, NULL,
+                          model->view.config.n_vocab};
+    if ((st = check_text_params("er_text_gen_create", &g->params)) != ER_OK ||
+        (st = er_sampler_create(&g->params.sampling, model->view.config.n_vocab, &g->sampler)) != ER_OK ||
+        (st = er_detokenizer_create(voc, 0, &g->ts.detok)) != ER_OK) {
+        er_text_gen_free(g);
+        return st;
+    }
+    *out = g;
+    return ER_OK;
+}
+
+er_status er_text_gen_prompt(er_text_gen *g, const int32_t *prompt, int64_t n_prompt) {
+    if (!g || n_prompt < 0 || (n_prompt > 0 && !prompt))
+        return er_fail(ER_ERR_INVALID_ARG, "er_text_gen_prompt: %s", !g ? "NULL generator" : "bad prompt");
+    for (int64_t i = 0; i < n_prompt; i++) {
+        er_status st = er_sampler_accept(g->sampler, prompt[i]);
+        if (st != ER_OK)
+            return st;
+    }
+    return ER_OK;
+}
+
+/* er_stream_ids's loop body, with the logits coming from the caller: choose, stream, and
+ * stop as er_generate and on_token_text stop it. */
+er_status er_text_gen_step(er_text_gen *g, const float *logits, int32_t *token, int *done) {
+    if (!g || !logits || !token || !done)
+        return er_fail(ER_ERR_INVALID_ARG, "er_text_gen_step: NULL argument");
+    if (g->done)
+        return er_fail(ER_ERR_INVALID_ARG, "er_text_gen_step: generation has ended");
+    er_status st = er_sampler_sample(g->sampler, logits, token);
+    if (st == ER_OK)
+        st = er_sampler_accept(g->sampler, *token);
+    if (st != ER_OK)
+        return st;
+    g->n_gen++;
+    g->ts.logits = logits;
+    const int stop = on_token_text(*token, &g->ts);
+    if (g->ts.st != ER_OK)
+        return g->ts.st;
+    g->done = stop || (g->params.max_tokens > 0 && g->n_gen >= g->params.max_tokens);
+    *done = g->done;
+    return ER_OK;
+}
+
+er_status er_text_gen_finish(er_text_gen *g, er_stop_reason if_running, er_text_result *result) {
+    if (result) {
+        memset(result, 0, sizeof *result);
+        result->stop_index = -1;
+    }
+    if (!g)
+        return er_fail(ER_ERR_INVALID_ARG, "er_text_gen_finish: NULL generator");
+    er_status st = flush_text(&g->ts);
+    if (st == ER_OK && result) {
+        const text_stream *ts = &g->ts;
+        result->n_generated = g->n_gen - (ts->why == ER_STOP_EOG);
+        result->stop_index = ts->stop_index;
+        result->stop = ts->why != ER_STOP_NONE                                          ? ts->why
+                       : g->params.max_tokens > 0 && g->n_gen >= g->params.max_tokens ? ER_STOP_LENGTH
+                                                                                        : if_running;
+    }
+    g->done = 1;
+    return st;
 }

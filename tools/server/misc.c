@@ -153,6 +153,12 @@ void handle_metrics(server *srv, json_t *body, reply *out) {
                  (double)m.requests_ok);
     print_metric(&b, "edgerunner:request_failure_total", "counter", "Generation requests failed while generating.",
                  label, (double)m.requests_failed);
+    print_metric(&b, "vllm:prefix_cache_hits_total", "counter", "Prompt tokens whose KV came from the prefix cache.",
+                 label, (double)m.cached_tokens);
+    print_metric(&b, "edgerunner:prefix_cache_requests_total", "counter", "Requests that reused a cached prefix.",
+                 label, (double)m.prefix_hits);
+    print_metric(&b, "edgerunner:batch_steps_total", "counter", "Batched decode steps (every active slot's tokens).",
+                 label, (double)m.steps);
     print_histogram(&b, "vllm:time_to_first_token_seconds", "Seconds from queued to the first generated token.", label,
                     &m.ttft);
     print_histogram(&b, "vllm:time_per_output_token_seconds", "Seconds between generated tokens.", label, &m.per_token);

@@ -21,9 +21,10 @@ static const char *finish_reason(const er_text_result *r) {
     return r->stop == ER_STOP_LENGTH || r->stop == ER_STOP_CONTEXT ? "length" : "stop";
 }
 
-static json_t *usage(const er_text_result *r) {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens",
-                     (json_int_t)r->n_generated, "total_tokens", (json_int_t)(r->n_prompt + r->n_generated));
+static json_t *usage(const job *j, const er_text_result *r) {
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens",
+                     (json_int_t)r->n_generated, "total_tokens", (json_int_t)(r->n_prompt + r->n_generated),
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)j->n_cached);
 }
 
 /* The logprob entries gathered since the last chunk, as chat's {"content": [...]}, or null. */
@@ -93,7 +94,7 @@ static void chat_finish(job *j, const er_text_result *r, er_status st) {
         if (j->include_usage)
             job_emit_sse(j, NULL, json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", j->id, "object",
                                             "chat.completion.chunk", "created", (json_int_t)j->created, "model",
-                                            j->srv->alias, "choices", "usage", usage(r)));
+                                            j->srv->alias, "choices", "usage", usage(j, r)));
         job_emit(j, "data: [DONE]\n\n", 14);
         json_decref(content);
         json_decref(calls);
@@ -105,7 +106,7 @@ static void chat_finish(job *j, const er_text_result *r, er_status st) {
     job_emit_json(j, json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:s}], s:o}", "id", j->id, "object",
                            "chat.completion", "created", (json_int_t)j->created, "model", j->srv->alias, "choices",
                            "index", 0, "message", message, "logprobs", take_chat_logprobs(j), "finish_reason", finish,
-                           "usage", usage(r)));
+                           "usage", usage(j, r)));
 }
 
 static const job_api chat_api = {"chat", chat_start, chat_text, chat_finish};
@@ -335,13 +336,13 @@ static void completion_finish(job *j, const er_text_result *r, er_status st) {
         if (j->include_usage)
             job_emit_sse(j, NULL, json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", j->id, "object", "text_completion",
                                             "created", (json_int_t)j->created, "model", j->srv->alias, "choices",
-                                            "usage", usage(r)));
+                                            "usage", usage(j, r)));
         job_emit(j, "data: [DONE]\n\n", 14);
         return;
     }
     json_t *body = completion_object(j, json_text(j->text.data, j->text.len),
                                      take_legacy_logprobs(j, 0), finish_reason(r));
-    json_object_set_new(body, "usage", usage(r));
+    json_object_set_new(body, "usage", usage(j, r));
     job_emit_json(j, body);
 }
 

@@ -76,30 +76,6 @@ static int parse_flags(int argc, char **argv, serve_opts *o) {
     return 0;
 }
 
-/* The slots' contexts. Without -t the CPUs are shared out: each of N slots computes with
- * 1/N of them (at least one), since N busy slots with all of them each would only take
- * turns on the same cores. */
-static er_status make_slots(server *srv, const serve_opts *o) {
-    er_context_params cp = cli_model_opts_context(&o->mo);
-    er_status st;
-    if ((st = er_context_create(srv->model, &cp, &srv->slots[0].ctx)) != ER_OK)
-        return st;
-    if (o->mo.n_threads == 0 && srv->n_slots > 1) {
-        const int all = er_context_n_threads(srv->slots[0].ctx);
-        cp.n_threads = all / srv->n_slots > 1 ? all / srv->n_slots : 1;
-        er_context_free(srv->slots[0].ctx);
-        if ((st = er_context_create(srv->model, &cp, &srv->slots[0].ctx)) != ER_OK) {
-            srv->slots[0].ctx = NULL;
-            return st;
-        }
-    }
-    for (int i = 1; i < srv->n_slots; i++)
-        if ((st = er_context_create(srv->model, &cp, &srv->slots[i].ctx)) != ER_OK)
-            return st;
-    srv->n_ctx = er_context_n_ctx(srv->slots[0].ctx);
-    return ER_OK;
-}
-
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
     memset(&o, 0, sizeof o);
@@ -144,23 +120,31 @@ int cmd_serve(int argc, char **argv) {
         cli_fail("serve: out of memory");
         goto done;
     }
-    if ((st = make_slots(&srv, &o)) != ER_OK) {
-        rc = cli_fail_status(st);
-        goto done;
-    }
     if (!o.alias) { /* the file's name without its directories, as llama-server's model id */
         const char *slash = strrchr(o.mo.path, '/');
         o.alias = slash ? slash + 1 : o.mo.path;
     }
     srv.alias = o.alias;
+    /* one context, one sequence per slot, all the CPUs (or -t): one batch per step, room
+     * in it for every slot's token and a prompt chunk of at least 2 x 32 */
+    er_context_params cp = cli_model_opts_context(&o.mo);
+    cp.n_seq_max = srv.n_slots;
+    if (cp.n_batch == 0)
+        cp.n_batch = 512;
+    if (cp.n_batch < srv.n_slots + 2 * ER_PROMPT_CHUNK_MIN)
+        cp.n_batch = srv.n_slots + 2 * ER_PROMPT_CHUNK_MIN;
+    if ((st = er_context_create(srv.model, &cp, &srv.ctx)) != ER_OK) {
+        rc = cli_fail_status(st);
+        goto done;
+    }
     if (pool_start(&srv) != 0) {
-        cli_fail("serve: cannot start the slots' threads");
+        cli_fail("serve: out of memory for the scheduler");
         goto done;
     }
     if (!(daemon = http_start(&srv, o.host, (int)o.port, &port)))
         goto done;
-    fprintf(stderr, "edgerunner: serve: %s, %d slot(s) of %lld tokens, %d thread(s) each; listening on http://%s:%d\n",
-            srv.alias, srv.n_slots, (long long)srv.n_ctx, er_context_n_threads(srv.slots[0].ctx), o.host, port);
+    fprintf(stderr, "edgerunner: serve: %s, %d slot(s) of %lld tokens decoded together, %d thread(s); listening on "
+            "http://%s:%d\n", srv.alias, srv.n_slots, (long long)srv.n_ctx, srv.n_threads, o.host, port);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -181,8 +165,6 @@ done:
         http_stop(daemon);
     if (srv.slots) {
         pool_stop(&srv);
-        for (int i = 0; i < srv.n_slots; i++)
-            er_context_free(srv.slots[i].ctx);
         free(srv.slots);
     }
     er_model_free(srv.model);

@@ -9,8 +9,10 @@
  *   http.c      libmicrohttpd glue: body with a cap (413), API key (401), the route table,
  *               JSON and SSE responses, one log line per request
  *   text.c      the growable byte buffer; generated text made valid UTF-8 for JSON
- *   slots.c     the slots (one er_context and one worker thread each) and the FIFO queue of
- *               jobs; a job's output travels to its connection through a locked buffer
+ *   slots.c     jobs and their FIFO queue; a job's output travels to its connection through
+ *               a locked buffer
+ *   sched.c     the scheduler: one thread decodes every active slot's tokens in one batch
+ *               per step (continuous batching), and the slots' KV rows are a prefix cache
  *   request.c   what the generating endpoints share: sampling fields, stop strings, chat
  *               template rendering, tokenizing, errors as JSON
  *   openai.c    /v1/chat/completions and /v1/completions (streamed as server-sent events),
@@ -21,9 +23,10 @@
  *
  * A request's life: the connection thread parses and checks the body, renders and
  * tokenizes the prompt (a bad request is answered there, before it takes a slot), then
- * queues a job; a slot's worker generates into the job's buffer; the connection thread
- * sends it (all at the end, or as SSE chunks while it comes). A client gone mid-stream
- * marks its job cancelled, and the worker stops at the next token.
+ * queues a job; the scheduler gives it a slot at its next step and generates into the
+ * job's buffer; the connection thread sends it (all at the end, or as SSE chunks while it
+ * comes). A client gone mid-stream marks its job cancelled, and the scheduler ends it at
+ * its next step.
  */
 #ifndef ER_SERVER_H
 #define ER_SERVER_H
@@ -54,7 +57,7 @@ typedef struct reply reply;
 
 #define MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
 
-/* How one API turns generation into bytes: called on the slot's worker thread. */
+/* How one API turns generation into bytes: called on the scheduler's thread. */
 typedef struct job_api {
     const char *name;                                      /* for the log */
     void (*start)(job *j);                                 /* before the first token */
@@ -81,6 +84,7 @@ struct job {
     json_t *logprobs; /* (tokens not yet sent) logprob entries, or NULL */
     double t_queued, t_first, t_last; /* monotonic seconds, for /metrics */
     int64_t n_tokens; /* generated so far (the per-token hook's calls) */
+    int64_t n_cached; /* prompt tokens whose KV came from the prefix cache */
 
     /* shared with the connection thread, under mu */
     pthread_mutex_t mu;
@@ -109,19 +113,35 @@ void job_cancel(job *j);
 
 /* ---- slots ---------------------------------------------------------------------------- */
 
+/* One sequence of the shared context (sched.c). Idle, its rows stay as a cached prefix
+ * until a request that shares it, or the least recently used choice, takes the slot. */
 typedef struct slot {
-    server *srv;
-    er_context *ctx;
-    pthread_t thread;
-    int started;
+    int32_t seq;        /* its sequence in srv->ctx */
+    job *job;           /* the request it serves; NULL: idle */
+    er_text_gen *gen;   /* the request's sampling and text */
+    int64_t n_fed;      /* prompt tokens in the cache (reused ones included) */
+    int generating;     /* the prompt is in: `next` is fed at the next step */
+    int32_t next;
+    int32_t *tokens;    /* (n_ctx) what its KV rows hold, in order: prompt, then generated */
+    int64_t n_tokens;   /* its rows (er_context_seq_pos) */
+    int64_t n_exact;    /* the leading rows another prompt may reuse (sched.c says why) */
+    uint64_t last_used; /* when its last request ended: the least recent is evicted first */
 } slot;
 
-/* Queues a job (takes a reference of its own) for the next free slot. */
+/* Queues a job (takes a reference of its own); the scheduler admits it at its next step. */
 void pool_submit(server *srv, job *j);
-/* Starts one worker per slot; -1 when a thread cannot be made. */
+/* The scheduler's buffers for srv->ctx (made with one sequence per slot and n_batch of
+ * at least n_slots + 2 * ER_PROMPT_CHUNK_MIN), and its thread; -1 when out of memory. */
 int pool_start(server *srv);
-/* Wakes the workers to exit once the queue is empty, and joins them. */
+/* Wakes the scheduler to exit once every job is done and the queue is empty; joins it
+ * and frees the context. */
 void pool_stop(server *srv);
+
+/* Called by the scheduler (slots.c): the per-token hook (metrics, disconnects, logprobs)
+ * and the text hook of a job. */
+int job_on_token(int32_t token, const float *logits, int64_t n_vocab, void *user);
+int job_on_text(const char *text, int64_t len, void *user);
+int job_is_cancelled(job *j);
 
 /* ---- metrics -------------------------------------------------------------------------- */
 
@@ -137,7 +157,10 @@ typedef struct metrics {
     int64_t running, waiting;
     uint64_t requests_ok, requests_failed;
     uint64_t prompt_tokens, generation_tokens;
-    int64_t kv_tokens;   /* tokens held in the slots' KV caches now */
+    int64_t kv_tokens;   /* tokens held in the active slots' KV caches now */
+    uint64_t prefix_hits;   /* requests that reused a cached prefix */
+    uint64_t cached_tokens; /* prompt tokens taken from the cache instead of computed */
+    uint64_t steps;         /* batched decode steps */
     histogram ttft;      /* seconds from queued to the first token */
     histogram per_token; /* seconds between generated tokens */
 } metrics;
@@ -156,6 +179,20 @@ struct server {
     size_t max_body;     /* bytes; larger bodies get 413 */
     slot *slots;         /* (n_slots) */
     int n_slots;
+    int n_threads;       /* the context's */
+
+    /* the scheduler's own (sched.c) */
+    er_context *ctx;     /* one sequence per slot */
+    int64_t n_batch;     /* most tokens in one step */
+    int64_t chunk;       /* most prompt tokens of one slot in one step */
+    float *logits;       /* (n_slots, n_vocab) one step's */
+    int32_t *b_tokens, *b_seq; /* (n_batch) the step's batch */
+    int64_t *b_pos;      /* (n_batch) */
+    int8_t *b_want;      /* (n_batch) */
+    int32_t *b_slot;     /* (n_batch) the slot of each token */
+    uint64_t clock;      /* counts requests ended, for last_used */
+    pthread_t sched;
+    int sched_started;
 
     pthread_mutex_t mu;  /* guards the queue, the metrics and the counters below */
     pthread_cond_t cv;   /* a job queued, the last request finished, or stopping */

@@ -1,8 +1,8 @@
 /*
- * slots.c - the slots and their queue. Each slot is one er_context (its own KV cache) and
- * one worker thread; all share the read-only model. Jobs wait in a FIFO queue until a
- * worker takes them; a job cancelled while it waits is dropped unrun. A job's output goes
- * through its locked buffer to the connection thread, which waits on its condition.
+ * slots.c - jobs and their queue. Jobs wait in a FIFO queue until the scheduler (sched.c)
+ * gives them a slot; a job cancelled while it waits is dropped unrun. A job's output goes
+ * through its locked buffer to the connection thread, which waits on its condition. The
+ * per-token and text hooks the scheduler calls for a job are here too.
  */
 #define _GNU_SOURCE
 
@@ -104,18 +104,18 @@ void job_emit_json(job *j, json_t *obj) {
     free(text);
 }
 
-/* ---- the worker ----------------------------------------------------------------------- */
+/* ---- a job's hooks, called by the scheduler ---------------------------------------------- */
 
-static int is_cancelled(job *j) {
+int job_is_cancelled(job *j) {
     pthread_mutex_lock(&j->mu);
     const int c = j->cancelled;
     pthread_mutex_unlock(&j->mu);
     return c;
 }
 
-static int on_text(const char *text, int64_t len, void *user) {
+int job_on_text(const char *text, int64_t len, void *user) {
     job *j = user;
-    if (is_cancelled(j))
+    if (job_is_cancelled(j))
         return 1;
     j->api->text(j, text, len);
     return 0;
@@ -138,7 +138,7 @@ static json_t *token_entry(const er_model *model, int32_t token, double logprob)
 
 /* The per-token hook: timing for /metrics, the disconnect check, and logprobs (the
  * log-softmax of the model's logits, in double, with the top alternatives). */
-static int on_token(int32_t token, const float *logits, int64_t n_vocab, void *user) {
+int job_on_token(int32_t token, const float *logits, int64_t n_vocab, void *user) {
     job *j = user;
     server *srv = j->srv;
     const double t = now_seconds();
@@ -148,13 +148,12 @@ static int on_token(int32_t token, const float *logits, int64_t n_vocab, void *u
     else
         metrics_observe(&srv->m.per_token, t - j->t_last);
     srv->m.generation_tokens++;
-    srv->m.kv_tokens++;
     pthread_mutex_unlock(&srv->mu);
     j->n_tokens++;
     if (j->t_first == 0)
         j->t_first = t;
     j->t_last = t;
-    if (is_cancelled(j))
+    if (job_is_cancelled(j))
         return 1;
     if (j->n_top_logprobs < 0)
         return 0;
@@ -185,63 +184,6 @@ static int on_token(int32_t token, const float *logits, int64_t n_vocab, void *u
     return 0;
 }
 
-static void run_job(slot *s, job *j) {
-    server *srv = j->srv;
-    er_text_result r;
-    j->params.on_token = on_token;
-    j->params.on_token_user = j;
-    er_context_rewind(s->ctx, 0);
-    j->api->start(j);
-    pthread_mutex_lock(&srv->mu);
-    srv->m.kv_tokens += j->n_prompt;
-    pthread_mutex_unlock(&srv->mu);
-    const er_status st = er_stream_ids(s->ctx, j->prompt, j->n_prompt, &j->params, on_text, j, &r);
-    pthread_mutex_lock(&srv->mu);
-    srv->m.kv_tokens -= j->n_prompt + j->n_tokens;
-    if (st == ER_OK) {
-        srv->m.requests_ok++;
-        srv->m.prompt_tokens += (uint64_t)r.n_prompt;
-    } else {
-        srv->m.requests_failed++;
-    }
-    pthread_mutex_unlock(&srv->mu);
-    j->api->finish(j, &r, st);
-}
-
-static void *worker(void *arg) {
-    slot *s = arg;
-    server *srv = s->srv;
-    for (;;) {
-        pthread_mutex_lock(&srv->mu);
-        while (!srv->queue_head && !srv->stopping)
-            pthread_cond_wait(&srv->cv, &srv->mu);
-        job *j = srv->queue_head;
-        if (!j) { /* stopping, and nothing left */
-            pthread_mutex_unlock(&srv->mu);
-            break;
-        }
-        srv->queue_head = j->next;
-        if (!srv->queue_head)
-            srv->queue_tail = NULL;
-        srv->m.waiting--;
-        srv->m.running++;
-        pthread_mutex_unlock(&srv->mu);
-
-        if (!is_cancelled(j))
-            run_job(s, j);
-        pthread_mutex_lock(&j->mu);
-        j->done = 1;
-        pthread_cond_broadcast(&j->cv);
-        pthread_mutex_unlock(&j->mu);
-        job_release(j);
-
-        pthread_mutex_lock(&srv->mu);
-        srv->m.running--;
-        pthread_mutex_unlock(&srv->mu);
-    }
-    return NULL;
-}
-
 void pool_submit(server *srv, job *j) {
     pthread_mutex_lock(&j->mu);
     j->refs++;
@@ -259,24 +201,3 @@ void pool_submit(server *srv, job *j) {
     pthread_mutex_unlock(&srv->mu);
 }
 
-int pool_start(server *srv) {
-    for (int i = 0; i < srv->n_slots; i++) {
-        srv->slots[i].srv = srv;
-        if (pthread_create(&srv->slots[i].thread, NULL, worker, &srv->slots[i]) != 0)
-            return -1;
-        srv->slots[i].started = 1;
-    }
-    return 0;
-}
-
-void pool_stop(server *srv) {
-    pthread_mutex_lock(&srv->mu);
-    srv->stopping = 1;
-    pthread_cond_broadcast(&srv->cv);
-    pthread_mutex_unlock(&srv->mu);
-    for (int i = 0; i < srv->n_slots; i++)
-        if (srv->slots[i].started) {
-            pthread_join(srv->slots[i].thread, NULL);
-            srv->slots[i].started = 0;
-        }
-}

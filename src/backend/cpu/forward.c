@@ -40,6 +40,8 @@ static void matmul(cpu_context *cc, const er_weight *w, const float *x, int64_t 
  * consecutive big sequences go through one call, and consecutive small ones through calls
  * of fewer than CPU_SGEMM_MIN_TOKENS rows. The reference's matmul is invariant anyway. */
 static int is_big(int64_t n_rows) { return n_rows >= CPU_SGEMM_MIN_TOKENS; }
+_Static_assert(CPU_SGEMM_MIN_TOKENS == ER_PROMPT_CHUNK_MIN, "edgerunner.h promises chunks of ER_PROMPT_CHUNK_MIN "
+                                                          "tokens or more are cut-invariant");
 
 /* y (n rows, y_stride apart) = x (n rows of w->n_in) @ W^T, where the rows are `runs`: a
  * run is n_run[i] consecutive rows that may share one call (big[i]: the f32 path). */
