@@ -387,6 +387,61 @@ def hf_folder():
             srv.cleanup()
 
 
+def metric(srv, name):
+    lines = [l for l in httpx.get(srv.url + "/metrics").text.splitlines() if l.startswith(name + "{")]
+    return float(lines[0].split()[-1]) if lines else -1
+
+
+def batching_and_prefix_cache():
+    """Continuous batching: concurrent greedy requests (more than the slots, prompts from 3
+    to ~300 tokens, fed in several chunks) each give the text they give alone and that
+    `edgerunner run` gives. Prefix cache: a request sharing a long system prompt with an
+    earlier one reuses its KV (usage and /metrics say how much) and gives the same text."""
+    story = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. "
+             "One day, she saw a big red ball in the park. ")
+    long_prompt = story * 8 + "Then"
+    prompts = ["Once upon a time", "The little dog", long_prompt, "Lily and Tom", story * 2 + "Tom", "One day"]
+    srv = Server(BIN, MODEL, "-np", "4", "-c", "1024")
+    try:
+        oa = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0)
+        ask = lambda p, n=32: oa.completions.create(model="x", prompt=p, max_tokens=n, temperature=0)
+        n_long = ask(long_prompt, 1).usage.prompt_tokens
+        want = run_cli("run", "-m", MODEL, "-p", long_prompt, "-n", "32", "--temp", "0").stdout.rstrip("\n")
+        alone = [ask(p).choices[0].text for p in prompts]
+        c.check(f"a {n_long}-token prompt fed in chunks gives edgerunner run's text", alone[2] == want,
+                f"{alone[2]!r} vs {want!r}")
+        for rnd in range(2):
+            together = [None] * len(prompts)
+
+            def one(i):
+                together[i] = ask(prompts[i]).choices[0].text
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            c.check(f"{len(prompts)} concurrent greedy requests on 4 slots each give their text alone (round {rnd})",
+                    together == alone, (together, alone))
+        c.check("the steps were batched", metric(srv, "edgerunner:batch_steps_total") > 0)
+
+        system = "You are a storyteller. " + story * 6
+        hits = metric(srv, "vllm:prefix_cache_hits_total")
+        first = ask(system + "Tell me about Lily.")
+        second = ask(system + "Tell me about Tom.")
+        n_system = oa.completions.create(model="x", prompt=system, max_tokens=1).usage.prompt_tokens
+        cached = second.usage.prompt_tokens_details.cached_tokens
+        c.check(f"a second request sharing a {n_system}-token system prompt reuses it",
+                n_system - 32 <= cached < second.usage.prompt_tokens, (cached, n_system, second.usage))
+        c.check("/metrics counts the reused tokens", metric(srv, "vllm:prefix_cache_hits_total") - hits >= cached)
+        cold = run_cli("run", "-m", MODEL, "-p", system + "Tell me about Tom.", "-n", "32", "--temp", "0").stdout
+        c.check("its text is the text without the cache", second.choices[0].text == cold.rstrip("\n"),
+                f"{second.choices[0].text!r} vs {cold!r}")
+        c.check("and the first's own text", first.choices[0].text == ask(system + "Tell me about Lily.").choices[0].text)
+    finally:
+        c.check("4-slot server exits 0", srv.stop() == 0)
+        srv.cleanup()
+
+
 main = Server(BIN, MODEL, "-np", "2")
 try:
     functional(main)
@@ -402,4 +457,5 @@ api_key()
 slots_and_queue()
 tools()
 hf_folder()
+batching_and_prefix_cache()
 c.done()
