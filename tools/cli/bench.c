@@ -230,7 +230,7 @@ static int reference_ids(const char *model_path, const char *type, const char *c
 
 int cmd_bench(int argc, char **argv) {
     const char *ids_arg = "1";
-    int64_t n = 128, runs = 5, warmup = 1, pp = 512;
+    int64_t n = 128, runs = 5, warmup = 1, pp = 512, n_par = 0, npp = 128, ntg = 128;
     int json = 0, profile = 0;
     double warmup_s = 2.0;
     cli_model_opts mo; /* -m, -t, -c, -b, -ctk, -ctv, --backend, --reference: as run takes them */
@@ -278,6 +278,12 @@ int cmd_bench(int argc, char **argv) {
             warmup_s = strtod(v, &end);
             if (end == v || *end || warmup_s < 0 || warmup_s > 600)
                 return cli_fail("bench: --warmup-seconds wants a number in [0, 600]");
+        } else if (!strcmp(a, "--parallel") || !strcmp(a, "-npl")) {
+            if (!cli_parse_i64(v, 1, 4096, &n_par))
+                return cli_fail("bench: --parallel wants an integer in [1, 4096]");
+        } else if (!strcmp(a, "-npp") || !strcmp(a, "-ntg")) {
+            if (!cli_parse_i64(v, 1, 1 << 16, a[3] == 'p' ? &npp : &ntg))
+                return cli_fail("bench: -npp and -ntg want an integer in [1, 65536]");
         } else if (!strcmp(a, "-pp") || !strcmp(a, "--prefill")) {
             if (!cli_parse_i64(v, 0, 1 << 20, &pp))
                 return cli_fail("bench: -pp wants an integer >= 0");
@@ -291,6 +297,8 @@ int cmd_bench(int argc, char **argv) {
     if (!model_path)
         return cli_fail("bench: -m MODEL is required");
     cli_catch_sigbus(model_path); /* the reference's child process too */
+    if (n_par > 0)
+        return bench_parallel(&mo, n_par, npp, ntg, json);
 
     int rc = 1;
     er_status st;

@@ -27,6 +27,7 @@ void cli_catch_sigbus(const char *path);
 
 /* Print "edgerunner: WHAT" (or the last library error) on stderr; return 1. */
 int cli_fail(const char *what);
+
 int cli_fail_status(er_status st);
 
 /* Parse an integer in [lo, hi]; 0 on a malformed or out-of-range value. */
@@ -50,6 +51,10 @@ typedef struct cli_model_opts {
     er_kv_type type_k, type_v;
     er_model_params model;
 } cli_model_opts;
+
+/* `edgerunner bench --parallel B` (bench_parallel.c): B sequences of npp prompt tokens,
+ * then ntg tokens each, decoded together; 0, or 1 after printing why. */
+int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t ntg, int json);
 
 /* Defaults: the library's, with n_ctx (0: the library's own) no lower than n_ctx_min. */
 void cli_model_opts_init(cli_model_opts *o, int64_t n_ctx, int64_t n_ctx_min);
