@@ -44,6 +44,7 @@ static void context_free(void *ctx) {
     free(cc->spans);
     free(cc->run_n);
     free(cc->run_big);
+    free(cc->attn_seqs);
     free(cc->one_seq);
     free(cc->one_pos);
     free(cc->one_logits);
@@ -103,10 +104,11 @@ static er_status context_create(const model_view *m, int reference, const backen
     cc->spans = alloc_elems(p->n_batch, 1, 1, sizeof(cpu_span));
     cc->run_n = alloc_elems(p->n_batch, 1, 1, sizeof(int64_t));
     cc->run_big = alloc_elems(p->n_batch, 1, 1, sizeof(int8_t));
+    cc->attn_seqs = alloc_elems(p->n_batch, 1, 1, sizeof(cpu_attn_seq));
     cc->one_seq = alloc_elems(p->n_batch, 1, 1, sizeof(int32_t));
     cc->one_pos = alloc_elems(p->n_batch, 1, 1, sizeof(int64_t));
     cc->one_logits = alloc_elems(p->n_batch, 1, 1, sizeof(int8_t));
-    if (!cc->spans || !cc->run_n || !cc->run_big || !cc->one_seq || !cc->one_pos || !cc->one_logits || !cc->k_cache || !cc->v_cache || !cc->k_cur || !cc->v_cur || !cc->x || !cc->xn || !cc->q || !cc->attn ||
+    if (!cc->spans || !cc->run_n || !cc->run_big || !cc->attn_seqs || !cc->one_seq || !cc->one_pos || !cc->one_logits || !cc->k_cache || !cc->v_cache || !cc->k_cur || !cc->v_cur || !cc->x || !cc->xn || !cc->q || !cc->attn ||
         !cc->gate || !cc->up || !cc->scores || !cc->row) {
         st = er_fail(ER_ERR_NO_MEMORY, "er_context_create: cannot allocate a KV cache of %d x %lld tokens and scratch "
                      "for %s", cc->n_seq, (long long)p->n_ctx, m->path);

@@ -63,6 +63,7 @@ typedef struct cpu_context {
     cpu_span *spans;      /* (n_batch) the current batch's sequences */
     int64_t *run_n;       /* (n_batch) rows of each run of a matmul (forward.c) */
     int8_t *run_big;      /* (n_batch) whether each run takes the f32 path */
+    cpu_attn_seq *attn_seqs; /* (n_batch) the short sequences' attention, one pool run */
     int32_t *one_seq;     /* (n_batch) zeros: decode's batch is all sequence 0 */
     int64_t *one_pos;     /* (n_batch) decode's positions */
     int8_t *one_logits;   /* (n_batch) decode's logits flags */

@@ -163,8 +163,8 @@ void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t
 typedef struct attn_task {
     float *out;
     const float *q;
-    cpu_kv_view kv;
-    int64_t pos0, n_tokens, n_ctx, window;
+    const cpu_attn_seq *seqs;
+    int64_t n_seqs, n_ctx, window;
     const model_config *c;
     float *scores;
 } attn_task;
@@ -193,23 +193,37 @@ static const void *kv_at(const void *base, const cpu_kv_ops *o, int64_t i) {
 static void attn_worker(void *arg, int ith, int nth) {
     const attn_task *a = arg;
     const model_config *c = a->c;
-    const cpu_kv_ops *ko = a->kv.k_ops, *vo = a->kv.v_ops;
     const int64_t kv_stride = c->n_head_kv * c->head_dim;
     const int64_t v_stride = c->n_head_kv * c->head_dim_v;
     const int64_t group = c->n_head / c->n_head_kv;
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
-    /* pairs interleaved over threads: later tokens cost more, interleaving balances them */
-    for (int64_t p = ith; p < a->n_tokens * c->n_head; p += nth) {
-        const int64_t t = p / c->n_head, h = p % c->n_head, kvh = h / group, pos = a->pos0 + t;
-        const int64_t j0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0; /* first row seen */
-        const float *qh = a->q + t * c->n_head * c->head_dim + h * c->head_dim;
-        ko->dots(scores, qh, kv_at(a->kv.k, ko, j0 * kv_stride + kvh * c->head_dim), kv_stride, pos + 1 - j0,
-                 c->head_dim);
-        softmax_scaled(scores, pos + 1 - j0, scale);
-        vo->wsum(a->out + t * c->n_head * c->head_dim_v + h * c->head_dim_v, scores,
-                 kv_at(a->kv.v, vo, j0 * v_stride + kvh * c->head_dim_v), v_stride, pos + 1 - j0, c->head_dim_v);
+    /* (token, head) pairs of every sequence interleaved over threads: later tokens cost
+     * more, interleaving balances them */
+    int64_t p = 0;
+    for (int64_t i = 0; i < a->n_seqs; i++) {
+        const cpu_attn_seq *sq = &a->seqs[i];
+        const cpu_kv_ops *ko = sq->kv.k_ops, *vo = sq->kv.v_ops;
+        for (int64_t pair = 0; pair < sq->n * c->n_head; pair++, p++) {
+            if (p % nth != ith)
+                continue;
+            const int64_t t = sq->t0 + pair / c->n_head, h = pair % c->n_head, kvh = h / group;
+            const int64_t pos = sq->pos0 + pair / c->n_head;
+            const int64_t j0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0; /* first row seen */
+            const float *qh = a->q + t * c->n_head * c->head_dim + h * c->head_dim;
+            ko->dots(scores, qh, kv_at(sq->kv.k, ko, j0 * kv_stride + kvh * c->head_dim), kv_stride, pos + 1 - j0,
+                     c->head_dim);
+            softmax_scaled(scores, pos + 1 - j0, scale);
+            vo->wsum(a->out + t * c->n_head * c->head_dim_v + h * c->head_dim_v, scores,
+                     kv_at(sq->kv.v, vo, j0 * v_stride + kvh * c->head_dim_v), v_stride, pos + 1 - j0, c->head_dim_v);
+        }
     }
+}
+
+void cpu_fast_attention_seqs(cpu_pool *pool, float *out, const float *q, const cpu_attn_seq *seqs, int64_t n_seqs,
+                             const model_config *c, float *scores, int64_t n_ctx, int64_t window) {
+    attn_task a = {out, q, seqs, n_seqs, n_ctx, window, c, scores};
+    cpu_pool_run(pool, attn_worker, &a);
 }
 
 enum { ATTN_BLOCK_TOKENS = 48 }; /* queries per unit of the blocked prompt attention */
@@ -296,8 +310,8 @@ void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const cpu_kv
         cpu_pool_run(pool, battn_worker, &b);
         return;
     }
-    attn_task a = {out, q, *kv, pos0, n_tokens, n_ctx, window, c, scores};
-    cpu_pool_run(pool, attn_worker, &a);
+    const cpu_attn_seq one = {0, n_tokens, pos0, *kv};
+    cpu_fast_attention_seqs(pool, out, q, &one, 1, c, scores, n_ctx, window);
 }
 
 typedef struct swiglu_task {

@@ -72,6 +72,18 @@ typedef struct cpu_kv_view {
 void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const cpu_kv_view *kv, int64_t pos0,
                         int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx, float *block_scratch,
                         int64_t window);
+/* The queries of one sequence in cpu_fast_attention_seqs: rows [t0, t0 + n) of q and out,
+ * at positions pos0.., over its own cache. */
+typedef struct cpu_attn_seq {
+    int64_t t0, n, pos0;
+    cpu_kv_view kv;
+} cpu_attn_seq;
+
+/* The per-token path of cpu_fast_attention for several sequences in one pool run (a
+ * decode step of many sequences: one synchronisation per layer, not one per sequence);
+ * each (token, head) is computed exactly as cpu_fast_attention's per-token path does. */
+void cpu_fast_attention_seqs(cpu_pool *pool, float *out, const float *q, const cpu_attn_seq *seqs, int64_t n_seqs,
+                             const model_config *c, float *scores, int64_t n_ctx, int64_t window);
 /* Floats of one thread's block_scratch for a context of n_ctx tokens. */
 size_t cpu_fast_attn_scratch_floats(int64_t n_ctx, int64_t head_dim);
 

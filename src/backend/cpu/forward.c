@@ -64,18 +64,31 @@ static void matmul_runs(cpu_context *cc, const er_weight *w, const float *x, flo
     }
 }
 
-static void attention(cpu_context *cc, const cpu_kv_view *kv, const cpu_span *s, int64_t window) {
+/* Attention of every sequence over its own cache rows. Fast path: the sequences of
+ * fewer than CPU_SGEMM_MIN_TOKENS tokens (decode steps) in one pool run, per token as
+ * cpu_fast_attention computes them; longer ones one call each (its blocked prompt path). */
+static void attention(cpu_context *cc, uint8_t *k_cache, uint8_t *v_cache, size_t k_seq, size_t v_seq,
+                      int64_t n_spans, int64_t window) {
     const model_config *c = &cc->m->config;
-    float *out = cc->attn + s->t0 * c->n_head * c->head_dim_v; /* (s->n, n_head * head_dim_v) */
-    const float *q = cc->q + s->t0 * c->n_head * c->head_dim;  /* (s->n, n_head * head_dim) */
-    if (!cc->reference) {
-        cpu_fast_attention(cc->pool, out, q, kv, s->pos0, s->n, c, cc->scores, cc->n_ctx, cc->attn_scratch, window);
-        return;
+    int64_t n_small = 0;
+    for (int64_t i = 0; i < n_spans; i++) {
+        const cpu_span *s = &cc->spans[i];
+        const cpu_kv_view kv = {k_cache + (size_t)s->seq * k_seq, v_cache + (size_t)s->seq * v_seq, cc->k_ops, cc->v_ops};
+        float *out = cc->attn + s->t0 * c->n_head * c->head_dim_v; /* (s->n, n_head * head_dim_v) */
+        const float *q = cc->q + s->t0 * c->n_head * c->head_dim;  /* (s->n, n_head * head_dim) */
+        if (cc->reference) {
+            assert(kv.k_ops->type == ER_TYPE_F32 && kv.v_ops->type == ER_TYPE_F32); /* cpu_reference_ops.kv_types */
+            for (int64_t t = 0; t < s->n; t++)
+                cpu_attention_window(out + t * c->n_head * c->head_dim_v, q + t * c->n_head * c->head_dim, kv.k, kv.v,
+                                     s->pos0 + t, c, cc->scores, window);
+        } else if (is_big(s->n)) {
+            cpu_fast_attention(cc->pool, out, q, &kv, s->pos0, s->n, c, cc->scores, cc->n_ctx, cc->attn_scratch, window);
+        } else {
+            cc->attn_seqs[n_small++] = (cpu_attn_seq){s->t0, s->n, s->pos0, kv};
+        }
     }
-    assert(kv->k_ops->type == ER_TYPE_F32 && kv->v_ops->type == ER_TYPE_F32); /* cpu_reference_ops.kv_types */
-    for (int64_t t = 0; t < s->n; t++)
-        cpu_attention_window(out + t * c->n_head * c->head_dim_v, q + t * c->n_head * c->head_dim, kv->k, kv->v,
-                             s->pos0 + t, c, cc->scores, window);
+    if (n_small > 0)
+        cpu_fast_attention_seqs(cc->pool, cc->attn, cc->q, cc->attn_seqs, n_small, c, cc->scores, cc->n_ctx, window);
 }
 
 /* rows (n_rows, n) = their values in `type` (quantized and back), row by row; row: scratch
@@ -170,12 +183,10 @@ void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
         /* each sequence reads and writes its own rows only */
         for (int64_t i = 0; i < n_spans; i++) {
             const cpu_span *s = &cc->spans[i];
-            uint8_t *k_s = k_cache + (size_t)s->seq * k_seq, *v_s = v_cache + (size_t)s->seq * v_seq;
-            k_ops->store(k_new + s->t0 * kv_dim, k_s + (size_t)s->pos0 * k_row, s->n * kv_dim);
-            v_ops->store(v_new + s->t0 * v_dim, v_s + (size_t)s->pos0 * v_row, s->n * v_dim);
-            const cpu_kv_view kv = {k_s, v_s, k_ops, v_ops};
-            attention(cc, &kv, s, l->swa ? c->n_swa : 0);
+            k_ops->store(k_new + s->t0 * kv_dim, k_cache + (size_t)s->seq * k_seq + (size_t)s->pos0 * k_row, s->n * kv_dim);
+            v_ops->store(v_new + s->t0 * v_dim, v_cache + (size_t)s->seq * v_seq + (size_t)s->pos0 * v_row, s->n * v_dim);
         }
+        attention(cc, k_cache, v_cache, k_seq, v_seq, n_spans, l->swa ? c->n_swa : 0);
         matmul_runs(cc, &l->wo, cc->attn, xn, n_embd, n_run, big, n_runs);
         if (feat & ER_FEAT_POST_NORMS)
             cpu_rmsnorm(xn, xn, l->post_attn_norm, n_tokens, n_embd, c->norm_eps);
