@@ -81,7 +81,7 @@ try:
     # ~2,000 tokens of system prompt, unique to this run so that the first request is cold
     nonce = int(time.time())
     system = f"Session {nonce}. You are a careful assistant. " + " ".join(
-        f"Rule {i}: when asked about item {i * 13 % 97}, answer with its colour and size." for i in range(150))
+        f"Rule {i}: when asked about item {i * 13 % 97}, answer with its colour and size." for i in range(98))
     n_system = len(httpx.post(url + "/tokenize", json={"content": system}).json()["tokens"])
     _, ttft_cold, _, u1 = complete(url, system + "\nQuestion: what about item 5?", 4, stream=True)
     _, ttft_warm, _, u2 = complete(url, system + "\nQuestion: what about item 9?", 4, stream=True)
