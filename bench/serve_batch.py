@@ -1,4 +1,4 @@
-"""serve_batch.py BIN MODEL - continuous batching and the prefix cache of `edgerunner serve`,
+"""serve_batch.py BIN MODEL [SERVE FLAGS...] - continuous batching and the prefix cache of `edgerunner serve`,
 measured on one server in one run (run through bench/serve_batch.sh):
 
   1. aggregate decode: 8 concurrent greedy requests of 128 tokens each (--parallel 8)
@@ -20,7 +20,7 @@ import httpx
 sys.path.insert(0, "tests/server")
 from harness import Server  # noqa: E402
 
-BIN, MODEL = sys.argv[1], sys.argv[2]
+BIN, MODEL, SERVE_FLAGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 N_PAR, N_GEN = 8, 128
 failed = False
 
@@ -47,7 +47,7 @@ def complete(url, prompt, n, stream=False):
     return "".join(text), first, time.perf_counter() - t0, usage
 
 
-srv = Server(BIN, MODEL, "--parallel", str(N_PAR), "-c", "4096")
+srv = Server(BIN, MODEL, "--parallel", str(N_PAR), "-c", "4096", *SERVE_FLAGS)
 try:
     url = srv.url
     prompts = [f"Question {i}: write a short story about the number {i * 7 + 3}." for i in range(N_PAR)]

@@ -342,6 +342,16 @@ expect_error "bench with a bad -ctk" "bench: -ctk wants f32, f16 or q8_0" -- ben
 expect_error "run with a q8_0 cache on the CPU fast path" "CPU backend does not keep a KV cache in Q8_0" -- run -m "$STORIES" --prompt-ids 1 -n 4 -ctk q8_0
 # the reference rounds K and V through f16 or q8_0 (the oracle of those caches elsewhere)
 expect_ok "run --reference -ctk q8_0 -ctv f16" -- run -m "$STORIES" --reference --prompt-ids 1 -n 8 --temp 0 --ids -ctk q8_0 -ctv f16
+expect_error "bench --parallel 0" "bench: --parallel wants an integer in" -- bench -m "$STORIES" --parallel 0
+expect_error "bench --parallel with -npp 0" "bench: -npp and -ntg want" -- bench -m "$STORIES" --parallel 2 -npp 0
+if expect_ok "bench --parallel 3 (reference and fast path)" -- bench -m "$STORIES" --parallel 3 -npp 40 -ntg 8 --json; then
+    if grep -q '"b": 3, "n_kv": 144' "$TMP/out" && "$BIN" bench -m "$STORIES" --parallel 2 -npp 8 -ntg 4 --reference |
+        grep -q "greedy ids equal their ids alone"; then
+        pass "bench --parallel prints its table after the invariance check"
+    else
+        fail "bench --parallel prints its table" "$(head -c 300 "$TMP/out")"
+    fi
+fi
 ref_ids=$("$BIN" run -m "$STORIES" --reference --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
 default_ids=$("$BIN" run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
 if expect_ok "run -ctk f32 -ctv f32" -- run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids -ctk f32 -ctv f32; then
