@@ -118,8 +118,9 @@ typedef struct er_context_params {
     er_kv_type type_k; /* the cache's K rows; 0 = ER_KV_DEFAULT */
     er_kv_type type_v; /* the cache's V rows; 0 = ER_KV_DEFAULT */
     int n_seq_max;     /* sequences the context holds (er_context_decode_batch), each with n_ctx
-                          positions of its own; 0 = 1. More than 1 needs the CPU backend (CUDA
-                          decodes one sequence per context so far: ER_ERR_UNSUPPORTED) */
+                          positions of its own; 0 = 1, at most ER_MAX_SEQ. More than 1 needs the
+                          CPU backend (CUDA decodes one sequence per context so far:
+                          ER_ERR_UNSUPPORTED) */
 } er_context_params;
 
 er_context_params er_context_default_params(void);
@@ -172,6 +173,8 @@ typedef struct er_batch {
 /* Decodes a batch; `logits` receives (number of tokens asking, n_vocab) rows, in batch
  * order (may be NULL when none asks). er_context_logits() is NULL afterwards. */
 er_status er_context_decode_batch(er_context *ctx, const er_batch *batch, float *logits);
+
+#define ER_MAX_SEQ 256 /* most sequences in one context (llama.cpp's LLAMA_MAX_SEQ) */
 
 /* Chunks of a sequence of at least this many tokens give the same numbers however its
  * tokens are cut into them (the CPU fast path's f32 products); shorter ones their own. */

@@ -43,11 +43,16 @@ er_status er_context_create(er_model *model, const er_context_params *params, er
         return er_fail(ER_ERR_INVALID_ARG, "er_context_create: negative n_ctx, n_batch, n_threads or n_seq_max");
     if (p.n_seq_max == 0)
         p.n_seq_max = 1;
+    if (p.n_seq_max > ER_MAX_SEQ)
+        return er_fail(ER_ERR_INVALID_ARG, "er_context_create: n_seq_max %d is more than %d sequences", p.n_seq_max,
+                       ER_MAX_SEQ);
     if (p.n_ctx == 0)
         p.n_ctx = c->n_ctx_train < DEFAULT_N_CTX ? c->n_ctx_train : DEFAULT_N_CTX;
     if (p.n_batch == 0)
         p.n_batch = DEFAULT_N_BATCH;
-    if (p.n_batch > p.n_ctx * p.n_seq_max) /* a batch holds at most every sequence's whole context */
+    /* a batch holds at most every sequence's whole context (the product cannot overflow
+     * where it is taken: it is at most n_batch) */
+    if (p.n_batch / p.n_seq_max >= p.n_ctx)
         p.n_batch = p.n_ctx * p.n_seq_max;
     const int n_cpus = er_usable_cpus();
     if (p.n_threads == 0)

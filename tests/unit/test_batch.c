@@ -236,6 +236,9 @@ static void test_hostile(er_model *m) {
     er_context *none = NULL;
     cp.n_seq_max = -1;
     CHECK(er_context_create(m, &cp, &none) == ER_ERR_INVALID_ARG && !none, "a negative n_seq_max");
+    cp.n_seq_max = ER_MAX_SEQ + 1;
+    CHECK(er_context_create(m, &cp, &none) == ER_ERR_INVALID_ARG && !none && strstr(er_last_error(), "257"),
+          "more sequences than ER_MAX_SEQ: %s", er_last_error());
     free(out);
     er_context_free(ctx);
 }

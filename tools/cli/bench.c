@@ -279,8 +279,8 @@ int cmd_bench(int argc, char **argv) {
             if (end == v || *end || warmup_s < 0 || warmup_s > 600)
                 return cli_fail("bench: --warmup-seconds wants a number in [0, 600]");
         } else if (!strcmp(a, "--parallel") || !strcmp(a, "-npl")) {
-            if (!cli_parse_i64(v, 1, 4096, &n_par))
-                return cli_fail("bench: --parallel wants an integer in [1, 4096]");
+            if (!cli_parse_i64(v, 1, ER_MAX_SEQ, &n_par))
+                return cli_fail("bench: --parallel wants an integer in [1, 256]");
         } else if (!strcmp(a, "-npp") || !strcmp(a, "-ntg")) {
             if (!cli_parse_i64(v, 1, 1 << 16, a[3] == 'p' ? &npp : &ntg))
                 return cli_fail("bench: -npp and -ntg want an integer in [1, 65536]");
