@@ -21,7 +21,8 @@ static void check(const char *name, int ok, const char *detail) {
 /* Parses text and compares (calls, content) with the JSON `want`: {"calls": [...] or
  * null, "content": ...}. Each call as {"name": ..., "arguments": text}; ids checked apart. */
 static void expect(const char *name, const char *text, const char *want_json) {
-    json_t *content = json_string("untouched"), *calls = tool_calls_parse(text, "t1", &content);
+    json_t *untouched = json_string("untouched"), *content = untouched;
+    json_t *calls = tool_calls_parse(text, "t1", &content); /* sets content (a new reference) only with calls */
     json_t *got = json_object(), *simple = json_array(), *want = json_loads(want_json, 0, NULL);
     char ids_ok = 1;
     size_t i;
@@ -48,6 +49,8 @@ static void expect(const char *name, const char *text, const char *want_json) {
     free(want_text);
     json_decref(calls);
     json_decref(content);
+    if (content != untouched)
+        json_decref(untouched);
     json_decref(got);
     json_decref(want);
 }
