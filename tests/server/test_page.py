@@ -6,6 +6,7 @@ no websocket client needed): attach to the page, then poll the reply's DOM node.
 Skipped, saying so, where no chromium is installed (tools/install_deps.sh --test)."""
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,8 @@ def devtools_reply(profile, url, timeout=120):
     proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                              f"--user-data-dir={profile}", "--remote-debugging-pipe", url],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=fds,
-                            pass_fds=(3, 4))  # kept open in the child after fds() made them
+                            pass_fds=(3, 4),  # kept open in the child after fds() made them
+                            start_new_session=True)  # its helpers in its group, to stop them all
     os.close(to_chrome_r)
     os.close(from_chrome_w)
     out, buf, ids = os.fdopen(to_chrome_w, "wb", buffering=0), b"", iter(range(1, 1 << 30))
@@ -73,7 +75,17 @@ def devtools_reply(profile, url, timeout=120):
             time.sleep(0.2)
         return None, title
     finally:
-        proc.kill()
+        # closed as a user would, then whatever of its group is left (renderer, zygote):
+        # a helper still writing into the profile made its removal fail once
+        try:
+            out.write(json.dumps({"id": 0, "method": "Browser.close"}).encode() + b"\0")
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         proc.wait()
         out.close()
         os.close(from_chrome_r)
@@ -85,7 +97,7 @@ try:
     oa = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0)
     want = oa.chat.completions.create(model="x", messages=[{"role": "user", "content": question}],
                                       temperature=0).choices[0].message.content
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         got, title = devtools_reply(profile, srv.url + "/?q=" + urllib.parse.quote(question))
     c.check("the page loads", title == "EdgeRunner chat", title)
     c.check("the page shows the streamed reply", got == want and len(want) > 10, f"{got!r} vs {want!r}")
