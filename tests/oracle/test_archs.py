@@ -189,10 +189,7 @@ def main():
             if have_engine:
                 check_logits(m, ref, ids, n_vocab, build, tmp, n_ctx)
                 check_greedy(m, ids, man["n_greedy"], build, n_ctx)
-    n_fail = T.results.count(False)
-    print(f"({time.time() - t0:.1f}s)")
-    print(f"{len(T.results) - n_fail} passed, {n_fail} failed")
-    return 0 if n_fail == 0 else 1
+    return T.summary(t0)
 
 
 if __name__ == "__main__":

@@ -276,10 +276,7 @@ def main():
                 check_logits(build_dir, label, d, model, ids, n_vocab, tmp)
             if spec["tokenizer"]:
                 check_convert(build_dir, name, folders[name]["F32"][0], os.path.join(tmp, f"{name}.theirs.gguf"), ids, tmp)
-    n_fail = T.results.count(False)
-    print(f"({time.time() - t0:.1f}s)")
-    print(f"{len(T.results) - n_fail} passed, {n_fail} failed")
-    return 0 if n_fail == 0 else 1
+    return T.summary(t0)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,14 @@ def report(ok, line):
     print(("PASS " if ok else "FAIL ") + line, flush=True)
 
 
+def summary(t0):
+    """The run's time and its count line; the exit code (0 iff nothing failed)."""
+    n_fail = results.count(False)
+    print(f"({time.time() - t0:.1f}s)")
+    print(f"{len(results) - n_fail} passed, {n_fail} failed")
+    return 0 if n_fail == 0 else 1
+
+
 # ---------------------------------------------------------------- llama.cpp (oracle)
 
 _llama_patched = False
@@ -317,10 +325,7 @@ def main():
             if not os.path.exists(stories):
                 stories = make_models.STORIES
             compare_greedy("stories 260K      ", build, stories, STORIES_PROMPT, N_STORIES)
-    n_fail = results.count(False)
-    print(f"({time.time() - t0:.1f}s)")
-    print(f"{len(results) - n_fail} passed, {n_fail} failed")
-    return 0 if n_fail == 0 else 1
+    return summary(t0)
 
 
 if __name__ == "__main__":
