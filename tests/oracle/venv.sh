@@ -9,22 +9,7 @@
 set -euo pipefail
 
 PINS="torch==2.15.0 transformers==5.24.0 gguf==0.19.0 numpy==2.4.6 llama-cpp-python==0.3.36"
-key=$(printf '%s' "$PINS" | sha256sum | cut -c1-12)
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/edgerunner"
-venv="$cache/oracle-venv-$key"
-
-mkdir -p "$cache"
-exec 9>"$cache/oracle-venv-$key.lock"
-flock 9
-if [ ! -f "$venv/.complete" ]; then
-    rm -rf "$venv"
-    echo "oracle venv: building $venv ($PINS)" >&2
-    python3 -m venv "$venv" >&2
-    "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-    # llama.cpp is compiled here; tests, examples and servers are not needed.
-    CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
-    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-        "$venv/bin/python" -m pip install --quiet $PINS >&2
-    touch "$venv/.complete"
-fi
-echo "$venv"
+# llama.cpp is compiled here; tests, examples and servers are not needed.
+CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
+CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    exec "$(dirname "$0")/../venv.sh" oracle "$PINS"

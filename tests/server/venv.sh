@@ -7,19 +7,4 @@
 # Usage: PY=$(tests/server/venv.sh)/bin/python
 set -euo pipefail
 
-PINS="openai==3.57.0 anthropic==2.14.0 httpx==0.28.1"
-key=$(printf '%s' "$PINS" | sha256sum | cut -c1-12)
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/edgerunner"
-venv="$cache/server-venv-$key"
-
-mkdir -p "$cache"
-exec 9>"$cache/server-venv-$key.lock"
-flock 9
-if [ ! -f "$venv/.complete" ]; then
-    rm -rf "$venv"
-    echo "server venv: building $venv ($PINS)" >&2
-    python3 -m venv "$venv" >&2
-    "$venv/bin/python" -m pip install --quiet $PINS >&2
-    touch "$venv/.complete"
-fi
-echo "$venv"
+exec "$(dirname "$0")/../venv.sh" server "openai==3.57.0 anthropic==2.14.0 httpx==0.28.1"
