@@ -283,22 +283,29 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     const double scale = 1.0 / sqrt(ss / n_in + eps);
     for (int i = 0; i < n_in; i++)
         xn[i] = norm ? xn[i] * scale * nw[i] : xn[i];
-    /* the error's scale: the largest |y|; for the gated modes at least the largest
-     * |gate . x| |up . x|, since the kernel's float error is relative to those two
-     * products, while act(gate) * up can be far smaller than either (GeGLU of a large
-     * negative gate: ~1e-25 in doubles, 0 in floats; with 2 rows that is the whole y) */
+    /* the error's scale: the largest |y|, and at least the largest sum |w x| of a row
+     * (for the gated modes the product of the gate's and the up row's), since the
+     * kernel's float error is relative to those sums: a dot can cancel to far less (a
+     * single row of 32 did: 1.6e-5 of its |y|), and act(gate) * up can be far smaller
+     * than gate . x and up . x (GeGLU of a large negative gate: ~1e-25 in doubles, 0 in
+     * floats; with 2 rows that is the whole y) */
     double ymax = 0.0;
     int best = 0;
     for (int r = 0; r < n_y; r++) {
-        double a = 0.0, u = 0.0;
-        for (int i = 0; i < n_in; i++)
+        double a = 0.0, u = 0.0, sa = 0.0, su = 0.0;
+        for (int i = 0; i < n_in; i++) {
             a += m->value[(size_t)r * n_in + i] * xn[i];
-        if (gated) {
-            for (int i = 0; i < n_in; i++)
-                u += m->value[(size_t)(n_y + r) * n_in + i] * xn[i];
-            ymax = fabs(a * u) > ymax ? fabs(a * u) : ymax;
-            a = (mode == MV_NORM_GEGLU ? gelu_tanh(a) : a / (1.0 + exp(-a))) * u;
+            sa += fabs(m->value[(size_t)r * n_in + i] * xn[i]);
         }
+        if (gated) {
+            for (int i = 0; i < n_in; i++) {
+                u += m->value[(size_t)(n_y + r) * n_in + i] * xn[i];
+                su += fabs(m->value[(size_t)(n_y + r) * n_in + i] * xn[i]);
+            }
+            a = (mode == MV_NORM_GEGLU ? gelu_tanh(a) : a / (1.0 + exp(-a))) * u;
+            sa *= su;
+        }
+        ymax = sa > ymax ? sa : ymax;
         ref[r] = mode == MV_ADD ? y0[r] + acc_v[r] + a : a;
         ymax = fabs(ref[r]) > ymax ? fabs(ref[r]) : ymax;
         best = ref[r] > ref[best] ? r : best;
@@ -1137,15 +1144,23 @@ void test_cuda(void) {
                 continue; /* rows of whole blocks (256 for the K types) */
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
-            for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
-                for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
-                    int argmax_ok = 0;
-                    const double err = run_case(&m, mode, with_acc, &argmax_ok);
-                    CHECK(err <= 1e-5 && argmax_ok, "%s %s%s (%d x %d): error %.3g of max |y|, argmax %s",
-                          cuda_wtype_name(t), mode_name(mode), with_acc ? " + acc" : "", shapes[s][0], shapes[s][1], err,
-                          argmax_ok ? "ok" : "wrong");
+            /* each shape through the kernel its size picks, then through the streaming one
+             * (the default takes it only for matrices larger than Qwen3-0.6B's) */
+            for (int stream = 0; stream <= 1; stream++) {
+                cuda_matvec_set_stream_min(stream ? 1 : 0);
+                for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
+                    for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
+                        if (stream && mode == MV_NORM_ARGMAX)
+                            continue; /* the head has its own kernel */
+                        int argmax_ok = 0;
+                        const double err = run_case(&m, mode, with_acc, &argmax_ok);
+                        CHECK(err <= 1e-5 && argmax_ok, "%s %s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|), argmax %s",
+                              cuda_wtype_name(t), mode_name(mode), with_acc ? " + acc" : "",
+                              stream ? " (streamed)" : "", shapes[s][0], shapes[s][1], err, argmax_ok ? "ok" : "wrong");
+                    }
                 }
             }
+            cuda_matvec_set_stream_min(0);
             free_matrix(&m);
         }
         /* rows that are not whole 16-byte chunks (the element path), for the types whose
@@ -1172,6 +1187,27 @@ void test_cuda(void) {
             const double err = repack_case(t, rp[s][0], rp[s][1], &embd_err);
             CHECK(err <= 1e-5 && embd_err <= 1e-6, "%s repack (%d x %d): matvec error %.3g of max |y|, embedding %.3g",
                   cuda_wtype_name(t), rp[s][0], rp[s][1], err, embd_err);
+        }
+    }
+    /* the layer matrices of the dense Qwen3 sizes as the decode step runs them (Q4_0):
+     * qkv with the norm, wo and down with the residual add, gate|up with SwiGLU; from
+     * 1.7B on they take the streaming kernel, and 32B's down stages 100 KB of input */
+    static const int qwen3[][4] = {/* n_embd, q_dim, n_ff, n_head_kv * 128 */
+                                   {2048, 2048, 6144, 1024}, {2560, 4096, 9728, 1024},
+                                   {4096, 4096, 12288, 1024}, {5120, 8192, 25600, 1024}};
+    for (size_t i = 0; i < sizeof qwen3 / sizeof qwen3[0]; i++) {
+        const int e = qwen3[i][0], q = qwen3[i][1], ff = qwen3[i][2], kv = qwen3[i][3];
+        const int mat[4][3] = {{q + 2 * kv, e, MV_NORM_STORE}, {e, q, MV_ADD}, {2 * ff, e, MV_NORM_SWIGLU}, {e, ff, MV_ADD}};
+        for (int k = 0; k < 4; k++) {
+            if (i == 3 && k == 2)
+                continue; /* 32B's gate|up: 2 GB of doubles here; 8B's has the same kernel */
+            host_matrix m;
+            CHECK(make_matrix(CUDA_W_Q4_0, mat[k][0], mat[k][1], &m) == 0, "out of memory");
+            int argmax_ok = 0;
+            const double err = run_case(&m, mat[k][2], 1, &argmax_ok);
+            CHECK(err <= 1e-5, "Q4_0 %s + acc (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|)", mode_name(mat[k][2]),
+                  mat[k][0], mat[k][1], e, err);
+            free_matrix(&m);
         }
     }
     /* prefill GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles of tokens

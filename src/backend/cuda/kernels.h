@@ -65,6 +65,10 @@ enum cuda_matvec_mode {
  * pair up or compete across the parts. */
 cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                         float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
+/* Matrices of more than `bytes` take the streaming kernel (matvec.cu); 0 restores the
+ * default (one slice per multiprocessor too large for shared memory). For the unit
+ * tests, which run every shape both ways. */
+void cuda_matvec_set_stream_min(size_t bytes);
 
 /* x (n_embd) = row state->token of the embedding matrix times scale (Gemma-3's
  * embd_scale, else 1); resets the argmax key. */

@@ -21,7 +21,12 @@
  * Qwen3-0.6B step): their traffic delays the loads on the critical path.
  *
  * The output head (151,936 rows for Qwen3) is too large for that: k_head streams it
- * with every warp of a resident grid walking rows, folding in the argmax.
+ * with every warp of a resident grid walking rows, folding in the argmax. So do the
+ * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES: from
+ * Qwen3-1.7B's gate|up on): k_matvec_stream. With slices, their many waves of blocks each
+ * staged the input again (at Qwen3-8B 1,756 blocks of gate|up each read and normalized
+ * the 16 KB input: half as many bytes again as the weights, through L2) and each waited
+ * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s.
  *
  * Data that earlier kernels of the step wrote is read with __ldcg (L2, not L1): a
  * block that became resident early shares its multiprocessor's L1 with kernels that
@@ -44,6 +49,18 @@
  * 256 threads with 2 rows 520, with 3 rows 517. */
 #define HEAD_THREADS 256
 #define HEAD_WARPS (HEAD_THREADS / 32)
+/* k_matvec_stream: matrices of more bytes than this take it (one slice per
+ * multiprocessor would pass MV_SLICE_BYTES); STREAM_CHUNKS chunks of each of its rows per
+ * lane in flight at once */
+static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_stream_min) */
+#ifndef MV_STREAM_MIN_BYTES
+#define MV_STREAM_MIN_BYTES ((size_t)multiprocessors() * MV_SLICE_BYTES)
+#endif
+#ifndef STREAM_CHUNKS
+#define STREAM_CHUNKS 4
+#endif
+#define STREAM_THREADS 256
+#define STREAM_WARPS (STREAM_THREADS / 32)
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
 static __device__ __forceinline__ unsigned int ordered_bits(float f) {
@@ -168,22 +185,58 @@ static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, 
 template <int WT>
 static __device__ __forceinline__ void stage_input(const float *__restrict__ x, const unsigned long long *acc,
                                                    const float *norm_w, bool norm, float eps, int n_in, float *xs,
-                                                   float *red) {
+                                                   float *red, bool by4) {
     const int n_xs = xs_floats(WT, n_in);
     float ss = 0.0f;
+    /* by4 (the streaming kernel): four floats a load where whole aligned float4s allow
+     * (every model's rows), for Qwen3-8B's down stages 12,288 of them. In k_matvec and
+     * k_head it made the Qwen3-0.6B Q4_0 step slower (549 against 513 us on the H200,
+     * each kernel alone faster: not understood), so they stage one float a load. */
+    by4 = by4 && n_in % 4 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)acc & 15) == 0 &&
+          ((uintptr_t)norm_w & 15) == 0;
+    if (by4) { /* four consecutive elements share a swizzled float4 slot (xs_slot) */
 #pragma unroll 4
-    for (int i = threadIdx.x; i < n_xs; i += blockDim.x) {
-        float v = i < n_in ? __ldcg(x + i) : 0.0f;
-        if (acc && i < n_in)
-            v += from_fixed(__ldcg(acc + i));
-        ss += v * v;
-        xs[xs_index<WT>(i)] = v;
+        for (int i = 4 * threadIdx.x; i < n_xs; i += 4 * blockDim.x) {
+            float4 v = i < n_in ? __ldcg(reinterpret_cast<const float4 *>(x + i)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (acc && i < n_in) {
+                const ulonglong2 a0 = __ldcg(reinterpret_cast<const ulonglong2 *>(acc + i));
+                const ulonglong2 a1 = __ldcg(reinterpret_cast<const ulonglong2 *>(acc + i + 2));
+                v.x += from_fixed(a0.x);
+                v.y += from_fixed(a0.y);
+                v.z += from_fixed(a1.x);
+                v.w += from_fixed(a1.y);
+            }
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            *reinterpret_cast<float4 *>(xs + xs_index<WT>(i)) = v;
+        }
+    } else {
+#pragma unroll 4
+        for (int i = threadIdx.x; i < n_xs; i += blockDim.x) {
+            float v = i < n_in ? __ldcg(x + i) : 0.0f;
+            if (acc && i < n_in)
+                v += from_fixed(__ldcg(acc + i));
+            ss += v * v;
+            xs[xs_index<WT>(i)] = v;
+        }
     }
     if (norm) {
         cp_async_wait<1>(); /* the norm weights; block_sum's barrier shows them to all threads */
         const float scale = 1.0f / sqrtf(block_sum(ss, red) / (float)n_in + eps);
-        for (int i = threadIdx.x; i < n_in; i += blockDim.x)
-            xs[xs_index<WT>(i)] *= scale * norm_w[i];
+        if (by4) {
+            for (int i = 4 * threadIdx.x; i < n_in; i += 4 * blockDim.x) {
+                float4 *xv = reinterpret_cast<float4 *>(xs + xs_index<WT>(i));
+                const float4 w = *reinterpret_cast<const float4 *>(norm_w + i);
+                float4 v = *xv;
+                v.x *= scale * w.x;
+                v.y *= scale * w.y;
+                v.z *= scale * w.z;
+                v.w *= scale * w.w;
+                *xv = v;
+            }
+        } else {
+            for (int i = threadIdx.x; i < n_in; i += blockDim.x)
+                xs[xs_index<WT>(i)] *= scale * norm_w[i];
+        }
     }
 }
 
@@ -235,7 +288,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         }
         y_old[threadIdx.x] = v;
     }
-    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, xs, red);
+    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, xs, red, false);
     cp_async_wait_all();
     __syncthreads();
 
@@ -288,7 +341,7 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     if (threadIdx.x == 0)
         best = 0;
     pdl_wait();
-    stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, xs, red);
+    stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, xs, red, false);
     __syncthreads();
 
     unsigned long long mine = 0;
@@ -322,6 +375,132 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
         atomicMax(&state->argmax_key, best);
 }
 
+/* Dots of R rows (global memory, whole 16-byte chunks) with the staged input, streamed:
+ * each lane has U chunks of each row in flight before it uses the first (rows_dot has
+ * one), which a matrix too large for shared memory needs to keep HBM busy. Sums in chunk
+ * order per lane, as rows_dot's. */
+template <int WT, int R, int U>
+static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row, const __half *const *d, int n_in,
+                                                       const float *xs, int lane, float a[R]) {
+#pragma unroll
+    for (int k = 0; k < R; k++)
+        a[k] = 0.0f;
+    const int n_chunks = n_in / CHUNK_ELEMS(WT);
+    const float4 *xs4 = reinterpret_cast<const float4 *>(xs);
+    int c = lane;
+#pragma unroll 1
+    for (; c + 32 * (U - 1) < n_chunks; c += 32 * U) {
+        uint4 v[U][R];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int k = 0; k < R; k++)
+                v[u][k] = reinterpret_cast<const uint4 *>(row[k])[c + 32 * u];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float4 xv[CHUNK_ELEMS(WT) / 4];
+            load_x<WT>(xs4, c + 32 * u, xv);
+#pragma unroll
+            for (int k = 0; k < R; k++)
+                a[k] += chunk_dot<WT>(v[u][k], chunk_scale<WT>(d[k], c + 32 * u), xv);
+        }
+    }
+#pragma unroll 1
+    for (; c < n_chunks; c += 32) { /* the rest: fewer than 32 U chunks */
+        uint4 v[R];
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            v[k] = __ldcs(reinterpret_cast<const uint4 *>(row[k]) + c);
+        float4 xv[CHUNK_ELEMS(WT) / 4];
+        load_x<WT>(xs4, c, xv);
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            a[k] += chunk_dot<WT>(v[k], chunk_scale<WT>(d[k], c), xv);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
+}
+
+/* A matrix too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES), every mode
+ * but the head's: a resident grid stages the input once per block, then warp g of G
+ * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
+ * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
+ * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. */
+template <int WT, int MODE>
+__global__ void __launch_bounds__(STREAM_THREADS, 1)
+k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
+                const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
+                unsigned long long *acc) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+    const bool norm = MODE == MV_NORM_STORE || gated(MODE);
+    const int parts = gated(MODE) ? 2 : 1;
+    const int n_logical = n_out / parts;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
+    const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
+    float *xs = reinterpret_cast<float *>(smem); /* (xs_floats) the input, swizzled */
+    const float *nw =
+        norm ? reinterpret_cast<const float *>(stage_async(smem + (size_t)xs_floats(WT, n_in) * sizeof(float), norm_w,
+                                                           (size_t)n_in * sizeof(float)))
+             : nullptr;
+    cp_async_commit();
+    cp_async_commit(); /* (empty) stage_input waits for all groups but the last */
+    /* the first pass's rows do not depend on the previous kernel: on their way to L2
+     * while this block waits for it and stages the input */
+    if (gw < n_logical) {
+        const int r1 = gated(MODE) ? n_logical + gw : gw + n_warps;
+        for (int k = 0; k < (gated(MODE) || r1 < n_logical ? 2 : 1); k++) {
+            const uint8_t *row = w + (size_t)(k ? r1 : gw) * rb;
+            for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
+        }
+    }
+    pdl_wait();
+    pdl_launch_next();
+    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, xs, red, true);
+    cp_async_wait_all();
+    __syncthreads();
+
+    constexpr int STEP = gated(MODE) ? 1 : 2; /* logical rows per warp and pass */
+    for (int r = gw; r < n_logical; r += STEP * n_warps) {
+        /* SwiGLU/GeGLU: gate row r and up row r; else rows r and r + G (past the end: r again, dropped) */
+        const int r1 = gated(MODE) ? n_logical + r : (r + n_warps < n_logical ? r + n_warps : r);
+        const uint8_t *rows[2] = {w + (size_t)r * rb, w + (size_t)r1 * rb};
+        const __half *scales[2] = {d + (size_t)r * (sb / 2), d + (size_t)r1 * (sb / 2)};
+        float a[2];
+        rows_dot_stream<WT, 2, STREAM_CHUNKS>(rows, scales, n_in, xs, lane, a);
+        if (lane == 0) {
+            if (MODE == MV_NORM_SWIGLU) {
+                y[r] = silu(a[0]) * a[1];
+            } else if (MODE == MV_NORM_GEGLU) {
+                y[r] = gelu_tanh(a[0]) * a[1];
+            } else {
+                const bool second = r + n_warps < n_logical;
+                if (MODE == MV_ADD) {
+                    float v0 = __ldcg(y + r), v1 = second ? __ldcg(y + r1) : 0.0f;
+                    if (acc) { /* the residual is y + acc: fold it in, and clear acc for the next layer */
+                        v0 += from_fixed(__ldcg(acc + r));
+                        acc[r] = 0;
+                        if (second) {
+                            v1 += from_fixed(__ldcg(acc + r1));
+                            acc[r1] = 0;
+                        }
+                    }
+                    a[0] += v0;
+                    a[1] += v1;
+                }
+                y[r] = a[0];
+                if (second)
+                    y[r1] = a[1];
+            }
+        }
+    }
+}
+
 static int multiprocessors(void) {
     static int n_sm = 0; /* the same device for the whole process */
     if (n_sm == 0) {
@@ -353,15 +532,42 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
                               eps, y, state);
 }
 
+/* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
+ * pass of rows */
+template <int WT, int MODE>
+static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+                                 unsigned long long *acc, cudaStream_t stream) {
+    const int n_out = (int)w->n_out, n_in = (int)w->n_in;
+    const bool norm = MODE == MV_NORM_STORE || gated(MODE);
+    const size_t smem = (size_t)xs_floats(WT, n_in) * sizeof(float) +
+                        (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
+    int per_sm = 0;
+    cudaError_t e = allow_smem(k_matvec_stream<WT, MODE>, smem);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_matvec_stream<WT, MODE>, STREAM_THREADS, smem);
+    if (e != cudaSuccess)
+        return e;
+    const int rows_per_pass = gated(MODE) ? 1 : 2, n_logical = n_out / (gated(MODE) ? 2 : 1);
+    const int wanted = (n_logical + STREAM_WARPS * rows_per_pass - 1) / (STREAM_WARPS * rows_per_pass);
+    int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
+    n_blocks = n_blocks < wanted ? n_blocks : wanted;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
+                              n_out, x, norm_w, eps, y, acc);
+}
+
 template <int WT, int MODE>
 static cudaError_t launch(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                           unsigned long long *acc, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
-    /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
-     * MV_SLICE_BYTES */
     const int parts = gated(MODE) ? 2 : 1;
     const int n_logical = n_out / parts;
     const size_t row_bytes = parts * (cuda_row_bytes(WT, n_in) + scale_row_bytes(WT, n_in));
+    if (cuda_row_bytes(WT, n_in) % 16 == 0 && (size_t)n_logical * row_bytes > (stream_min_bytes ? stream_min_bytes : MV_STREAM_MIN_BYTES))
+        return launch_stream<WT, MODE>(w, x, norm_w, eps, y, acc, stream);
+    /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
+     * MV_SLICE_BYTES */
     int rows = (n_logical + multiprocessors() - 1) / multiprocessors();
     if ((size_t)rows * row_bytes > MV_SLICE_BYTES)
         rows = (int)(MV_SLICE_BYTES / row_bytes) > 0 ? (int)(MV_SLICE_BYTES / row_bytes) : 1;
@@ -397,6 +603,8 @@ static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, c
 #undef CALL
     return cudaErrorInvalidValue;
 }
+
+extern "C" void cuda_matvec_set_stream_min(size_t bytes) { stream_min_bytes = bytes; }
 
 extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                    float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
