@@ -28,11 +28,11 @@ const backend_ops cuda_ops = {
                 ER_FEAT_EMBD_SCALE | ER_FEAT_TIED_OUTPUT,
     /* attention.cu: F32, F16 and Q8_0 caches (K and V of one type, context.c) */
     .kv_types = 1u << ER_TYPE_F32 | 1u << ER_TYPE_F16 | 1u << ER_TYPE_Q8_0,
-    /* F32, not llama.cpp's F16, for now: on the H200 (2026-12-01, random Qwen3-0.6B Q4_0,
-     * position 65) the decode attention with its folded wo took 442.6 us of a 662.6 us
-     * step with an F16 cache, where the whole step was 514.4 us with F32 before the KV
-     * types came in (docs/perf-log.md). F16 and Q8_0 stay a flag away (-ctk/-ctv). */
-    .kv_default = ER_TYPE_F32,
+    /* F16, as llama.cpp: half the bytes of F32 at long context, and at short context
+     * (random Qwen3-0.6B Q4_0, position 65, H200) the decode attention as fast as with
+     * F32 once its F16 loads stayed in flight (attention.cu, kv_raw): 282.6 against
+     * 280.6 us over 28 launches (docs/perf-log.md) */
+    .kv_default = ER_TYPE_F16,
     .available = available,
     .model_upload = cuda_model_upload,
     .model_free = cuda_model_free,
