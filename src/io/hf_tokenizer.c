@@ -16,7 +16,8 @@
  *   add_bos_token, add_eos_token, chat_template   from tokenizer_config.json when it has them
  *
  * A SentencePiece vocabulary saved as BPE (Gemma's tokenizer.json: a normalizer that only
- * replaces ' ' with U+2581, no pre-tokenizer, byte_fallback) becomes the `llama` model
+ * replaces ' ' with U+2581, no pre-tokenizer or transformers 5's Split on ' ', which never
+ * splits after that normalizer, byte_fallback) becomes the `llama` model
  * the engine's SentencePiece tokenizer runs (tokenizer/spm.c), as llama.cpp's converter
  * writes it from tokenizer.model: the same tokens; types BYTE for <0xNN>, UNKNOWN for
  * model.unk_token, CONTROL / USER_DEFINED for the added tokens as above (a user-defined
@@ -129,9 +130,16 @@ static er_status recognise_spm(const tok_reader *r, const json_node *root, int *
         return er_fail(ER_ERR_UNSUPPORTED, "%s: a byte_fallback BPE with normalizer '%.40s' is not supported (Gemma's: "
                        "Replace ' ' with U+2581)", r->path, norm && norm->kind == JSON_OBJECT ?
                        json_doc_str(d, json_doc_get(d, norm, "type")) : "none");
-    if (pre && pre->kind != JSON_NULL)
+    /* transformers 5's GemmaTokenizer adds a Split on ' ': it runs after the normalizer has
+     * replaced every ' ', so it never splits (an inverted one would drop the text) */
+    const json_node *invert = json_doc_get(d, pre, "invert");
+    const int noop_split = json_doc_is(d, json_doc_get(d, pre, "type"), "Split") &&
+                           json_doc_is(d, json_doc_get(d, json_doc_get(d, pre, "pattern"), "String"), " ") &&
+                           (!invert || (invert->kind == JSON_BOOL && !invert->i));
+    if (pre && pre->kind != JSON_NULL && !noop_split)
         return er_fail(ER_ERR_UNSUPPORTED, "%s: a byte_fallback BPE with pre_tokenizer '%.40s' is not supported (Gemma's "
-                       "has none)", r->path, pre->kind == JSON_OBJECT ? json_doc_str(d, json_doc_get(d, pre, "type")) : "?");
+                       "has none, or a Split on ' ')", r->path,
+                       pre->kind == JSON_OBJECT ? json_doc_str(d, json_doc_get(d, pre, "type")) : "?");
     return ER_OK;
 }
 
