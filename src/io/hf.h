@@ -10,6 +10,7 @@
  *   model.safetensors.index.json      {"weight_map": {tensor: shard file}}
  *   tokenizer.json                    BPE vocabulary, merges, pre-tokenizer, added tokens
  *   tokenizer_config.json             chat_template, bos/eos tokens, add_bos_token
+ *   chat_template.jinja               the chat template, where transformers 5 saves it
  *
  * What is converted, as the converter does it:
  *   - config.json -> {arch}.* keys (hf.c's table: LlamaForCausalLM -> llama, Qwen2ForCausalLM

@@ -13,7 +13,9 @@
  *                ByteLevel without one; the normalizer must be what that kind implies
  *                (none; NFC for qwen2), and model.ignore_merges too (Llama-3's only)
  *   special ids  bos/eos/pad/unk from tokenizer_config.json, else config.json's ids
- *   add_bos_token, add_eos_token, chat_template   from tokenizer_config.json when it has them
+ *   add_bos_token, add_eos_token   from tokenizer_config.json when it has them
+ *   chat_template   from tokenizer_config.json, else chat_template.jinja (as transformers 5
+ *                saves it), else chat_template.json
  *
  * A SentencePiece vocabulary saved as BPE (Gemma's tokenizer.json: a normalizer that only
  * replaces ' ' with U+2581, no pre-tokenizer or transformers 5's Split on ' ', which never
@@ -280,6 +282,37 @@ static er_status read_merges(tok_reader *r, const json_node *root, gguf_string *
     return ER_OK;
 }
 
+/* The chat template: tokenizer_config.json's chat_template (a string, or a list of {name,
+ * template} of which "default" is the chat one), else chat_template.jinja (transformers 5
+ * saves it there), else chat_template.json's, as the converter looks for it. */
+static er_status read_chat_template(tok_reader *r, const json_doc *cfg) {
+    hf_build *b = r->b;
+    const json_doc *d = cfg;
+    const json_node *tmpl = json_doc_get(cfg, json_doc_root(cfg), "chat_template");
+    er_status st;
+    if (!tmpl || tmpl->kind == JSON_NULL) {
+        const char *text;
+        size_t len;
+        if ((st = hf_read_text(b, "chat_template.jinja", 1, &text, &len)) != ER_OK)
+            return st;
+        if (text)
+            return hf_kv_str(b, "tokenizer.chat_template", text, len);
+        if ((st = hf_read_json(b, "chat_template.json", 1, &d)) != ER_OK || !d)
+            return st;
+        tmpl = json_doc_get(d, json_doc_root(d), "chat_template");
+    }
+    if (tmpl && tmpl->kind == JSON_ARRAY) {
+        const json_node *pick = NULL;
+        for (const json_node *t = json_doc_first(d, tmpl); t; t = json_doc_next(d, t))
+            if (!pick || json_doc_is(d, json_doc_get(d, t, "name"), "default"))
+                pick = t;
+        tmpl = json_doc_get(d, pick, "template");
+    }
+    if (tmpl && tmpl->kind == JSON_STRING)
+        return hf_kv_str(b, "tokenizer.chat_template", json_doc_str(d, tmpl), tmpl->len);
+    return ER_OK;
+}
+
 /* The special ids, add_bos/eos and the chat template from tokenizer_config.json. */
 static er_status read_config(tok_reader *r, const gguf_string *tokens, int64_t n) {
     static const struct {
@@ -314,18 +347,7 @@ static er_status read_config(tok_reader *r, const gguf_string *tokens, int64_t n
         return st;
     if (add_eos && add_eos->kind == JSON_BOOL && (st = hf_kv_bool(b, "tokenizer.ggml.add_eos_token", (int)add_eos->i)) != ER_OK)
         return st;
-    /* chat_template: a string, or a list of {name, template} of which "default" is the chat one */
-    const json_node *tmpl = json_doc_get(cfg, root, "chat_template");
-    if (tmpl && tmpl->kind == JSON_ARRAY) {
-        const json_node *pick = NULL;
-        for (const json_node *t = json_doc_first(cfg, tmpl); t; t = json_doc_next(cfg, t))
-            if (!pick || json_doc_is(cfg, json_doc_get(cfg, t, "name"), "default"))
-                pick = t;
-        tmpl = json_doc_get(cfg, pick, "template");
-    }
-    if (tmpl && tmpl->kind == JSON_STRING)
-        return hf_kv_str(b, "tokenizer.chat_template", json_doc_str(cfg, tmpl), tmpl->len);
-    return ER_OK;
+    return read_chat_template(r, cfg);
 }
 
 /* A token's text and id, sorted by text to find the token a merge forms. */
