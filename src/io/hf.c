@@ -93,12 +93,13 @@ er_status hf_kv_str(hf_build *b, const char *key, const char *s, size_t len) {
 static void release_doc(void *d) { json_doc_free(d); }
 static void release_shard(void *f) { safetensors_close(f); }
 
-er_status hf_read_json(hf_build *b, const char *name, int optional, const json_doc **out) {
-    er_status st;
+/* DIR/name, at most `limit` bytes, into a malloc'd buffer with a NUL after its n bytes;
+ * *text NULL (and ER_OK) when the file does not exist and `optional`. */
+static er_status read_text(hf_build *b, const char *name, int optional, size_t limit, char **text, size_t *n) {
+    er_status st = ER_OK;
     char path[4096];
-    char *text = NULL;
-    json_doc *doc = NULL;
-    *out = NULL;
+    *text = NULL;
+    *n = 0;
     snprintf(path, sizeof path, "%s/%s", b->dir, name);
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -107,28 +108,49 @@ er_status hf_read_json(hf_build *b, const char *name, int optional, const json_d
         return er_fail(ER_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat sb;
-    const size_t limit = strcmp(name, "tokenizer.json") ? MAX_CONFIG_BYTES : MAX_TOKENIZER_BYTES;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > limit) {
         st = er_fail(ER_ERR_IO, "%s: not a regular file of at most %zu bytes", path, limit);
         goto done;
     }
-    const size_t n = (size_t)sb.st_size;
-    text = malloc(n ? n : 1);
-    if (!text) {
-        st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %zu bytes", path, n);
+    const size_t len = (size_t)sb.st_size;
+    if (!(*text = malloc(len + 1))) {
+        st = er_fail(ER_ERR_NO_MEMORY, "%s: out of memory for %zu bytes", path, len);
         goto done;
     }
-    if (fread(text, 1, n, f) != n) {
+    if (fread(*text, 1, len, f) != len) {
+        free(*text);
+        *text = NULL;
         st = er_fail(ER_ERR_IO, "%s: short read", path);
         goto done;
     }
-    if ((st = json_doc_parse(text, n, path, JSON_DEPTH, &doc)) != ER_OK || (st = hf_own(b, doc, release_doc)) != ER_OK)
-        goto done;
-    *out = doc;
+    (*text)[len] = '\0';
+    *n = len;
 done:
-    free(text);
     fclose(f);
     return st;
+}
+
+er_status hf_read_json(hf_build *b, const char *name, int optional, const json_doc **out) {
+    char path[4096], *text;
+    size_t n;
+    json_doc *doc = NULL;
+    *out = NULL;
+    er_status st = read_text(b, name, optional, strcmp(name, "tokenizer.json") ? MAX_CONFIG_BYTES : MAX_TOKENIZER_BYTES,
+                             &text, &n);
+    if (st != ER_OK || !text)
+        return st;
+    snprintf(path, sizeof path, "%s/%s", b->dir, name);
+    if ((st = json_doc_parse(text, n, path, JSON_DEPTH, &doc)) == ER_OK && (st = hf_own(b, doc, release_doc)) == ER_OK)
+        *out = doc;
+    free(text);
+    return st;
+}
+
+er_status hf_read_text(hf_build *b, const char *name, int optional, const char **out, size_t *n) {
+    char *text;
+    er_status st = read_text(b, name, optional, MAX_CONFIG_BYTES, &text, n);
+    *out = text;
+    return st == ER_OK ? hf_own(b, text, free) : st;
 }
 
 /* ---- config.json ---------------------------------------------------------------------- */

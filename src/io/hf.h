@@ -10,6 +10,7 @@
  *   model.safetensors.index.json      {"weight_map": {tensor: shard file}}
  *   tokenizer.json                    BPE vocabulary, merges, pre-tokenizer, added tokens
  *   tokenizer_config.json             chat_template, bos/eos tokens, add_bos_token
+ *   chat_template.jinja               the chat template, where transformers 5 saves it
  *
  * What is converted, as the converter does it:
  *   - config.json -> {arch}.* keys (hf.c's table: LlamaForCausalLM -> llama, Qwen2ForCausalLM
@@ -25,7 +26,8 @@
  *   - the tokenizer as tokenizer.ggml.* keys: tokens by id (padded with [PAD<id>] to the
  *     model's vocab_size), token types (added tokens control or user-defined), merges,
  *     the pre-tokenizer recognised from its split regex (gpt-2, llama-bpe, qwen2), special
- *     token ids, add_bos_token, the chat template.
+ *     token ids, add_bos_token / add_eos_token (tokenizer.json's post_processor first),
+ *     the chat template.
  * Anything that would change the numbers and is not handled (an unknown architecture,
  * tensor, dtype, RoPE scaling, pre-tokenizer or normalizer) is refused with a message
  * naming the file and the field; nothing is silently dropped.

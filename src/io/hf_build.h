@@ -50,6 +50,9 @@ er_status hf_kv_str(hf_build *b, const char *key, const char *s, size_t len);
 /* Reads DIR/name into a JSON tree owned by the file; *out NULL (and ER_OK) when the file
  * does not exist and `optional`. */
 er_status hf_read_json(hf_build *b, const char *name, int optional, const json_doc **out);
+/* Reads DIR/name (a text file of at most 16 MiB) into n bytes and a NUL, owned by the
+ * file; *out NULL (and ER_OK) when the file does not exist and `optional`. */
+er_status hf_read_text(hf_build *b, const char *name, int optional, const char **out, size_t *n);
 
 /* tokenizer.json and tokenizer_config.json -> tokenizer.ggml.* keys (hf_tokenizer.c);
  * nothing when the folder has no tokenizer.json. */

@@ -12,11 +12,16 @@
  *                or a Split on Llama-3's regex (llama-bpe) or Qwen2's (qwen2) before a
  *                ByteLevel without one; the normalizer must be what that kind implies
  *                (none; NFC for qwen2), and model.ignore_merges too (Llama-3's only)
- *   special ids  bos/eos/pad/unk from tokenizer_config.json, else config.json's ids
- *   add_bos_token, add_eos_token, chat_template   from tokenizer_config.json when it has them
+ *   special ids  bos/eos/unk/pad/mask from tokenizer_config.json, else config.json's ids
+ *   add_bos_token, add_eos_token   from tokenizer.json's post_processor (a template that
+ *                begins with BOS, ends with EOS; ByteLevel: neither), else from
+ *                tokenizer_config.json when it has them, else not written
+ *   chat_template   from tokenizer_config.json, else chat_template.jinja (as transformers 5
+ *                saves it), else chat_template.json
  *
  * A SentencePiece vocabulary saved as BPE (Gemma's tokenizer.json: a normalizer that only
- * replaces ' ' with U+2581, no pre-tokenizer, byte_fallback) becomes the `llama` model
+ * replaces ' ' with U+2581, no pre-tokenizer or transformers 5's Split on ' ', which never
+ * splits after that normalizer, byte_fallback) becomes the `llama` model
  * the engine's SentencePiece tokenizer runs (tokenizer/spm.c), as llama.cpp's converter
  * writes it from tokenizer.model: the same tokens; types BYTE for <0xNN>, UNKNOWN for
  * model.unk_token, CONTROL / USER_DEFINED for the added tokens as above (a user-defined
@@ -129,9 +134,16 @@ static er_status recognise_spm(const tok_reader *r, const json_node *root, int *
         return er_fail(ER_ERR_UNSUPPORTED, "%s: a byte_fallback BPE with normalizer '%.40s' is not supported (Gemma's: "
                        "Replace ' ' with U+2581)", r->path, norm && norm->kind == JSON_OBJECT ?
                        json_doc_str(d, json_doc_get(d, norm, "type")) : "none");
-    if (pre && pre->kind != JSON_NULL)
+    /* transformers 5's GemmaTokenizer adds a Split on ' ': it runs after the normalizer has
+     * replaced every ' ', so it never splits (an inverted one would drop the text) */
+    const json_node *invert = json_doc_get(d, pre, "invert");
+    const int noop_split = json_doc_is(d, json_doc_get(d, pre, "type"), "Split") &&
+                           json_doc_is(d, json_doc_get(d, json_doc_get(d, pre, "pattern"), "String"), " ") &&
+                           (!invert || (invert->kind == JSON_BOOL && !invert->i));
+    if (pre && pre->kind != JSON_NULL && !noop_split)
         return er_fail(ER_ERR_UNSUPPORTED, "%s: a byte_fallback BPE with pre_tokenizer '%.40s' is not supported (Gemma's "
-                       "has none)", r->path, pre->kind == JSON_OBJECT ? json_doc_str(d, json_doc_get(d, pre, "type")) : "?");
+                       "has none, or a Split on ' ')", r->path,
+                       pre->kind == JSON_OBJECT ? json_doc_str(d, json_doc_get(d, pre, "type")) : "?");
     return ER_OK;
 }
 
@@ -272,25 +284,98 @@ static er_status read_merges(tok_reader *r, const json_node *root, gguf_string *
     return ER_OK;
 }
 
-/* The special ids, add_bos/eos and the chat template from tokenizer_config.json. */
+/* What tokenizer.json's post_processor says of adding BOS and EOS (1 or 0; -1: nothing),
+ * read as gguf-py's SpecialVocab reads it for the converter: ByteLevel adds neither
+ * (unless a template says otherwise); a TemplateProcessing whose single-sequence template
+ * has more than one piece adds BOS when it begins with a special token, that token being
+ * tokenizer_config.json's bos_token or there being none (*first: that token), and EOS
+ * when it ends with one. Its other guesses (cls, sep, an EOS override) are not made here. */
+static void post_processor_adds(const tok_reader *r, const char *bos, int *add_bos, int *add_eos, const char **first) {
+    const json_doc *d = r->doc;
+    const json_node *pp = json_doc_get(d, json_doc_root(d), "post_processor");
+    const json_node *list = json_doc_get(d, pp, "processors");
+    *add_bos = *add_eos = -1;
+    *first = NULL;
+    for (const json_node *p = list ? json_doc_first(d, list) : pp; p && p->kind == JSON_OBJECT;
+         p = list ? json_doc_next(d, p) : NULL) {
+        const json_node *type = json_doc_get(d, p, "type"), *single = json_doc_get(d, p, "single");
+        if (json_doc_is(d, type, "ByteLevel")) {
+            *add_bos = *add_bos < 0 ? 0 : *add_bos;
+            *add_eos = *add_eos < 0 ? 0 : *add_eos;
+        } else if (json_doc_is(d, type, "TemplateProcessing") && single && single->kind == JSON_ARRAY &&
+                   single->len > 1) {
+            const json_node *last = json_doc_first(d, single);
+            const json_node *head = json_doc_get(d, json_doc_get(d, last, "SpecialToken"), "id");
+            while (json_doc_next(d, last))
+                last = json_doc_next(d, last);
+            const json_node *tail = json_doc_get(d, json_doc_get(d, last, "SpecialToken"), "id");
+            if (head && head->kind == JSON_STRING) {
+                *first = json_doc_str(d, head);
+                *add_bos = !bos || !strcmp(bos, *first);
+            }
+            if (tail && tail->kind == JSON_STRING)
+                *add_eos = 1;
+        }
+    }
+}
+
+/* The chat template: tokenizer_config.json's chat_template (a string, or a list of {name,
+ * template} of which "default" is the chat one), else chat_template.jinja (transformers 5
+ * saves it there), else chat_template.json's, as the converter looks for it. */
+static er_status read_chat_template(tok_reader *r, const json_doc *cfg) {
+    hf_build *b = r->b;
+    const json_doc *d = cfg;
+    const json_node *tmpl = json_doc_get(cfg, json_doc_root(cfg), "chat_template");
+    er_status st;
+    if (!tmpl || tmpl->kind == JSON_NULL) {
+        const char *text;
+        size_t len;
+        if ((st = hf_read_text(b, "chat_template.jinja", 1, &text, &len)) != ER_OK)
+            return st;
+        if (text)
+            return hf_kv_str(b, "tokenizer.chat_template", text, len);
+        if ((st = hf_read_json(b, "chat_template.json", 1, &d)) != ER_OK || !d)
+            return st;
+        tmpl = json_doc_get(d, json_doc_root(d), "chat_template");
+    }
+    if (tmpl && tmpl->kind == JSON_ARRAY) {
+        const json_node *pick = NULL;
+        for (const json_node *t = json_doc_first(d, tmpl); t; t = json_doc_next(d, t))
+            if (!pick || json_doc_is(d, json_doc_get(d, t, "name"), "default"))
+                pick = t;
+        tmpl = json_doc_get(d, pick, "template");
+    }
+    if (tmpl && tmpl->kind == JSON_STRING)
+        return hf_kv_str(b, "tokenizer.chat_template", json_doc_str(d, tmpl), tmpl->len);
+    return ER_OK;
+}
+
+/* The special ids, add_bos/eos and the chat template from tokenizer_config.json and
+ * tokenizer.json's post_processor. */
 static er_status read_config(tok_reader *r, const gguf_string *tokens, int64_t n) {
     static const struct {
         const char *name, *key;
+        int required; /* a token named but not in the vocabulary is an error (else: no key) */
     } specials[] = {
-        {"bos_token", "tokenizer.ggml.bos_token_id"},
-        {"eos_token", "tokenizer.ggml.eos_token_id"},
-        {"unk_token", "tokenizer.ggml.unknown_token_id"},
-        {"pad_token", "tokenizer.ggml.padding_token_id"},
+        {"bos_token", "tokenizer.ggml.bos_token_id", 1},
+        {"eos_token", "tokenizer.ggml.eos_token_id", 1},
+        {"unk_token", "tokenizer.ggml.unknown_token_id", 1},
+        {"pad_token", "tokenizer.ggml.padding_token_id", 1},
+        {"mask_token", "tokenizer.ggml.mask_token_id", 0},
     };
     hf_build *b = r->b;
     const json_doc *cfg;
     er_status st;
     if ((st = hf_read_json(b, "tokenizer_config.json", 1, &cfg)) != ER_OK)
         return st;
+    int add[2]; /* BOS, EOS: 1, 0, or -1 for tokenizer_config.json to say */
+    const char *first;
+    post_processor_adds(r, cfg ? config_token(cfg, "bos_token") : NULL, &add[0], &add[1], &first);
     for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
         const char *text = cfg ? config_token(cfg, specials[i].name) : NULL;
+        text = cfg && !text && i == 0 ? first : text; /* a template's leading token, as the converter takes it */
         int64_t id = text ? find_token(tokens, n, text) : -1;
-        if (text && id < 0)
+        if (text && id < 0 && specials[i].required)
             return er_fail(ER_ERR_FORMAT, "%s/tokenizer_config.json: %s '%.100s' is not a token of tokenizer.json",
                            b->dir, specials[i].name, text);
         if (id < 0)
@@ -298,26 +383,16 @@ static er_status read_config(tok_reader *r, const gguf_string *tokens, int64_t n
         if (id >= 0 && id < n && (st = hf_kv_u32(b, specials[i].key, (uint32_t)id)) != ER_OK)
             return st;
     }
-    if (!cfg)
-        return ER_OK;
-    const json_node *root = json_doc_root(cfg);
-    const json_node *add_bos = json_doc_get(cfg, root, "add_bos_token"), *add_eos = json_doc_get(cfg, root, "add_eos_token");
-    if (add_bos && add_bos->kind == JSON_BOOL && (st = hf_kv_bool(b, "tokenizer.ggml.add_bos_token", (int)add_bos->i)) != ER_OK)
-        return st;
-    if (add_eos && add_eos->kind == JSON_BOOL && (st = hf_kv_bool(b, "tokenizer.ggml.add_eos_token", (int)add_eos->i)) != ER_OK)
-        return st;
-    /* chat_template: a string, or a list of {name, template} of which "default" is the chat one */
-    const json_node *tmpl = json_doc_get(cfg, root, "chat_template");
-    if (tmpl && tmpl->kind == JSON_ARRAY) {
-        const json_node *pick = NULL;
-        for (const json_node *t = json_doc_first(cfg, tmpl); t; t = json_doc_next(cfg, t))
-            if (!pick || json_doc_is(cfg, json_doc_get(cfg, t, "name"), "default"))
-                pick = t;
-        tmpl = json_doc_get(cfg, pick, "template");
+    static const char *const add_names[2] = {"add_bos_token", "add_eos_token"};
+    static const char *const add_keys[2] = {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"};
+    for (int i = 0; i < 2; i++) {
+        const json_node *v = cfg ? json_doc_get(cfg, json_doc_root(cfg), add_names[i]) : NULL;
+        if (add[i] < 0 && v && v->kind == JSON_BOOL) /* the post_processor's word first, as the converter's */
+            add[i] = (int)v->i;
+        if (add[i] >= 0 && (st = hf_kv_bool(b, add_keys[i], add[i])) != ER_OK)
+            return st;
     }
-    if (tmpl && tmpl->kind == JSON_STRING)
-        return hf_kv_str(b, "tokenizer.chat_template", json_doc_str(cfg, tmpl), tmpl->len);
-    return ER_OK;
+    return cfg ? read_chat_template(r, cfg) : ER_OK;
 }
 
 /* A token's text and id, sorted by text to find the token a merge forms. */

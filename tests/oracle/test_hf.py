@@ -3,7 +3,8 @@
 transformers' logits; `edgerunner convert` writes a GGUF that llama.cpp runs like the one
 llama.cpp's own convert_hf_to_gguf.py writes from the same folder.
 
-Usage: $PY tests/oracle/test_hf.py BUILD_DIR     (PY: tests/oracle/venv.sh's python)
+Usage: $PY tests/oracle/test_hf.py BUILD_DIR [NAME...]   (PY: tests/oracle/venv.sh's python;
+       NAME: qwen3, qwen2, llama, gemma3; all by default)
 
 Models: seeded random weights (make_arch_models.py's gains, so that logits are not flat) at
 small shapes with GQA and head_dim != hidden / heads, one per architecture:
@@ -14,17 +15,23 @@ small shapes with GQA and head_dim != hidden / heads, one per architecture:
   llama   LlamaForCausalLM, the real Llama-3 tokenizer, Llama 3.1's RoPE scaling (original
           context shrunk to 32, so the 40-token prompt passes it)
   gemma3  Gemma3ForCausalLM, 6 layers (5 sliding with window 4, 1 global with linear RoPE
-          scaling 8), no tokenizer (ids only; Gemma's is SentencePiece)
+          scaling 8); a Gemma tokenizer made here (gemma_tokenizer: no real one can be
+          fetched): a 512-piece SentencePiece BPE trained on tests/data's GPL text with
+          Gemma's settings, tokenizer.model for llama.cpp's converter (which reads only
+          that for Gemma) and the tokenizer.json, tokenizer_config.json and
+          chat_template.jinja transformers 5's GemmaTokenizer converts it to, for the engine
 each saved in F32 and in BF16. The reference is transformers in float32 on the folder's own
 weights (for BF16: the rounded weights, widened), logits at every prompt position.
 
 Checks, one line each:
   logits   engine (-m DIR, the reference backend and the fast path with an F32 cache) vs
            transformers: max|ours - ref| / max|ref| <= 1e-4 (test_oracles.py's engine bound)
-  tokens   the prompt text tokenized from the folder's tokenizer.json == HF tokenizers'
-  convert  (F32 folders with a tokenizer.json) llama.cpp on `edgerunner convert DIR` vs llama.cpp on
+  tokens   (F32 folders) the prompt and the GPL text tokenized by the engine from the
+           folder's tokenizer.json == HF tokenizers'
+  convert  (F32 folders) llama.cpp on `edgerunner convert DIR` vs llama.cpp on
            convert_hf_to_gguf.py's output: the same tensor names, shapes and types, the
-           same values of the metadata keys that matter, and logits within 1e-6
+           same values of the metadata keys that matter, the same tokens of the prompt and
+           the GPL text (BOS as each file says), and logits within 1e-6
 """
 import json
 import os
@@ -74,13 +81,62 @@ MODELS = {
                           rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                                            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                            "original_max_position_embeddings": 32})),
-    "gemma3": dict(A.GEMMA3, seed=6, tokenizer=None,
-                   kw=dict(A.GEMMA3["kw"], rope_parameters=A.gemma3_rope(A.LINEAR8))),
+    # Gemma's special ids (config.json's, as the vocabulary has them: see gemma_tokenizer)
+    "gemma3": dict(A.GEMMA3, seed=6, tokenizer="gemma", prompt=PROMPT + " <start_of_turn>user\nHi<end_of_turn>",
+                   kw=dict(A.GEMMA3["kw"], rope_parameters=A.gemma3_rope(A.LINEAR8), pad_token_id=0, eos_token_id=1,
+                           bos_token_id=2)),
 }
 
+# Gemma's tokenizer, made here (no Gemma tokenizer.model can be fetched): a SentencePiece BPE
+# trained on tests/data's GPL text, Gemma's settings (byte fallback, identity normalizer, no
+# dummy prefix, digits split, <pad> <eos> <bos> <unk> = 0..3, <mask> a control piece,
+# <start_of_turn> <end_of_turn> user-defined ones), vocab_size the model's (512)
+GPL_TEXT = os.path.join(HERE, "..", "data", "gpl-3.0.txt")
+GEMMA_TEMPLATE = ("{{ bos_token }}{% for message in messages %}<start_of_turn>"
+                  "{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+                  "{{ message['content'] | trim }}<end_of_turn>\n{% endfor %}"
+                  "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 
-def build(name, spec, outdir):
-    """Saves the F32 and BF16 folders; returns {dtype: (dir, reference model)}."""
+
+def gemma_tokenizer(out, n_vocab):
+    """A Gemma tokenizer folder: tokenizer.model (what llama.cpp's converter reads) and the
+    tokenizer.json, tokenizer_config.json and chat_template.jinja transformers' GemmaTokenizer
+    converts it to and saves (what the engine reads), with add_bos_token and Gemma-3's chat
+    template shape. transformers 5 no longer writes tokenizer_config.json's
+    added_tokens_decoder; Gemma's own folders (written by transformers 4) have it, and the
+    converter takes the added tokens' types from it, so it is written here as 4 wrote it."""
+    import io
+    import sentencepiece as spm
+    from transformers import GemmaTokenizer
+    os.makedirs(out)
+    with open(GPL_TEXT, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, model_type="bpe", vocab_size=n_vocab, byte_fallback=True,
+        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>", control_symbols=["<mask>"], user_defined_symbols=["<start_of_turn>", "<end_of_turn>"],
+        normalization_rule_name="identity", add_dummy_prefix=False, remove_extra_whitespaces=False,
+        split_digits=True, allow_whitespace_only_pieces=True, character_coverage=1.0, num_threads=1, minloglevel=2)
+    with open(os.path.join(out, "tokenizer.model"), "wb") as f:
+        f.write(model.getvalue())
+    tok = GemmaTokenizer.from_pretrained(out, add_bos_token=True)
+    tok.chat_template = GEMMA_TEMPLATE
+    tok.save_pretrained(out)
+    assert len(tok) == n_vocab, len(tok)
+    path = os.path.join(out, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    cfg["added_tokens_decoder"] = {str(i): t.__getstate__() for i, t in sorted(tok.added_tokens_decoder.items())}
+    del cfg["vocab_file"]  # the path it was read from here
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=2, ensure_ascii=False)
+    return out
+
+
+def build(name, spec, outdir, tokdir):
+    """Saves the F32 and BF16 folders, each with the tokenizer files of tokdir; returns
+    {dtype: (dir, reference model)}."""
     kw = {k: v for k, v in spec["kw"].items() if v is not None}
     torch.manual_seed(spec["seed"])
     model = A.build_model(dict(spec, kw=kw))
@@ -97,28 +153,31 @@ def build(name, spec, outdir):
             rounded = {k: v.float() for k, v in m.state_dict().items()}  # model: .float() would keep
             m = A.build_model(dict(spec, kw=kw))  # the RoPE inverse frequencies rounded to BF16 too
             m.load_state_dict(rounded)
-        if spec["tokenizer"]:
-            for f in ("tokenizer.json", "tokenizer_config.json"):
-                shutil.copy(os.path.join(TOKDIR, spec["tokenizer"], f), d)
+        for f in os.listdir(tokdir):
+            shutil.copy(os.path.join(tokdir, f), d)
         out[dtype] = (d, m)
     return out
 
 
-def prompt_ids(spec, n_vocab):
-    if spec["tokenizer"]:
-        from tokenizers import Tokenizer
-        tok = Tokenizer.from_file(os.path.join(TOKDIR, spec["tokenizer"], "tokenizer.json"))
-        return tok.encode(PROMPT, add_special_tokens=False).ids
-    rng = np.random.default_rng(7)
-    return [int(x) for x in rng.integers(3, n_vocab, size=40)]
+def prompt_ids(spec, tokdir):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(tokdir, "tokenizer.json"))
+    return tok.encode(spec.get("prompt", PROMPT), add_special_tokens=False).ids
 
 
-def check_tokens(build_dir, name, d, want):
-    r = subprocess.run([os.path.join(build_dir, "edgerunner"), "tokenize", "-m", d, "--ids", "--no-bos", PROMPT],
+def check_tokens(build_dir, name, d, tokdir, text, tmp):
+    from tokenizers import Tokenizer
+    want = Tokenizer.from_file(os.path.join(tokdir, "tokenizer.json")).encode(text, add_special_tokens=False).ids
+    path = os.path.join(tmp, "text.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    r = subprocess.run([os.path.join(build_dir, "edgerunner"), "tokenize", "-m", d, "--ids", "--no-bos", "-f", path],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else None
-    report(got == want, f"tokens  {name:12s} tokenizer.json vs HF tokenizers: "
-           + ("identical" if got == want else f"ours {got} {r.stderr.strip()} want {want}"))
+    got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+    k = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+    report(got == want, f"tokens  {name:12s} tokenizer.json vs HF tokenizers, prompt + GPL text: "
+           + (f"identical ({len(want)} ids)" if got == want else
+              f"differ at id {k}: ours {got[k:k + 6]} want {want[k:k + 6]} {r.stderr.strip()[:200]}"))
 
 
 def check_logits(build_dir, name, d, model, ids, n_vocab, tmp):
@@ -136,14 +195,19 @@ def check_logits(build_dir, name, d, model, ids, n_vocab, tmp):
                f"max|ref| {np.abs(ref).max():.2f})")
 
 
-# metadata keys whose values must agree between the two converters (where both write them)
+# metadata keys whose values must agree between the two converters (where both write them);
+# not tokenizer.ggml.scores: tokenizer.json keeps none, so ours rank the tokens by their first
+# merge while the converter copies tokenizer.model's (same order, other numbers); the llama.cpp
+# tokens check below judges them
 KEYS_THAT_MATTER = ("general.architecture", "context_length", "embedding_length", "feed_forward_length",
                     "block_count", "attention.head_count", "attention.head_count_kv", "attention.key_length",
                     "attention.value_length", "attention.layer_norm_rms_epsilon", "rope.freq_base",
                     "rope.dimension_count", "rope.scaling.type", "rope.scaling.factor", "attention.sliding_window",
                     "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
                     "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-                    "tokenizer.ggml.padding_token_id", "tokenizer.chat_template")
+                    "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id", "tokenizer.ggml.mask_token_id",
+                    "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.add_space_prefix",
+                    "tokenizer.chat_template")
 
 
 # llama.cpp's converter names a pre-tokenizer by the hash of its tokens on a check text, we by
@@ -215,7 +279,7 @@ def gguf_summary(path):
     return keys, tensors
 
 
-def check_convert(build_dir, name, d, theirs, ids, tmp):
+def check_convert(build_dir, name, d, theirs, ids, text, tmp):
     ours = os.path.join(tmp, f"{name}.ours.gguf")
     label = f"convert {name:12s}"
     r = subprocess.run([os.path.join(build_dir, "edgerunner"), "convert", d, ours], stdout=subprocess.PIPE,
@@ -234,48 +298,57 @@ def check_convert(build_dir, name, d, theirs, ids, tmp):
                 f"{sorted(set(th_tensors.items()) - set(ok_tensors.items()))[:4]}"))
     try:
         a = T.llama_model(ours, N_CTX, logits_all=True)
+        ta = a.tokenize(text.encode(), add_bos=True)  # BOS as the file's add_bos_token says
         a.eval(ids)
         la = np.array(a.scores[:len(ids)], dtype=np.float32)
         del a
         b = T.llama_model(theirs, N_CTX, logits_all=True)
+        tb = b.tokenize(text.encode(), add_bos=True)
         b.eval(ids)
         lb = np.array(b.scores[:len(ids)], dtype=np.float32)
         del b
     except Exception as e:  # noqa: BLE001
         report(False, f"{label} llama.cpp: {e}")
         return
+    k = next((i for i in range(min(len(ta), len(tb))) if ta[i] != tb[i]), min(len(ta), len(tb)))
+    report(ta == tb, f"{label} llama.cpp tokens of prompt + GPL text on ours vs on theirs: " +
+           (f"identical ({len(ta)} ids)" if ta == tb else f"differ at id {k}: ours {ta[k:k + 6]} theirs {tb[k:k + 6]}"))
     err, pos = rel_err(la, lb)
     report(err <= CONVERT_BOUND, f"{label} llama.cpp on ours vs on convert_hf_to_gguf.py's: err {err:.2e} "
            f"(bound {CONVERT_BOUND:.0e}, worst pos {pos})")
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: test_hf.py BUILD_DIR")
+    if len(sys.argv) < 2 or any(n not in MODELS for n in sys.argv[2:]):
+        sys.exit(f"usage: test_hf.py BUILD_DIR [NAME...]   (NAME: {', '.join(MODELS)}; all by default)")
     build_dir = os.path.abspath(sys.argv[1])
+    names = sys.argv[2:] or list(MODELS)
     t0 = time.time()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     conv = subprocess.run([os.path.join(HERE, "converter.sh")], check=True, stdout=subprocess.PIPE,
                           text=True).stdout.strip()
     print("metric: err = max over positions of max|ours - ref| / max|ref|", flush=True)
+    with open(GPL_TEXT, encoding="utf-8") as f:
+        gpl = f.read()
     with tempfile.TemporaryDirectory(prefix="er-hf-") as tmp:
-        folders = {name: build(name, spec, tmp) for name, spec in MODELS.items()}
-        # (gemma3 has no tokenizer.json: its vocabulary would be SentencePiece's tokenizer.model,
-        # which the engine does not read, so a converted file could not hold one)
-        jobs = [(f["F32"][0], os.path.join(tmp, f"{name}.theirs.gguf")) for name, f in folders.items()
-                if MODELS[name]["tokenizer"]]
-        A.convert_all(jobs, conv)
+        tokdirs = {"qwen3": os.path.join(TOKDIR, "qwen3"), "llama3": os.path.join(TOKDIR, "llama3")}
+        if "gemma3" in names:
+            tokdirs["gemma"] = gemma_tokenizer(os.path.join(tmp, "gemma-tokenizer"), MODELS["gemma3"]["kw"]["vocab_size"])
+        folders = {name: build(name, MODELS[name], tmp, tokdirs[MODELS[name]["tokenizer"]]) for name in names}
+        A.convert_all([(folders[name]["F32"][0], os.path.join(tmp, f"{name}.theirs.gguf")) for name in names], conv)
         print(f"models built and converted in {time.time() - t0:.1f}s", flush=True)
-        for name, spec in MODELS.items():
+        for name in names:
+            spec = MODELS[name]
             n_vocab = spec["kw"]["vocab_size"]
-            ids = prompt_ids(spec, n_vocab)
+            ids = prompt_ids(spec, tokdirs[spec["tokenizer"]])  # the logits' prompt
+            text = spec.get("prompt", PROMPT) + "\n\n" + gpl  # the tokenizers'
             for dtype, (d, model) in folders[name].items():
                 label = f"{name}-{dtype}"
-                if spec["tokenizer"] and dtype == "F32":
-                    check_tokens(build_dir, label, d, ids)
+                if dtype == "F32":
+                    check_tokens(build_dir, label, d, tokdirs[spec["tokenizer"]], text, tmp)
                 check_logits(build_dir, label, d, model, ids, n_vocab, tmp)
-            if spec["tokenizer"]:
-                check_convert(build_dir, name, folders[name]["F32"][0], os.path.join(tmp, f"{name}.theirs.gguf"), ids, tmp)
+            check_convert(build_dir, name, folders[name]["F32"][0], os.path.join(tmp, f"{name}.theirs.gguf"), ids, text,
+                          tmp)
     return T.summary(t0)
 
 
