@@ -13,7 +13,8 @@
 #                                  that vocabulary (llama.cpp refuses files without one),
 #                                  runs `llama-bench -ngl 99 -fa 1 -p 512 -n 128` and
 #                                  `edgerunner bench --backend cuda` on each and prints one
-#                                  table. BASELINE=path/to/edgerunner also times an
+#                                  table. SIZE=8b (make_random_qwen3.py's sizes), TYPES,
+#                                  MODELS=list-file (files made earlier), N (our -n). BASELINE=path/to/edgerunner also times an
 #                                  earlier build in the same run (the row "before").
 # Device call: carry [".gpu-carry", "build/edgerunner", ".whl"] (the gguf wheel, see gpu.sh),
 # or with a prebuilt llama-bench [".gpu-carry/bin/llama-bench.xz", ".gpu-carry/qwen3-vocab.gguf", ...].
@@ -94,12 +95,21 @@ run() {
         lb=/tmp/lcpp/bin/llama-bench
     fi
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
-    python3 bench/make_random_qwen3.py /tmp/cmp --types "${TYPES:-Q8_0,Q4_0}" --vocab "$CARRY/qwen3-vocab.gguf" > "$OUT/models.txt"
+    # MODELS: a file listing GGUF paths made earlier (bench/make_random_qwen3.py), else
+    # random Qwen3 files of SIZE (0.6b) in TYPES are made here
+    if [ -n "${MODELS:-}" ]; then
+        cp "$MODELS" "$OUT/models.txt"
+    else
+        python3 bench/make_random_qwen3.py /tmp/cmp --size "${SIZE:-0.6b}" --types "${TYPES:-Q8_0,Q4_0}" \
+            --vocab "$CARRY/qwen3-vocab.gguf" --edgerunner build/edgerunner > "$OUT/models.txt"
+    fi
     printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s | TTFT ms | GPU MiB (weights + KV) |\n|---|---|---|---|---|---|\n' | tee "$OUT/compare.md"
     while read -r f; do
         b=$(basename "$f" .gguf)
         "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
-        build/edgerunner bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
+        # N: our greedy tokens per run (128; fewer at 8B, where the CPU reference that
+        # checks them costs about a second a token on the GPU machine's 16 cores)
+        build/edgerunner bench -m "$f" --backend cuda -n "${N:-128}" -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
         show_profile "$OUT/ours-$b.err"
         if [ -n "${BASELINE:-}" ]; then # an earlier build, timed in the same run (the row "before")
             "$BASELINE" bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/before-$b.json" 2> "$OUT/before-$b.err"
