@@ -182,13 +182,18 @@ static int read_ids(const char *path, int32_t *ids, int64_t n) {
 }
 
 /* The CPU reference's greedy ids, from the cache or computed in a child process (on the
- * weights converted to `type`, as the model benchmarked, when not NULL). */
+ * weights converted to `type`, as the model benchmarked, when not NULL) on n_threads
+ * threads (-t; 0: every CPU this process may use): its logits are the same bit for bit
+ * on any number (src/backend/cpu/ops.c). */
 static int reference_ids(const char *model_path, const char *type, const char *cache /* < 700 bytes */,
                          const int32_t *prompt, int64_t n_prompt, int64_t n, er_kv_type type_k, er_kv_type type_v,
-                         int32_t *ref) {
+                         int n_threads, int32_t *ref) {
     if (read_ids(cache, ref, n))
         return 0;
-    fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens) ...\n", n);
+    if (n_threads > 0)
+        fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens, -t %d) ...\n", n, n_threads);
+    else
+        fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens, every CPU) ...\n", n);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
@@ -201,6 +206,7 @@ static int reference_ids(const char *model_path, const char *type, const char *c
         mp.type = type;
         cp.n_ctx = n_prompt + n;
         cp.reference = 1;
+        cp.n_threads = n_threads;
         cp.type_k = type_k;
         cp.type_v = type_v;
         int64_t got = 0;
@@ -325,7 +331,7 @@ int cmd_bench(int argc, char **argv) {
     const er_kv_type type_k = kv_under_test(mo.type_k, mo.model.backend, mo.reference);
     const er_kv_type type_v = kv_under_test(mo.type_v, mo.model.backend, mo.reference);
     cache_file(cache, sizeof cache, sha, mp.type, prompt, n_prompt, n, type_k, type_v);
-    if (reference_ids(model_path, mp.type, cache, prompt, n_prompt, n, type_k, type_v, ref) != 0)
+    if (reference_ids(model_path, mp.type, cache, prompt, n_prompt, n, type_k, type_v, (int)mo.n_threads, ref) != 0)
         goto done;
 
     /* device memory before the model: the weights, cache and scratch are what it adds */
