@@ -191,6 +191,10 @@ typedef struct backend_ops {
 
     /* Device memory in use now (bytes), or 0. */
     size_t (*device_bytes_in_use)(void);
+    /* The device's memory bandwidth as a copy within it reaches it, measured now (bytes
+     * read + written per second, as CUDA's bandwidthTest counts a copy; it allocates and
+     * frees a few hundred MB), or 0 on failure. NULL where there is none (the CPU). */
+    double (*copy_bandwidth)(void);
 
     /* Development only (`bench --profile`), NULL where there is none: times one decode
      * step at position pos and, when n_tokens > 0, a prefill of tokens at position 0
