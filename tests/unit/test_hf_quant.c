@@ -81,8 +81,7 @@ static size_t write_weights(const char *dir) {
     return 8 + len + offset;
 }
 
-/* Resident kB of this process's mapping of `file` (a path suffix), from /proc/self/smaps. */
-static long resident_kb(const char *file) {
+long test_resident_kb(const char *file) {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[1024];
     long kb = 0, v;
@@ -132,7 +131,7 @@ void test_hf_quant(void) {
             snprintf(name, sizeof name, "Qwen3 folder %s", types[i] ? types[i] : "f32");
             test_reference_threads(m, name, ids, 20, 4);
         }
-        const long kb = resident_kb("/model.safetensors");
+        const long kb = test_resident_kb("/model.safetensors");
         if (types[i])
             CHECK(kb * 8 < file_kb, "type %s: %ld kB of the %ld kB folder still resident", types[i], kb, file_kb);
         else
