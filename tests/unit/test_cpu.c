@@ -606,7 +606,7 @@ int test_reference_threads(er_model *m, const char *name, const int32_t *prompt,
         gen[t] = calloc((size_t)(n_gen * nv), sizeof(float));
         er_context_params cp = er_context_default_params();
         cp.n_ctx = n_prompt + n_gen + 1;
-        cp.n_batch = 8; /* a longer prompt runs in several passes */
+        cp.n_batch = 16; /* a longer prompt runs in several passes */
         cp.n_threads = 1;
         cp.reference = 1;
         er_context *ctx = NULL;
@@ -641,10 +641,10 @@ int test_reference_threads(er_model *m, const char *name, const int32_t *prompt,
 
 /* stories260K (llama, 5 layers) in F32 and quantized while loading to F16, BF16, Q8_0,
  * Q4_0 and Q5_1 (256 does not divide its rows: no K-quants; test_hf_quant.c has those):
- * the reference's logits at 2, 3 and 4 threads are one thread's, in a 20-token prefill
- * and 4 decode steps after it. */
+ * the reference's logits at 2, 3 and 4 threads are one thread's, in a 40-token prefill
+ * and 8 decode steps after it. */
 static void test_reference_model_threads(void) {
-    enum { N = 20, N_GEN = 4 };
+    enum { N = 40, N_GEN = 8 };
     static const char *const types[] = {NULL, "f16", "bf16", "q8_0", "q4_0", "q5_1"};
     int32_t prompt[N];
     for (int i = 0; i < N; i++)
