@@ -114,7 +114,8 @@ typedef struct er_context_params {
                         quota), at most 64; more than it may use is capped to that number
                         (er_context_n_threads says how many) */
     int reference;   /* CPU backend: 1 = the plain-C reference kernels (F32 activations and KV
-                        cache, one summation order): the oracle every faster path is checked against */
+                        cache, one summation order, the same logits bit for bit at any n_threads):
+                        the oracle every faster path is checked against */
     er_kv_type type_k; /* the cache's K rows; 0 = ER_KV_DEFAULT */
     er_kv_type type_v; /* the cache's V rows; 0 = ER_KV_DEFAULT */
     int n_seq_max;     /* sequences the context holds (er_context_decode_batch), each with n_ctx

@@ -111,6 +111,14 @@ typedef struct model_view {
     er_weight output;         /* (n_vocab, n_embd); token_embd's view when tied */
     const float *output_norm; /* (n_embd) */
     layer_weights *layers;    /* (n_layer) */
+    /* For a backend that keeps its own copy of the weights (model_upload): it calls
+     * release(release_owner, p, n) once the bytes [p, p + n) of a weight's data are on the
+     * device and will not be read on the host again, so that the model layer drops the
+     * file's pages as the upload goes (whole pages inside the range only; they stay mapped
+     * and fault back in if read): the host holds a chunk of the file at a time, not all of
+     * it. NULL: nothing to release. */
+    void (*release)(void *release_owner, const uint8_t *p, size_t n);
+    void *release_owner;
 } model_view;
 
 /* What a context is created with. */
@@ -191,6 +199,10 @@ typedef struct backend_ops {
 
     /* Device memory in use now (bytes), or 0. */
     size_t (*device_bytes_in_use)(void);
+    /* The device's memory bandwidth as a copy within it reaches it, measured now (bytes
+     * read + written per second, as CUDA's bandwidthTest counts a copy; it allocates and
+     * frees a few hundred MB), or 0 on failure. NULL where there is none (the CPU). */
+    double (*copy_bandwidth)(void);
 
     /* Development only (`bench --profile`), NULL where there is none: times one decode
      * step at position pos and, when n_tokens > 0, a prefill of tokens at position 0

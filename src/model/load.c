@@ -392,9 +392,15 @@ er_status model_check_backend(const er_model *m, const backend_ops *ops) {
     return ER_OK;
 }
 
-/* Moves the weights to the device of a backend that keeps its own copy; the file's pages
+/* model_view.release: the pages of the file (or folder) that hold only [p, p + n) */
+static void release_pages(void *file, const uint8_t *p, size_t n) { gguf_drop_range(file, p, n); }
+
+/* Moves the weights to the device of a backend that keeps its own copy, which releases
+ * each chunk of them as it is uploaded (model_view.release); the rest of the file's pages
  * are then dropped from memory (they stay mapped: metadata and vocabulary strings still
- * point into the file). */
+ * point into the file). Nothing on the host reads the weights after that: the device
+ * embeds the tokens itself, and every 1-D tensor (norms, biases, RoPE divisors) was copied
+ * to f32_arena at load. */
 static er_status place_weights(er_model *m) {
     const backend_ops *ops = backend_get(m->backend == ER_BACKEND_CUDA ? BACKEND_CUDA : BACKEND_CPU);
     er_status st;
@@ -452,6 +458,8 @@ er_status er_model_load(const char *path, const er_model_params *params, er_mode
         (st = check_vocab_size(m)) != ER_OK)
         goto fail;
     m->view.path = m->path;
+    m->view.release = release_pages;
+    m->view.release_owner = m->file;
     m->view.config.bos = token_id_or_none(m->file, "tokenizer.ggml.bos_token_id", m->view.config.n_vocab);
     m->view.config.eos = token_id_or_none(m->file, "tokenizer.ggml.eos_token_id", m->view.config.n_vocab);
     if ((st = place_weights(m)) != ER_OK)

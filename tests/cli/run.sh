@@ -352,6 +352,30 @@ if expect_ok "bench --parallel 3 (reference and fast path)" -- bench -m "$STORIE
         fail "bench --parallel prints its table" "$(head -c 300 "$TMP/out")"
     fi
 fi
+# bench -d N: decode after a prompt of N seeded ids ((i + 1) * 2654435761 mod n_vocab), held
+# to the reference's ids for that prompt (run --reference on the same ids here), cached
+# under a name with the depth. bytes_per_token: the F32 weights a step reads (5 layers of
+# 45,312 floats, the 512 x 64 head, one embedding row: 1,037,568 bytes) plus the F32 KV
+# rows at depth 40 over 8 steps (5 layers x (40 + 7 / 2) rows x 2 x 32 floats: 55,680)
+expect_error "bench -d with --prompt-ids" "bench: -d N makes the prompt" -- bench -m "$STORIES" -d 8 --prompt-ids 1,2
+expect_error "bench -d -1" "bench: -d wants an integer in" -- bench -m "$STORIES" -d -1
+if expect_ok "bench --help" -- bench --help && grep -q -- '-d N' "$TMP/out" && grep -q 'bytes_per_token' "$TMP/out"; then
+    pass "bench --help names -d and bytes_per_token"
+else
+    fail "bench --help" "$(head -c 300 "$TMP/out")"
+fi
+mkdir -p "$TMP/cache"
+depth_prompt=$(python3 -c 'print(",".join(str((i + 1) * 2654435761 % 512) for i in range(40)))')
+depth_ids=$("$BIN" run -m "$STORIES" --reference --prompt-ids "$depth_prompt" -n 8 --temp 0 --ids --ignore-eos 2>/dev/null)
+if XDG_CACHE_HOME=$TMP/cache expect_ok "bench -d 40 --reference --json" -- bench -m "$STORIES" -d 40 -n 8 --runs 1 \
+    --warmup 0 -pp 0 --reference --json; then
+    got_ids=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["depth"], d["prompt_tokens"], d["bytes_per_token"], *d["ids"])' "$TMP/out" 2>&1)
+    if [ "$got_ids" = "40 40 1093248 $depth_ids" ] && ls "$TMP/cache/edgerunner/" | grep -q -- '-d40-n8-'; then
+        pass "bench -d 40: the reference's ids after 40 seeded ids, depth and bytes_per_token in the JSON, cached by depth"
+    else
+        fail "bench -d 40" "got '$got_ids', want '40 40 1093248 $depth_ids'; cache: $(ls "$TMP/cache/edgerunner/")"
+    fi
+fi
 ref_ids=$("$BIN" run -m "$STORIES" --reference --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
 default_ids=$("$BIN" run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids 2>/dev/null)
 if expect_ok "run -ctk f32 -ctv f32" -- run -m "$STORIES" --prompt-ids 1 -n 8 --temp 0 --ids -ctk f32 -ctv f32; then

@@ -1,16 +1,20 @@
 /*
- * test_cpu.c - the CPU fast path: the thread pool (every thread runs every task once,
+ * test_cpu.c - the CPU backend: the thread pool (every thread runs every task once,
  * barriers hold), the tiled Q8_0 kernel against the table's vec_dot (bit for bit), the
  * threaded fast matmul against the reference matmul per weight type at several shapes
  * (f32 activation types within float rounding, 8-bit activation types within the
  * quantization bound, and bit-identical across thread counts and batch sizes), and the
  * whole model: prefill == token-by-token decode on both paths, fast vs reference logits.
+ * The reference on 1 to 4 threads: its matmul and attention, and a model's logits in
+ * prefill and decode (test_reference_threads, also run on a Qwen3 in test_hf_quant.c),
+ * bit-identical to one thread's.
  */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/cpu/fast.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
@@ -342,7 +346,7 @@ static void test_fast_matmul(void) {
             for (int64_t i = 0; i < n_tok * n_in; i++)
                 x[i] = frand();
             er_weight w = {wd, types[ti], tr, n_in, n_out, rs};
-            cpu_matmul(&w, x, n_tok, yr, n_out, row, 1);
+            cpu_matmul(NULL, &w, x, n_tok, yr, n_out, row);
             /* the scale: max |y|, at least the std of one dot of uniform[-1, 1) vectors
              * (sqrt(n_in) / 3), so that a lone output near zero does not shrink the bound */
             double err = 0, scale = sqrt((double)n_in) / 3.0;
@@ -485,6 +489,181 @@ static void test_model_paths(void) {
     er_model_free(m);
 }
 
+
+/* The reference's matmul (every weight type, output rows not a multiple of the thread
+ * count, one token and several) and attention (GQA, windows, a cached prefix) on pools
+ * of 1 to 4 threads: bit-identical to the calling thread alone. */
+static void test_reference_ops_threads(void) {
+    static const uint32_t types[] = {ER_TYPE_F32,  ER_TYPE_F16,  ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0,
+                                     ER_TYPE_Q4_1, ER_TYPE_Q5_0, ER_TYPE_Q5_1, ER_TYPE_Q2_K, ER_TYPE_Q3_K,
+                                     ER_TYPE_Q4_K, ER_TYPE_Q5_K, ER_TYPE_Q6_K};
+    static const int64_t shapes[][3] = {{256, 1, 1}, {256, 37, 1}, {512, 7, 5}, {256, 64, 3}}; /* n_in, n_out, n_tok */
+    cpu_pool *pools[4] = {NULL, NULL, NULL, NULL};
+    for (int p = 0; p < 4; p++)
+        cpu_pool_create(p + 1, &pools[p]);
+    int n_same = 0, n_cases = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const er_type_traits *tr = er_type_get(types[ti]);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t n_in = shapes[si][0], n_out = shapes[si][1], n_tok = shapes[si][2];
+            const size_t rs = er_type_row_size(tr, n_in), y_bytes = (size_t)(n_tok * n_out) * sizeof(float);
+            uint8_t *wd = malloc((size_t)n_out * rs);
+            float *f = malloc((size_t)n_in * sizeof *f), *x = malloc((size_t)(n_tok * n_in) * sizeof *x);
+            float *y1 = malloc(y_bytes), *y = malloc(y_bytes), *row = malloc((size_t)(4 * n_in) * sizeof *row);
+            for (int64_t r = 0; r < n_out; r++) {
+                for (int64_t i = 0; i < n_in; i++)
+                    f[i] = frand();
+                tr->from_f32(f, wd + (size_t)r * rs, n_in);
+            }
+            for (int64_t i = 0; i < n_tok * n_in; i++)
+                x[i] = frand();
+            const er_weight w = {wd, types[ti], tr, n_in, n_out, rs};
+            cpu_matmul(NULL, &w, x, n_tok, y1, n_out, row);
+            for (int p = 0; p < 4; p++) {
+                memset(y, 0xff, y_bytes); /* NaNs: an output no thread writes shows */
+                cpu_matmul(pools[p], &w, x, n_tok, y, n_out, row);
+                const int same = !memcmp(y, y1, y_bytes);
+                CHECK(same, "reference matmul %s %lldx%lld x %lld tokens: %d threads == 1, bit for bit", tr->name,
+                      (long long)n_out, (long long)n_in, (long long)n_tok, p + 1);
+                n_same += same;
+                n_cases++;
+            }
+            free(wd);
+            free(f);
+            free(x);
+            free(y1);
+            free(y);
+            free(row);
+        }
+    }
+    /* heads, kv heads, hd, hd_v, tokens, cached prefix, window */
+    static const int64_t cases[][7] = {{4, 2, 64, 40, 50, 7, 0}, {2, 1, 8, 8, 9, 7, 0}, {4, 2, 64, 64, 1, 40, 0},
+                                       {6, 3, 16, 16, 5, 20, 0}, {4, 2, 32, 32, 40, 10, 16}, {4, 2, 64, 64, 1, 30, 8}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        model_config c;
+        memset(&c, 0, sizeof c);
+        c.n_head = cases[ci][0], c.n_head_kv = cases[ci][1], c.head_dim = cases[ci][2], c.head_dim_v = cases[ci][3];
+        const int64_t n_tok = cases[ci][4], pos0 = cases[ci][5], window = cases[ci][6], n_ctx = pos0 + n_tok + 5;
+        const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
+        const int64_t nk = n_ctx * c.n_head_kv * c.head_dim, nv = n_ctx * c.n_head_kv * c.head_dim_v;
+        const size_t o_bytes = (size_t)(n_tok * o_dim) * sizeof(float);
+        float *q = malloc((size_t)(n_tok * q_dim) * sizeof(float));
+        float *k = malloc((size_t)nk * sizeof(float)), *v = malloc((size_t)nv * sizeof(float));
+        float *ref = malloc(o_bytes), *out = malloc(o_bytes), *scores = malloc((size_t)(4 * n_ctx) * sizeof(float));
+        for (int64_t i = 0; i < n_tok * q_dim; i++)
+            q[i] = 2.0f * frand();
+        for (int64_t i = 0; i < nk; i++)
+            k[i] = 2.0f * frand();
+        for (int64_t i = 0; i < nv; i++)
+            v[i] = frand();
+        for (int64_t t = 0; t < n_tok; t++)
+            cpu_attention_window(ref + t * o_dim, q + t * q_dim, k, v, pos0 + t, &c, scores, window);
+        for (int p = 0; p < 4; p++) {
+            memset(out, 0xff, o_bytes);
+            cpu_attention_tokens(pools[p], out, q, k, v, pos0, n_tok, &c, scores, n_ctx, window);
+            const int same = !memcmp(out, ref, o_bytes);
+            CHECK(same, "reference attention case %zu: %d threads == token by token on one, bit for bit", ci, p + 1);
+            n_same += same;
+            n_cases++;
+        }
+        free(q);
+        free(k);
+        free(v);
+        free(ref);
+        free(out);
+        free(scores);
+    }
+    printf("       reference matmul and attention on 1-4 threads: %d of %d cases bit-identical\n", n_same, n_cases);
+    for (int p = 0; p < 4; p++)
+        cpu_pool_free(pools[p]);
+}
+
+/* ctx's CPU reference backend context (made by er_context_create, which caps the threads
+ * at the CPUs this process may use) replaced by one of n_threads threads with the same
+ * cache types and RoPE tables: how a machine of 2 CPUs tests 3 and 4 threads. */
+static int reference_threads(er_context *ctx, int n_threads) {
+    const model_config *c = &ctx->model->view.config;
+    const int two_tables = (c->features & ER_FEAT_SLIDING_WINDOW) &&
+                           (c->rope_base_swa != c->rope_base || c->rope_pos_scale_swa != c->rope_pos_scale);
+    const backend_ctx_params bp = {ctx->n_ctx, ctx->n_batch, n_threads, ctx->type_k, ctx->type_v,
+                                   {ctx->rope_cs, two_tables ? ctx->rope_cs + ctx->n_ctx * c->n_rot : NULL}, ctx->n_seq};
+    void *bctx = NULL;
+    if (ctx->ops != &cpu_reference_ops || cpu_reference_ops.context_create(&ctx->model->view, NULL, &bp, &bctx) != ER_OK)
+        return 0;
+    cpu_reference_ops.context_free(ctx->bctx);
+    ctx->bctx = bctx;
+    ctx->n_threads = n_threads;
+    return 1;
+}
+
+int test_reference_threads(er_model *m, const char *name, const int32_t *prompt, int64_t n_prompt, int64_t n_gen) {
+    const int64_t nv = er_model_n_vocab(m);
+    const size_t prefill_bytes = (size_t)(n_prompt * nv) * sizeof(float), gen_bytes = (size_t)(n_gen * nv) * sizeof(float);
+    float *prefill[4], *gen[4];
+    int n_same = 0;
+    for (int t = 0; t < 4; t++) {
+        prefill[t] = calloc((size_t)(n_prompt * nv), sizeof(float));
+        gen[t] = calloc((size_t)(n_gen * nv), sizeof(float));
+        er_context_params cp = er_context_default_params();
+        cp.n_ctx = n_prompt + n_gen + 1;
+        cp.n_batch = 16; /* a longer prompt runs in several passes */
+        cp.n_threads = 1;
+        cp.reference = 1;
+        er_context *ctx = NULL;
+        int ok = er_context_create(m, &cp, &ctx) == ER_OK && reference_threads(ctx, t + 1) &&
+                 er_context_decode(ctx, prompt, n_prompt, prefill[t]) == ER_OK;
+        for (int64_t g = 0; ok && g < n_gen; g++) { /* greedy: the next id from the last logits */
+            const int32_t next = er_argmax(er_context_logits(ctx), nv);
+            ok = er_context_decode(ctx, &next, 1, NULL) == ER_OK;
+            if (ok)
+                memcpy(gen[t] + g * nv, er_context_logits(ctx), (size_t)nv * sizeof(float));
+        }
+        CHECK(ok, "%s: reference on %d threads: %s", name, t + 1, er_last_error());
+        er_context_free(ctx);
+        if (t == 0)
+            continue;
+        const int same_prefill = !memcmp(prefill[t], prefill[0], prefill_bytes);
+        const int same_gen = !memcmp(gen[t], gen[0], gen_bytes);
+        CHECK(same_prefill, "%s: reference prefill of %lld tokens, %d threads == 1, bit for bit", name,
+              (long long)n_prompt, t + 1);
+        CHECK(same_gen, "%s: reference decode of %lld tokens, %d threads == 1, bit for bit", name, (long long)n_gen,
+              t + 1);
+        n_same += same_prefill + same_gen;
+    }
+    for (int t = 0; t < 4; t++) {
+        free(prefill[t]);
+        free(gen[t]);
+    }
+    printf("       %s: reference logits on 2, 3, 4 threads == 1 thread's in %d of 6 comparisons (prefill of %lld, "
+           "decode of %lld)\n", name, n_same, (long long)n_prompt, (long long)n_gen);
+    return n_same;
+}
+
+/* stories260K (llama, 5 layers) in F32 and quantized while loading to F16, BF16, Q8_0,
+ * Q4_0 and Q5_1 (256 does not divide its rows: no K-quants; test_hf_quant.c has those):
+ * the reference's logits at 2, 3 and 4 threads are one thread's, in a 40-token prefill
+ * and 8 decode steps after it. */
+static void test_reference_model_threads(void) {
+    enum { N = 40, N_GEN = 8 };
+    static const char *const types[] = {NULL, "f16", "bf16", "q8_0", "q4_0", "q5_1"};
+    int32_t prompt[N];
+    for (int i = 0; i < N; i++)
+        prompt[i] = i ? (int32_t)(3 + (i * 37) % 500) : 1;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        er_model_params mp = er_model_default_params();
+        er_model *m = NULL;
+        char name[64];
+        mp.type = types[i];
+        snprintf(name, sizeof name, "stories260K %s", types[i] ? types[i] : "f32");
+        if (er_model_load(TEST_DATA "stories260K.gguf", &mp, &m) != ER_OK) {
+            CHECK(0, "load %s: %s", name, er_last_error());
+            continue;
+        }
+        test_reference_threads(m, name, prompt, N, N_GEN);
+        er_model_free(m);
+    }
+}
+
 void test_cpu(void) {
     test_pool();
     test_gemm(ER_TYPE_Q8_0);
@@ -494,4 +673,6 @@ void test_cpu(void) {
     test_fast_attention();
     test_fast_matmul();
     test_model_paths();
+    test_reference_ops_threads();
+    test_reference_model_threads();
 }

@@ -5,6 +5,8 @@
  * read from /proc/self/smaps; the same measure on a load without `type` after a decode
  * (every weight read from the mapping) shows that it sees the pages.
  * (That the converted bytes are `edgerunner quantize`'s is tests/cli/run.sh's check.)
+ * Each of the three models also runs test_reference_threads (the CPU reference's logits
+ * bit-identical on 1 to 4 threads).
  */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #define _POSIX_C_SOURCE 200809L
@@ -79,8 +81,7 @@ static size_t write_weights(const char *dir) {
     return 8 + len + offset;
 }
 
-/* Resident kB of this process's mapping of `file` (a path suffix), from /proc/self/smaps. */
-static long resident_kb(const char *file) {
+long test_resident_kb(const char *file) {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[1024];
     long kb = 0, v;
@@ -122,7 +123,15 @@ void test_hf_quant(void) {
         CHECK(st == ER_OK, "load %s: %s", types[i] ? types[i] : "(none)", er_last_error());
         if (st == ER_OK && er_context_create(m, NULL, &ctx) == ER_OK)
             CHECK(er_context_decode(ctx, prompt, 2, NULL) == ER_OK, "decode: %s", er_last_error());
-        const long kb = resident_kb("/model.safetensors");
+        if (st == ER_OK) { /* the reference's threads on a Qwen3 (Q/K norms; K-quants in q4_k_m) */
+            int32_t ids[20];
+            char name[64];
+            for (int k = 0; k < 20; k++)
+                ids[k] = (int32_t)(1 + k * 7 % (N_VOCAB - 1));
+            snprintf(name, sizeof name, "Qwen3 folder %s", types[i] ? types[i] : "f32");
+            test_reference_threads(m, name, ids, 20, 4);
+        }
+        const long kb = test_resident_kb("/model.safetensors");
         if (types[i])
             CHECK(kb * 8 < file_kb, "type %s: %ld kB of the %ld kB folder still resident", types[i], kb, file_kb);
         else

@@ -358,6 +358,50 @@ static void test_misuse(er_model *m) {
     er_model_free(NULL);
 }
 
+/* model_view.release, which a backend holding its own copy of the weights calls as it
+ * uploads them (CUDA): the released weights' pages leave the process's resident set, and
+ * reading them again (a CPU decode here) faults the same bytes back in from the file. */
+static void test_release(void) {
+    static const int32_t ids[] = {1, 403, 407};
+    er_model *m = NULL;
+    er_context *ctx = NULL;
+    float before[3 * 512], after[3 * 512]; /* every token's logits */
+    if (er_model_load(STORIES, NULL, &m) != ER_OK || er_context_create(m, NULL, &ctx) != ER_OK ||
+        er_model_n_vocab(m) != 512 || er_context_decode(ctx, ids, 3, before) != ER_OK) {
+        CHECK(0, "load and decode: %s", er_last_error());
+        er_context_free(ctx);
+        er_model_free(m);
+        return;
+    }
+    const long kb_read = test_resident_kb("/stories260K.gguf");
+    const model_view *v = &m->view;
+    size_t released = (size_t)v->token_embd.n_out * v->token_embd.row_size;
+    CHECK(v->release != NULL, "the model layer gives its backends a release");
+    if (!v->release)
+        goto done;
+    v->release(v->release_owner, v->token_embd.data, released);
+    for (int64_t il = 0; il < v->config.n_layer; il++) {
+        const layer_weights *l = &v->layers[il];
+        const er_weight *w[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+            v->release(v->release_owner, w[i]->data, (size_t)w[i]->n_out * w[i]->row_size);
+            released += (size_t)w[i]->n_out * w[i]->row_size;
+        }
+    }
+    const long kb_released = test_resident_kb("/stories260K.gguf");
+    /* only whole pages inside each tensor go: at most two partial pages per tensor stay */
+    const long kb_kept_at_most = kb_read - (long)(released / 1024) + (1 + 7 * 5) * 2 * 4;
+    CHECK(kb_read * 1024 >= (long)released && kb_released <= kb_kept_at_most,
+          "after a decode %ld kB of the file resident; the %zu kB of weights released: %ld kB (at most %ld)", kb_read,
+          released / 1024, kb_released, kb_kept_at_most);
+    er_context_rewind(ctx, 0);
+    CHECK(er_context_decode(ctx, ids, 3, after) == ER_OK && !memcmp(before, after, sizeof before),
+          "released weights read again give the same logits");
+done:
+    er_context_free(ctx);
+    er_model_free(m);
+}
+
 void test_model(void) {
     er_model *m = NULL;
     er_status st = er_model_load(STORIES, NULL, &m);
@@ -373,4 +417,5 @@ void test_model(void) {
     test_non_finite();
     test_misuse(m);
     er_model_free(m);
+    test_release();
 }

@@ -10,8 +10,12 @@
  * real Qwen3-0.6B-Q8_0.gguf (SHA-256 9465e63a...) from prompt id 1 the first tokens
  * must also be 1479, 35. Any failure prints FAIL and the reason, no number, exit 1.
  *
- * Decode tok/s counts forward steps: with a one-token prompt, n tokens take n steps
- * (the prompt's step gives the first token), as llama-bench's tg test counts them.
+ * Decode tok/s counts forward steps of one token: the prompt's first ids are fed once,
+ * untimed (the context depth, -d N: a prompt of N seeded ids); each timed run feeds its
+ * last id and generates n tokens, n steps (the prompt's last step gives the first token),
+ * as llama-bench's tg test counts them. TTFT is the whole prompt's pass. --json adds the
+ * bytes a decode step reads (weights and the KV cache at that depth, bytes_per_token) and,
+ * on a device, its copy bandwidth and the fraction of it the decode reaches.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -87,17 +91,40 @@ static int collect(int32_t token, void *user) {
     return 0;
 }
 
-/* Greedy ids (ignoring EOS) of a fresh context; 0 on success. */
-static int greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt, int64_t n, int32_t *ids, int64_t *n_out) {
+/* ids[0..n) = the fixed pseudo-random ids of -d and -pp */
+static void seeded_ids(int32_t *ids, int64_t n, int64_t n_vocab) {
+    for (int64_t i = 0; i < n; i++)
+        ids[i] = (int32_t)((uint64_t)(i + 1) * 2654435761u % (uint64_t)n_vocab);
+}
+
+static int bench_error(er_status st) {
+    fprintf(stderr, "edgerunner: bench: %s (%s)\n", er_last_error(), er_status_name(st));
+    return 1;
+}
+
+/* The context afresh, holding the prompt's first n_prompt - 1 ids: the depth every greedy
+ * run starts from (greedy leaves those rows alone); 0 on success. */
+static int feed_prefix(er_context *ctx, const int32_t *prompt, int64_t n_prompt) {
+    er_status st;
+    er_context_rewind(ctx, 0);
+    if (n_prompt > 1 && (st = er_context_decode(ctx, prompt, n_prompt - 1, NULL)) != ER_OK)
+        return bench_error(st);
+    return 0;
+}
+
+/* Greedy ids (ignoring EOS) after the prompt, on a context that holds its first
+ * n_prompt - 1 ids (feed_prefix): its last id is fed and n ids generated, n forward steps
+ * of one token (through the backend's device-side loop where it has one), timed into *dt;
+ * 0 on success. */
+static int greedy(er_context *ctx, const int32_t *prompt, int64_t n_prompt, int64_t n, int32_t *ids, int64_t *n_out,
+                  double *dt) {
     collected c = {ids, 0, n};
     er_generate_params gp = {n, 1};
-    er_context_rewind(ctx, 0);
-    er_status st = er_generate_greedy(ctx, prompt, n_prompt, &gp, collect, &c, n_out);
-    if (st != ER_OK) {
-        fprintf(stderr, "edgerunner: bench: %s (%s)\n", er_last_error(), er_status_name(st));
-        return 1;
-    }
-    return 0;
+    er_context_rewind(ctx, n_prompt - 1);
+    const double t0 = now_s();
+    er_status st = er_generate_greedy(ctx, prompt + n_prompt - 1, 1, &gp, collect, &c, n_out);
+    *dt = now_s() - t0;
+    return st != ER_OK ? bench_error(st) : 0;
 }
 
 static int logits_finite(const er_context *ctx, int64_t n_vocab) {
@@ -123,10 +150,8 @@ static int check_forced(er_context *ctx, const int32_t *prompt, int64_t n_prompt
     *n_ties = 0;
     for (int64_t i = 0; i < n; i++) {
         er_status st = i == 0 ? er_context_decode(ctx, prompt, n_prompt, NULL) : er_context_decode(ctx, &ref[i - 1], 1, NULL);
-        if (st != ER_OK) {
-            fprintf(stderr, "edgerunner: bench: %s (%s)\n", er_last_error(), er_status_name(st));
-            return 1;
-        }
+        if (st != ER_OK)
+            return bench_error(st);
         const float *l = er_context_logits(ctx);
         const int32_t a = er_argmax(l, n_vocab);
         if (a == ref[i])
@@ -144,6 +169,32 @@ static int check_forced(er_context *ctx, const int32_t *prompt, int64_t n_prompt
     return 0;
 }
 
+/* Bytes one timed decode step reads, on average over the n steps (--json's
+ * bytes_per_token = *weights + *kv): every layer matrix and the output head once in its
+ * type, and one embedding row (the norm vectors, under 0.01%, left out); and the KV cache
+ * rows attended. A step at position p reads p + 1 rows of K and of V in every layer; the
+ * timed steps are at positions n_prompt - 1 .. n_prompt + n - 2, so on average
+ *   kv = n_layer * (n_prompt + (n - 1) / 2) * n_head_kv * (head_dim * bytes per K element
+ *                                                         + head_dim_v * bytes per V element)
+ * (bytes per element: 4 for F32, 2 for F16, 34 / 32 for Q8_0), with n_prompt the depth
+ * N of -d. A sliding-window layer reads at most n_swa rows: that average capped at n_swa. */
+static void bytes_per_token(const model_view *v, uint32_t type_k, uint32_t type_v, int64_t n_prompt, int64_t n,
+                            double *weights, double *kv) {
+    const model_config *c = &v->config;
+    const double rows = (double)n_prompt + (double)(n - 1) / 2.0; /* K (and V) rows per layer */
+    const double kv_row = (double)(er_type_row_size(er_type_get(type_k), c->n_head_kv * c->head_dim) +
+                                   er_type_row_size(er_type_get(type_v), c->n_head_kv * c->head_dim_v));
+    *weights = (double)v->output.n_out * (double)v->output.row_size + (double)v->token_embd.row_size;
+    *kv = 0.0;
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        const layer_weights *l = &v->layers[il];
+        const er_weight *w[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            *weights += (double)w[i]->n_out * (double)w[i]->row_size;
+        *kv += (l->swa && rows > (double)c->n_swa ? (double)c->n_swa : rows) * kv_row;
+    }
+}
+
 /* The KV cache type of the context under test (its flag, else its backend's default),
  * which the reference is asked for too: it then rounds K and V through the same type
  * (src/backend/cpu/cpu.h), so an F16 or Q8_0 cache is held to the ids of its own values
@@ -157,8 +208,15 @@ static er_kv_type kv_under_test(er_kv_type asked, er_backend backend, int refere
     return t == ER_TYPE_F16 ? ER_KV_F16 : t == ER_TYPE_Q8_0 ? ER_KV_Q8_0 : ER_KV_F32;
 }
 
+/* The reference ids' file: the model's SHA-256, --type, the prompt (its hash, or -d's
+ * depth: the seeded ids of a file are fixed by its depth), n and the cache types. */
 static void cache_file(char *out, size_t cap, const char *sha, const char *type, const int32_t *prompt, int64_t n_prompt,
-                       int64_t n, er_kv_type type_k, er_kv_type type_v) {
+                       int64_t depth, int64_t n, er_kv_type type_k, er_kv_type type_v) {
+    char key[32];
+    if (depth > 0)
+        snprintf(key, sizeof key, "d%" PRId64, depth);
+    else
+        snprintf(key, sizeof key, "%016" PRIx64, fnv1a(prompt, (size_t)n_prompt * sizeof *prompt));
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[512];
     if (xdg && *xdg)
@@ -166,8 +224,8 @@ static void cache_file(char *out, size_t cap, const char *sha, const char *type,
     else
         snprintf(dir, sizeof dir, "%s/.cache/edgerunner", home && *home ? home : "/tmp");
     mkdir(dir, 0755); /* the parent may be missing: then no cache, computed each time */
-    snprintf(out, cap, "%s/ref-%s%s%.16s-%016" PRIx64 "-n%" PRId64 "-kv%d%d.ids", dir, sha, type ? "-" : "",
-             type ? type : "", fnv1a(prompt, (size_t)n_prompt * sizeof *prompt), n, (int)type_k, (int)type_v);
+    snprintf(out, cap, "%s/ref-%s%s%.16s-%s-n%" PRId64 "-kv%d%d.ids", dir, sha, type ? "-" : "", type ? type : "", key,
+             n, (int)type_k, (int)type_v);
 }
 
 static int read_ids(const char *path, int32_t *ids, int64_t n) {
@@ -182,13 +240,20 @@ static int read_ids(const char *path, int32_t *ids, int64_t n) {
 }
 
 /* The CPU reference's greedy ids, from the cache or computed in a child process (on the
- * weights converted to `type`, as the model benchmarked, when not NULL). */
+ * weights converted to `type`, as the model benchmarked, when not NULL) on n_threads
+ * threads (-t; 0: every CPU this process may use): its logits are the same bit for bit
+ * on any number (src/backend/cpu/ops.c). The prompt: n_prompt ids, or with depth > 0
+ * that many seeded ids (made in the child, which knows the vocabulary). */
 static int reference_ids(const char *model_path, const char *type, const char *cache /* < 700 bytes */,
-                         const int32_t *prompt, int64_t n_prompt, int64_t n, er_kv_type type_k, er_kv_type type_v,
-                         int32_t *ref) {
+                         const int32_t *prompt, int64_t n_prompt, int64_t depth, int64_t n, er_kv_type type_k,
+                         er_kv_type type_v, int n_threads, int32_t *ref) {
     if (read_ids(cache, ref, n))
         return 0;
-    fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens) ...\n", n);
+    char threads[32] = "every CPU";
+    if (n_threads > 0)
+        snprintf(threads, sizeof threads, "-t %d", n_threads);
+    fprintf(stderr, "bench: computing the CPU reference (%" PRId64 " tokens after a %" PRId64 "-token prompt, %s) ...\n",
+            n, n_prompt, threads);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
@@ -201,13 +266,22 @@ static int reference_ids(const char *model_path, const char *type, const char *c
         mp.type = type;
         cp.n_ctx = n_prompt + n;
         cp.reference = 1;
+        cp.n_threads = n_threads;
         cp.type_k = type_k;
         cp.type_v = type_v;
         int64_t got = 0;
         int rc = 1;
         char tmp[720];
-        if (er_model_load(model_path, &mp, &m) == ER_OK && er_context_create(m, &cp, &ctx) == ER_OK &&
-            greedy(ctx, prompt, n_prompt, n, ref, &got) == 0 && got == n) {
+        double dt;
+        int32_t *depth_ids = NULL; /* freed by _exit */
+        if (er_model_load(model_path, &mp, &m) == ER_OK && depth > 0 &&
+            (depth_ids = malloc((size_t)depth * sizeof *depth_ids)) != NULL) {
+            seeded_ids(depth_ids, depth, er_model_n_vocab(m));
+            prompt = depth_ids;
+        }
+        if (m && (depth == 0 || depth_ids) && er_context_create(m, &cp, &ctx) == ER_OK &&
+            feed_prefix(ctx, prompt, n_prompt) == 0 && greedy(ctx, prompt, n_prompt, n, ref, &got, &dt) == 0 &&
+            got == n) {
             snprintf(tmp, sizeof tmp, "%s.%d.tmp", cache, (int)getpid());
             FILE *f = fopen(tmp, "w");
             if (f) {
@@ -228,9 +302,23 @@ static int reference_ids(const char *model_path, const char *type, const char *c
     return 0;
 }
 
+const char cli_bench_usage[] =
+    "  bench -m MODEL [--backend cpu|cuda] [--prompt-ids 1 | -d N] [-n 128] [--runs 5] [--warmup 1]\n"
+    "        [--warmup-seconds 2] [-pp 512] [-t N] [-c N_CTX] [-b N_BATCH] [-ctk T] [-ctv T] [--reference]\n"
+    "        [--type TYPE] [--json] [--profile]\n"
+    "        decode and prefill speed, refused (FAIL) when the greedy tokens differ from\n"
+    "        the CPU reference (computed on -t threads, cached in ~/.cache/edgerunner); the\n"
+    "        context holds at least the runs' tokens, whatever -c. -d N: decode after a\n"
+    "        context of N tokens (a prompt of N seeded ids, fed once), as llama-bench -d;\n"
+    "        --json adds bytes_per_token (weights + KV cache read per step) and, on CUDA,\n"
+    "        copy_bandwidth_gbs and bandwidth_fraction\n"
+    "  bench -m MODEL --parallel B [-npp 128] [-ntg 128] [--json]\n"
+    "        B sequences of npp prompt tokens, then ntg tokens each, in one context (CPU)\n";
+
 int cmd_bench(int argc, char **argv) {
     const char *ids_arg = "1";
-    int64_t n = 128, runs = 5, warmup = 1, pp = 512, n_par = 0, npp = 128, ntg = 128;
+    int64_t n = 128, runs = 5, warmup = 1, pp = 512, n_par = 0, npp = 128, ntg = 128, depth = 0;
+    int prompt_given = 0;
     int json = 0, profile = 0;
     double warmup_s = 2.0;
     cli_model_opts mo; /* -m, -t, -c, -b, -ctk, -ctv, --backend, --reference: as run takes them */
@@ -253,6 +341,10 @@ int cmd_bench(int argc, char **argv) {
             json = 1;
             continue;
         }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(cli_bench_usage, stdout);
+            return 0;
+        }
         if (!strcmp(a, "--profile")) {
             profile = 1;
             continue;
@@ -264,6 +356,10 @@ int cmd_bench(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--prompt-ids")) {
             ids_arg = v;
+            prompt_given = 1;
+        } else if (!strcmp(a, "-d") || !strcmp(a, "--depth")) {
+            if (!cli_parse_i64(v, 0, 1 << 20, &depth))
+                return cli_fail("bench: -d wants an integer in [0, 1048576]");
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!cli_parse_i64(v, 1, 1 << 20, &n))
                 return cli_fail("bench: -n wants an integer >= 1");
@@ -297,6 +393,8 @@ int cmd_bench(int argc, char **argv) {
     if (!model_path)
         return cli_fail("bench: -m MODEL is required");
     cli_catch_sigbus(model_path); /* the reference's child process too */
+    if (depth > 0 && prompt_given)
+        return cli_fail("bench: -d N makes the prompt (N seeded ids); it does not take --prompt-ids too");
     if (n_par > 0)
         return bench_parallel(&mo, n_par, npp, ntg, json);
 
@@ -307,7 +405,8 @@ int cmd_bench(int argc, char **argv) {
     int32_t *prompt = NULL, *ref = NULL, *ids = NULL, *pp_ids = NULL, *own = NULL;
     char sha[65], cache[700];
     double decode_tps[MAX_RUNS], ttft_ms[MAX_RUNS], prefill_tps[MAX_RUNS];
-    const int64_t n_prompt = cli_parse_ids(ids_arg, &prompt);
+    /* with -d, the prompt's ids are made once the vocabulary is known (after the load) */
+    const int64_t n_prompt = depth > 0 ? depth : cli_parse_ids(ids_arg, &prompt);
     if (n_prompt < 0) {
         cli_fail("bench: --prompt-ids wants a comma-separated list of non-negative token ids");
         goto done;
@@ -324,8 +423,8 @@ int cmd_bench(int argc, char **argv) {
     }
     const er_kv_type type_k = kv_under_test(mo.type_k, mo.model.backend, mo.reference);
     const er_kv_type type_v = kv_under_test(mo.type_v, mo.model.backend, mo.reference);
-    cache_file(cache, sizeof cache, sha, mp.type, prompt, n_prompt, n, type_k, type_v);
-    if (reference_ids(model_path, mp.type, cache, prompt, n_prompt, n, type_k, type_v, ref) != 0)
+    cache_file(cache, sizeof cache, sha, mp.type, prompt, n_prompt, depth, n, type_k, type_v);
+    if (reference_ids(model_path, mp.type, cache, prompt, n_prompt, depth, n, type_k, type_v, (int)mo.n_threads, ref) != 0)
         goto done;
 
     /* device memory before the model: the weights, cache and scratch are what it adds */
@@ -344,6 +443,13 @@ int cmd_bench(int argc, char **argv) {
     const double load_ms = 1e3 * (now_s() - t_load0);
     const size_t rss_after_load = rss_now_bytes();
     const int64_t n_vocab = er_model_n_vocab(model);
+    if (depth > 0) { /* the reference's child made the same ids */
+        if (!(prompt = malloc((size_t)depth * sizeof *prompt))) {
+            cli_fail("bench: out of memory");
+            goto done;
+        }
+        seeded_ids(prompt, depth, n_vocab);
+    }
     /* what the timed runs must reproduce: the reference's ids, or on the CPU fast path its
      * own ids once they have passed the teacher-forced check against the reference */
     const int32_t *expect = ref;
@@ -356,7 +462,8 @@ int cmd_bench(int argc, char **argv) {
             cli_fail("bench: out of memory");
             goto done;
         }
-        if (greedy(ctx, prompt, n_prompt, n, own, &got) != 0)
+        double dt;
+        if (feed_prefix(ctx, prompt, n_prompt) != 0 || greedy(ctx, prompt, n_prompt, n, own, &got, &dt) != 0)
             goto done;
         if (got != n) {
             printf("FAIL: the fast path generated %" PRId64 " of %" PRId64 " tokens\n", got, n);
@@ -368,18 +475,20 @@ int cmd_bench(int argc, char **argv) {
     /* decode: every run's ids must be the reference's. The warm-up lasts at least
      * warmup_s: a GPU idling at a low clock takes a while to raise it under a load as
      * light as one decode stream (seen on the H200: 345 MHz until about a second in) */
+    if (feed_prefix(ctx, prompt, n_prompt) != 0)
+        goto done;
     const double warm_until = now_s() + (mp.backend == ER_BACKEND_CUDA ? warmup_s : 0.0);
     while (warmup > 0 && now_s() < warm_until) {
         int64_t got = 0;
-        if (greedy(ctx, prompt, n_prompt, n, ids, &got) != 0)
+        double dt;
+        if (greedy(ctx, prompt, n_prompt, n, ids, &got, &dt) != 0)
             goto done;
     }
     for (int64_t r = 0; r < warmup + runs; r++) {
         int64_t got = 0;
-        const double t0 = now_s();
-        if (greedy(ctx, prompt, n_prompt, n, ids, &got) != 0)
+        double dt;
+        if (greedy(ctx, prompt, n_prompt, n, ids, &got, &dt) != 0)
             goto done;
-        const double dt = now_s() - t0;
         int64_t first_diff = -1;
         for (int64_t i = 0; i < n && first_diff < 0; i++)
             if (i >= got || ids[i] != expect[i])
@@ -392,7 +501,7 @@ int cmd_bench(int argc, char **argv) {
             goto done;
         }
         if (r >= warmup)
-            decode_tps[r - warmup] = (double)(n_prompt == 1 ? n : n - 1) / dt;
+            decode_tps[r - warmup] = (double)n / dt;
     }
     if (!strncmp(sha, "9465e63a", 8) && n_prompt == 1 && prompt[0] == 1 && (n < 2 || ids[0] != 1479 || ids[1] != 35)) {
         printf("FAIL: Qwen3-0.6B-Q8_0 from prompt [1] must begin [1, 1479, 35]\n");
@@ -417,8 +526,7 @@ int cmd_bench(int argc, char **argv) {
             cli_fail("bench: out of memory");
             goto done;
         }
-        for (int64_t i = 0; i < pp; i++)
-            pp_ids[i] = (int32_t)((uint64_t)(i + 1) * 2654435761u % (uint64_t)n_vocab);
+        seeded_ids(pp_ids, pp, n_vocab);
         for (int64_t r = 0; r < warmup + runs; r++) {
             er_context_rewind(ctx, 0);
             const double t0 = now_s();
@@ -456,6 +564,12 @@ int cmd_bench(int argc, char **argv) {
                           (double)(er_type_row_size(er_type_get(ctx->type_k), c->n_head_kv * c->head_dim) +
                                    er_type_row_size(er_type_get(ctx->type_v), c->n_head_kv * c->head_dim_v)) /
                           (1024.0 * 1024.0);
+    double w_bytes, kv_bytes;
+    bytes_per_token(&model->view, ctx->type_k, ctx->type_v, n_prompt, n, &w_bytes, &kv_bytes);
+    /* a device's copy bandwidth (bytes read + written per second), measured once, now that
+     * the runs have brought its clocks up: what the decode's reads are a fraction of */
+    const double copy_bw = model->device && model->device->copy_bandwidth ? model->device->copy_bandwidth() : 0.0;
+    const double read_bw = (w_bytes + kv_bytes) * dmed; /* bytes/s the median decode reads */
     const char *backend = mp.backend == ER_BACKEND_CUDA ? "cuda" : cp.reference ? "cpu reference" : "cpu";
     if (json) {
         printf("{\"model\": \"%s\", \"sha256\": \"%s\", \"backend\": \"%s\", \"n\": %" PRId64 ", \"runs\": %d, "
@@ -463,10 +577,13 @@ int cmd_bench(int argc, char **argv) {
                "\"prefill_tokens\": %" PRId64 ", \"prefill_tok_s\": %.1f, \"load_ms\": %.1f, "
                "\"rss_after_load_mib\": %.1f, \"rss_peak_mib\": %.1f, \"gpu_used_mib\": %.1f, "
                "\"gpu_weights_mib\": %.1f, \"kv_cache_mib\": %.1f, \"threads\": %d, \"forced_ties\": %" PRId64 ", "
-               "\"ids_fnv1a\": \"%016" PRIx64 "\", \"ids\": [",
+               "\"depth\": %" PRId64 ", \"prompt_tokens\": %" PRId64 ", \"bytes_per_token\": %.0f, ",
                model_path, sha, backend, n, nr, dmed, dmin, dmax, tmed, pp, pmed, load_ms,
                (double)rss_after_load / 1048576.0, (double)rss_peak_bytes() / 1048576.0, gpu_peak_mib,
-               gpu_weights_mib, kv_mib, ctx->n_threads, n_ties, ids_hash);
+               gpu_weights_mib, kv_mib, ctx->n_threads, n_ties, depth, n_prompt, w_bytes + kv_bytes);
+        if (copy_bw > 0)
+            printf("\"copy_bandwidth_gbs\": %.1f, \"bandwidth_fraction\": %.4f, ", copy_bw / 1e9, read_bw / copy_bw);
+        printf("\"ids_fnv1a\": \"%016" PRIx64 "\", \"ids\": [", ids_hash);
         for (int64_t i = 0; i < n; i++)
             printf(i ? ", %d" : "%d", ids[i]);
         printf("]}\n");
@@ -480,7 +597,12 @@ int cmd_bench(int argc, char **argv) {
                    "max|logit|); ids identical on all %d runs\n",
                    model_path, sha, backend, ctx->n_threads, n - n_ties, n, FORCED_TOL, nr + (int)warmup);
         printf("decode    %.1f tok/s median (min %.1f, max %.1f), %" PRId64 " tokens from a %" PRId64
-               "-token prompt\n", dmed, dmin, dmax, n, n_prompt);
+               "-token prompt%s\n", dmed, dmin, dmax, n, n_prompt, depth > 0 ? " (-d: seeded ids)" : "");
+        printf("reads     %.1f MiB per decode step (weights %.1f + KV cache %.1f), %.1f GB/s at the median",
+               (w_bytes + kv_bytes) / 1048576.0, w_bytes / 1048576.0, kv_bytes / 1048576.0, read_bw / 1e9);
+        if (copy_bw > 0)
+            printf(": %.1f%% of a device-to-device copy's %.1f GB/s", 100.0 * read_bw / copy_bw, copy_bw / 1e9);
+        printf("\n");
         printf("ttft      %.3f ms (the prompt's pass and its logits)\n", tmed);
         if (pp > 0)
             printf("prefill   %.1f tok/s (%" PRId64 " tokens in one pass)\n", pmed, pp);

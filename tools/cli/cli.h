@@ -21,6 +21,9 @@ int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* tools/server/serve.c */
 
+/* bench's lines of the usage (`edgerunner --help`, `edgerunner bench --help`) */
+extern const char cli_bench_usage[];
+
 /* From now on a SIGBUS (the mapped model file truncated under us) prints one line naming
  * `path` on stderr and exits 1. Called by each subcommand before it maps a model file. */
 void cli_catch_sigbus(const char *path);

@@ -90,12 +90,8 @@ static void usage(FILE *out) {
             "        Q4_K_M Q4_K_S Q5_K_M Q5_K_S\n"
             "  convert DIR OUT.gguf [TYPE] [-t N]\n"
             "        writes the Hugging Face folder DIR as a GGUF (llama.cpp's metadata keys and\n"
-            "        tensor names); without TYPE every tensor keeps the folder's type\n"
-            "  bench -m MODEL [--backend cpu|cuda] [--prompt-ids 1] [-n 128] [--runs 5] [--warmup 1]\n"
-            "        [--warmup-seconds 2] [-pp 512] [-t N] [-c N_CTX] [-b N_BATCH] [-ctk T] [-ctv T] [--reference]\n"
-            "        [--json] [--profile]\n"
-            "        decode and prefill speed, refused (FAIL) when the greedy tokens differ from\n"
-            "        the CPU reference; the context holds at least the runs' tokens, whatever -c\n");
+            "        tensor names); without TYPE every tensor keeps the folder's type\n");
+    fputs(cli_bench_usage, out);
 }
 
 int main(int argc, char **argv) {

@@ -114,9 +114,9 @@ static er_status context_create(const model_view *m, int reference, const backen
                      "for %s", cc->n_seq, (long long)p->n_ctx, m->path);
         goto fail;
     }
+    if ((st = cpu_pool_create(p->n_threads, &cc->pool)) != ER_OK)
+        goto fail;
     if (!reference) {
-        if ((st = cpu_pool_create(p->n_threads, &cc->pool)) != ER_OK)
-            goto fail;
         const size_t act_size = (cpu_fast_act_size(p->n_batch, max_in, cpu_pool_size(cc->pool)) + 63) / 64 * 64;
         const size_t attn_bytes = (size_t)cpu_pool_size(cc->pool) * cpu_fast_attn_scratch_floats(p->n_ctx, c->head_dim) *
                                   sizeof(float);

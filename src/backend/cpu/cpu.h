@@ -4,7 +4,8 @@
  * Both tables run the same forward pass (forward.c); the context picks its matrix
  * product, attention and SwiGLU once, when it is created:
  *   cpu_reference_ops  the plain-C reference (ops.h): F32 activations and KV cache, one
- *                      summation order, one thread per row range; the oracle of every
+ *                      summation order whatever the thread count (matmul rows and
+ *                      attention heads split over the pool); the oracle of every
  *                      faster path. Asked for an F16 or Q8_0 cache, it rounds K and V
  *                      through that type and keeps the values in F32: the numbers such
  *                      a cache holds, so it stays the oracle of those caches too
@@ -67,8 +68,8 @@ typedef struct cpu_context {
     int32_t *one_seq;     /* (n_batch) zeros: decode's batch is all sequence 0 */
     int64_t *one_pos;     /* (n_batch) decode's positions */
     int8_t *one_logits;   /* (n_batch) decode's logits flags */
+    cpu_pool *pool;      /* n_threads workers, created with the context (both paths) */
     /* fast path only, NULL on the reference */
-    cpu_pool *pool;      /* n_threads workers, created with the context */
     float *attn_scratch; /* (n_threads, cpu_fast_attn_scratch_floats) blocked prompt attention, 64-byte aligned */
     void *act;           /* (n_batch, max(n_embd, n_ff, n_head * head_dim_v)) activations in the weight
                             type's dot format (cpu_fast_act_size bytes), 64-byte aligned */

@@ -26,7 +26,7 @@
 /* The reference ops or the fast path on the context's thread pool. */
 static void matmul(cpu_context *cc, const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride) {
     if (cc->reference)
-        cpu_matmul(w, x, n_tokens, y, y_stride, cc->row, cc->n_threads);
+        cpu_matmul(cc->pool, w, x, n_tokens, y, y_stride, cc->row);
     else
         cpu_fast_matmul(cc->pool, w, x, n_tokens, y, y_stride, cc->act);
 }
@@ -78,9 +78,7 @@ static void attention(cpu_context *cc, uint8_t *k_cache, uint8_t *v_cache, size_
         const float *q = cc->q + s->t0 * c->n_head * c->head_dim;  /* (s->n, n_head * head_dim) */
         if (cc->reference) {
             assert(kv.k_ops->type == ER_TYPE_F32 && kv.v_ops->type == ER_TYPE_F32); /* cpu_reference_ops.kv_types */
-            for (int64_t t = 0; t < s->n; t++)
-                cpu_attention_window(out + t * c->n_head * c->head_dim_v, q + t * c->n_head * c->head_dim, kv.k, kv.v,
-                                     s->pos0 + t, c, cc->scores, window);
+            cpu_attention_tokens(cc->pool, out, q, kv.k, kv.v, s->pos0, s->n, c, cc->scores, cc->n_ctx, window);
         } else if (is_big(s->n)) {
             cpu_fast_attention(cc->pool, out, q, &kv, s->pos0, s->n, c, cc->scores, cc->n_ctx, cc->attn_scratch, window);
         } else {

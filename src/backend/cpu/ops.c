@@ -3,11 +3,16 @@
  *
  * Costs, per token: matmul reads every weight once (decode is bound by memory
  * bandwidth); attention reads pos * (head_dim + head_dim_v) floats per KV head.
+ *
+ * Threads: matmul and attention split their outputs over the context's pool, so that
+ * every output element is computed by one thread, by the same code and in the same
+ * order as on one thread: matmul an equal range of output rows per thread, attention
+ * (token, head) pairs dealt in turn. The results are bit-identical for any thread count
+ * (tests/unit/test_cpu.c). The other operations are cheap beside these and stay serial.
  */
 #include "backend/cpu/ops.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps) {
@@ -46,51 +51,30 @@ static void matmul_rows(const er_weight *w, const float *x, int64_t n_tokens, fl
     }
 }
 
-typedef struct matmul_job {
+typedef struct matmul_task {
     const er_weight *w;
     const float *x;
     int64_t n_tokens;
     float *y;
     int64_t y_stride;
-    float *row;
-    int64_t o_begin, o_end;
-} matmul_job;
+    float *row; /* (threads, n_in) */
+} matmul_task;
 
-static void *matmul_worker(void *arg) {
-    const matmul_job *j = arg;
-    matmul_rows(j->w, j->x, j->n_tokens, j->y, j->y_stride, j->row, j->o_begin, j->o_end);
-    return NULL;
+/* Thread ith of nth: the ith of nth equal ranges of output rows. */
+static void matmul_worker(void *arg, int ith, int nth) {
+    const matmul_task *j = arg;
+    const int64_t n_out = j->w->n_out;
+    matmul_rows(j->w, j->x, j->n_tokens, j->y, j->y_stride, j->row + (size_t)ith * (size_t)j->w->n_in,
+                n_out * ith / nth, n_out * (ith + 1) / nth);
 }
 
-void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride, float *row,
-                int n_threads) {
-    enum { MAX_THREADS = 64, MIN_WORK_PER_THREAD = 1 << 20 }; /* multiply-adds */
-    const int64_t work = w->n_out * w->n_in * n_tokens;
-    int n = n_threads < MAX_THREADS ? n_threads : MAX_THREADS;
-    if (n > 1 && work / n < MIN_WORK_PER_THREAD)
-        n = (int)(work / MIN_WORK_PER_THREAD);
-    if (n <= 1) {
-        matmul_rows(w, x, n_tokens, y, y_stride, row, 0, w->n_out);
-        return;
-    }
-    /* rows split evenly; each row is computed exactly as on one thread, so the result
-     * does not depend on the thread count */
-    pthread_t threads[MAX_THREADS];
-    matmul_job jobs[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    for (int i = 0; i < n; i++) {
-        jobs[i] = (matmul_job){w, x, n_tokens, y, y_stride, row + (size_t)i * (size_t)w->n_in,
-                               w->n_out * i / n, w->n_out * (i + 1) / n};
-        if (i > 0)
-            started[i] = pthread_create(&threads[i], NULL, matmul_worker, &jobs[i]) == 0;
-    }
-    matmul_worker(&jobs[0]);
-    for (int i = 1; i < n; i++) {
-        if (started[i])
-            pthread_join(threads[i], NULL);
-        else /* no thread could be started: do its rows here */
-            matmul_worker(&jobs[i]);
-    }
+void cpu_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
+                float *row) {
+    matmul_task j = {w, x, n_tokens, y, y_stride, row};
+    if (cpu_pool_size(pool) == 1)
+        matmul_worker(&j, 0, 1);
+    else
+        cpu_pool_run(pool, matmul_worker, &j);
 }
 
 void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y) {
@@ -112,6 +96,38 @@ void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int ne
     }
 }
 
+/* One head h of one token at position pos over cache rows j0..pos: out_h (head_dim_v)
+ * from q (n_head * head_dim), scores scratch (pos + 1). */
+static void attention_head(float *out, const float *q, const float *k_cache, const float *v_cache, int64_t pos,
+                           const model_config *c, float *scores, int64_t window, int64_t h) {
+    const int64_t j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* first row seen */
+    const int64_t kv_stride = c->n_head_kv * c->head_dim;
+    const int64_t v_stride = c->n_head_kv * c->head_dim_v;
+    const int64_t kvh = h / (c->n_head / c->n_head_kv);
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    const float *qh = q + h * c->head_dim;
+    float max = -INFINITY;
+    for (int64_t j = j0; j <= pos; j++) {
+        scores[j] = dot_f32(qh, k_cache + j * kv_stride + kvh * c->head_dim, c->head_dim) * scale;
+        if (scores[j] > max)
+            max = scores[j];
+    }
+    float sum = 0.0f;
+    for (int64_t j = j0; j <= pos; j++) {
+        scores[j] = expf(scores[j] - max);
+        sum += scores[j];
+    }
+    const float inv = 1.0f / sum;
+    float *oh = out + h * c->head_dim_v;
+    memset(oh, 0, (size_t)c->head_dim_v * sizeof *oh);
+    for (int64_t j = j0; j <= pos; j++) {
+        const float p = scores[j] * inv;
+        const float *vj = v_cache + j * v_stride + kvh * c->head_dim_v;
+        for (int64_t d = 0; d < c->head_dim_v; d++)
+            oh[d] += p * vj[d];
+    }
+}
+
 void cpu_attention(float *out, const float *q, const float *k_cache, const float *v_cache,
                    int64_t pos, const model_config *c, float *scores) {
     cpu_attention_window(out, q, k_cache, v_cache, pos, c, scores, 0);
@@ -119,35 +135,41 @@ void cpu_attention(float *out, const float *q, const float *k_cache, const float
 
 void cpu_attention_window(float *out, const float *q, const float *k_cache, const float *v_cache,
                           int64_t pos, const model_config *c, float *scores, int64_t window) {
-    const int64_t j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* first row seen */
-    const int64_t kv_stride = c->n_head_kv * c->head_dim;
-    const int64_t v_stride = c->n_head_kv * c->head_dim_v;
-    const int64_t group = c->n_head / c->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)c->head_dim);
-    for (int64_t h = 0; h < c->n_head; h++) {
-        const int64_t kvh = h / group;
-        const float *qh = q + h * c->head_dim;
-        float max = -INFINITY;
-        for (int64_t j = j0; j <= pos; j++) {
-            scores[j] = dot_f32(qh, k_cache + j * kv_stride + kvh * c->head_dim, c->head_dim) * scale;
-            if (scores[j] > max)
-                max = scores[j];
-        }
-        float sum = 0.0f;
-        for (int64_t j = j0; j <= pos; j++) {
-            scores[j] = expf(scores[j] - max);
-            sum += scores[j];
-        }
-        const float inv = 1.0f / sum;
-        float *oh = out + h * c->head_dim_v;
-        memset(oh, 0, (size_t)c->head_dim_v * sizeof *oh);
-        for (int64_t j = j0; j <= pos; j++) {
-            const float p = scores[j] * inv;
-            const float *vj = v_cache + j * v_stride + kvh * c->head_dim_v;
-            for (int64_t d = 0; d < c->head_dim_v; d++)
-                oh[d] += p * vj[d];
-        }
+    for (int64_t h = 0; h < c->n_head; h++)
+        attention_head(out, q, k_cache, v_cache, pos, c, scores, window, h);
+}
+
+typedef struct attention_task {
+    float *out;
+    const float *q;
+    const float *k_cache, *v_cache;
+    int64_t pos0, n_tokens;
+    const model_config *c;
+    float *scores; /* (threads, n_ctx) */
+    int64_t n_ctx, window;
+} attention_task;
+
+/* Thread ith of nth: every nth (token, head) pair from the ith (later tokens cost more,
+ * so pairs are dealt in turn rather than in ranges). */
+static void attention_worker(void *arg, int ith, int nth) {
+    const attention_task *a = arg;
+    const model_config *c = a->c;
+    float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
+    for (int64_t p = ith; p < a->n_tokens * c->n_head; p += nth) {
+        const int64_t t = p / c->n_head, h = p % c->n_head;
+        attention_head(a->out + t * c->n_head * c->head_dim_v, a->q + t * c->n_head * c->head_dim, a->k_cache,
+                       a->v_cache, a->pos0 + t, c, scores, a->window, h);
     }
+}
+
+void cpu_attention_tokens(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
+                          int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
+                          int64_t window) {
+    attention_task a = {out, q, k_cache, v_cache, pos0, n_tokens, c, scores, n_ctx, window};
+    if (cpu_pool_size(pool) == 1)
+        attention_worker(&a, 0, 1);
+    else
+        cpu_pool_run(pool, attention_worker, &a);
 }
 
 void cpu_swiglu(float *gate, const float *up, int64_t n) {

@@ -1,8 +1,11 @@
 /*
- * ops.h - CPU operations of the forward pass, reference versions (plain C, one thread).
+ * ops.h - CPU operations of the forward pass, reference versions (plain C).
  *
  * These define the numbers every faster backend is checked against: float arithmetic in
- * a fixed order, no fast-math. Activations are row-major (n_tokens, width).
+ * a fixed order, no fast-math. Activations are row-major (n_tokens, width). matmul and
+ * attention take the context's thread pool (NULL: the calling thread alone) and split
+ * their outputs over it; every output is computed as on one thread, so the results do
+ * not depend on the thread count.
  */
 #ifndef ER_BACKEND_CPU_OPS_H
 #define ER_BACKEND_CPU_OPS_H
@@ -10,17 +13,17 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/threadpool.h"
 
 /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n_rows rows of n elements */
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps);
 
-/* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T, rows split over up to
- * n_threads threads (only when the work is large enough to pay for starting them).
- * `row` is scratch for one dequantized row per thread (n_threads, n_in). The result
- * for a token depends neither on n_tokens nor on n_threads: prefill and decode give
- * bit-identical logits. */
-void cpu_matmul(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
-                float *row, int n_threads);
+/* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T, output rows split in
+ * equal ranges over the pool's threads. `row` is scratch for one dequantized row per
+ * thread (pool size, n_in). The result for a token depends neither on n_tokens nor on
+ * the thread count: prefill and decode give bit-identical logits. */
+void cpu_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
+                float *row);
 
 /* y[i] = embedding row tokens[i] (n_embd floats each) */
 void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y);
@@ -39,6 +42,14 @@ void cpu_attention(float *out, const float *q, const float *k_cache, const float
  * the sliding-window layers of Gemma-3. */
 void cpu_attention_window(float *out, const float *q, const float *k_cache, const float *v_cache,
                           int64_t pos, const model_config *c, float *scores, int64_t window);
+
+/* cpu_attention_window of n_tokens queries at positions pos0.. (q (n_tokens, n_head *
+ * head_dim), out (n_tokens, n_head * head_dim_v)), their (token, head) pairs dealt over
+ * the pool's threads, each computed exactly as cpu_attention_window computes it;
+ * scores: scratch (pool size, n_ctx), n_ctx > pos0 + n_tokens - 1. */
+void cpu_attention_tokens(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
+                          int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
+                          int64_t window);
 
 /* gate[i] = silu(gate[i]) * up[i] */
 void cpu_swiglu(float *gate, const float *up, int64_t n);

@@ -2,7 +2,8 @@
  * threadpool.c - see threadpool.h.
  *
  * Synchronisation: the caller publishes a task by storing it and bumping `gen` (seq_cst);
- * workers spin on `gen`, then sleep once they have spun SPIN_ITERS times without news. A
+ * workers spin on `gen` (yielding the CPU at each step after YIELD_AFTER, as every wait
+ * here does), then sleep once they have spun SPIN_ITERS times without news. A
  * worker increments `n_sleeping` under the mutex and re-checks `gen` before waiting; the
  * caller reads `n_sleeping` after bumping `gen` and broadcasts under the mutex when it is
  * non-zero, so a wake-up is never lost (both sides use seq_cst: one of them sees the other).
@@ -90,10 +91,8 @@ static void *worker_main(void *p) {
         unsigned g;
         int spins = 0;
         while ((g = atomic_load(&pool->gen)) == seen && !atomic_load(&pool->stop)) {
-            if (++spins < SPIN_ITERS) {
-#if defined(__x86_64__) || defined(__i386__)
-                __builtin_ia32_pause();
-#endif
+            if (spins < SPIN_ITERS) {
+                spin_step(&spins);
                 continue;
             }
             pthread_mutex_lock(&pool->mutex);

@@ -2,7 +2,9 @@
  * upload.c - the model's weights to the device, once per model: the layer's matrices
  * stacked where one kernel reads them together (wq|wk|wv, w_gate|w_up), the quantized
  * types repacked on the device into the layouts of wtypes.cuh, the norms and biases as
- * F32 vectors, all of it in one allocation.
+ * F32 vectors, all of it in one allocation. Each chunk of a weight's rows is released to
+ * the model layer once copied (model_view.release), which drops its pages of the file: a
+ * run's peak host memory stays far below the file's size.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -90,7 +92,7 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
             n_runs++;
         }
         run->n_out += p->n_out;
-        if (p->n_in > INT32_MAX / 4 || run->n_out > INT32_MAX)
+        if (p->n_in > INT32_MAX / 4 || run->n_out > INT32_MAX || p->row_size > UPLOAD_CHUNK_BYTES)
             return er_fail(ER_ERR_UNSUPPORTED, "%s: tensor '%s' is too large for the CUDA kernels", cm->m->path, names[i]);
         /* the run's memory, once its last part is known */
         const int last = i + 1 == n_parts || cuda_wtype_from_er(parts[i + 1]->type) != type;
@@ -117,19 +119,23 @@ static er_status upload_matrix(cuda_model *cm, const er_weight *const *parts, co
         }
         const int type = run->type;
         const size_t rb = cuda_row_bytes(type, p->n_in), sb = cuda_scale_row_bytes(type, p->n_in);
-        if (!cuda_wtype_repack_bytes(type)) {
-            CUDA_TRY(cudaMemcpy((uint8_t *)run->w + (size_t)row0 * rb, p->data, (size_t)p->n_out * p->row_size,
-                                cudaMemcpyHostToDevice));
-        } else {
-            const int64_t chunk = (int64_t)(UPLOAD_CHUNK_BYTES / p->row_size);
-            for (int64_t r = 0; r < p->n_out; r += chunk) {
-                const int64_t rows = p->n_out - r < chunk ? p->n_out - r : chunk;
-                CUDA_TRY(cudaMemcpy(staging, p->data + (size_t)r * p->row_size, (size_t)rows * p->row_size,
-                                    cudaMemcpyHostToDevice));
-                uint8_t *qs = (uint8_t *)run->w + (size_t)(row0 + r) * rb;
+        /* a chunk of rows at a time, each released once copied (a cudaMemcpy from pageable
+         * memory returns once it has read its source), so that the file's weights are never
+         * all resident on the host at once */
+        const int64_t chunk = (int64_t)(UPLOAD_CHUNK_BYTES / p->row_size); /* >= 1: checked above */
+        for (int64_t r = 0; r < p->n_out; r += chunk) {
+            const int64_t rows = p->n_out - r < chunk ? p->n_out - r : chunk;
+            const uint8_t *src = p->data + (size_t)r * p->row_size;
+            uint8_t *qs = (uint8_t *)run->w + (size_t)(row0 + r) * rb;
+            if (!cuda_wtype_repack_bytes(type)) { /* the file's rows are the device's */
+                CUDA_TRY(cudaMemcpy(qs, src, (size_t)rows * p->row_size, cudaMemcpyHostToDevice));
+            } else {
                 uint8_t *d = sb ? (uint8_t *)run->d + (size_t)(row0 + r) * sb : NULL;
+                CUDA_TRY(cudaMemcpy(staging, src, (size_t)rows * p->row_size, cudaMemcpyHostToDevice));
                 CUDA_TRY(cuda_repack(type, staging, rows, p->n_in, qs, d, 0));
             }
+            if (cm->m->release)
+                cm->m->release(cm->m->release_owner, src, (size_t)rows * p->row_size);
         }
         row0 += p->n_out;
     }
