@@ -79,12 +79,15 @@ run() {
     if [ ! -x "$lb" ] && [ -f "$lb.xz" ]; then # carried compressed (the carry limit is 64 MiB)
         xz -dc "$lb.xz" > /tmp/llama-bench && chmod +x /tmp/llama-bench && lb=/tmp/llama-bench
     fi
-    # a llama.cpp built here links NCCL; the GPU machine has it only in a Python package
-    if [ -x "$lb" ] && ldd "$lb" | grep -q "libnccl.*not found"; then
-        local site nccl
+    # a llama.cpp built here links NCCL and cuBLAS; the GPU machine may have them only in
+    # Python packages (nvidia-nccl-cu13, nvidia-cublas): add the folders of whatever is missing
+    if [ -x "$lb" ]; then
+        local site lib found
         site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-        nccl=$(find "$site" -name 'libnccl.so.2' 2>/dev/null | head -1)
-        [ -n "$nccl" ] && export LD_LIBRARY_PATH=$(dirname "$nccl")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        for lib in $(ldd "$lb" | awk '/not found/ {print $1}'); do
+            found=$(find "$site" -name "$lib" 2>/dev/null | head -1)
+            [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        done
     fi
     if [ ! -x "$lb" ]; then
         cmake -S "$CARRY/llama.cpp" -B /tmp/lcpp -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
@@ -106,13 +109,14 @@ run() {
     printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s | TTFT ms | GPU MiB (weights + KV) |\n|---|---|---|---|---|---|\n' | tee "$OUT/compare.md"
     while read -r f; do
         b=$(basename "$f" .gguf)
-        "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err"
+        "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err" || true
         # N: our greedy tokens per run (128; fewer at 8B, where the CPU reference that
         # checks them costs about a second a token on the GPU machine's 16 cores)
-        build/edgerunner bench -m "$f" --backend cuda -n "${N:-128}" -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err"
+        build/edgerunner bench -m "$f" --backend cuda -n "${N:-128}" -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err" ||
+            true # a refused run is the table's FAIL row, not the end of the table
         show_profile "$OUT/ours-$b.err"
         if [ -n "${BASELINE:-}" ]; then # an earlier build, timed in the same run (the row "before")
-            "$BASELINE" bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/before-$b.json" 2> "$OUT/before-$b.err"
+            "$BASELINE" bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/before-$b.json" 2> "$OUT/before-$b.err" || true
             show_profile "$OUT/before-$b.err"
         fi
         python3 - "$b" "$OUT/llamacpp-$b.json" "$OUT/ours-$b.json" ${BASELINE:+"$OUT/before-$b.json"} <<'PY' | tee -a "$OUT/compare.md"
