@@ -22,8 +22,9 @@
  *
  * The output head (151,936 rows for Qwen3) is too large for that: k_head streams it
  * with every warp of a resident grid walking rows, folding in the argmax. So do the
- * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES: from
- * Qwen3-1.7B's gate|up on): k_matvec_stream. With slices, their many waves of blocks each
+ * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES: all but
+ * wo from Qwen3-1.7B Q8_0 on, and the gate|up of F16/F32 models from 0.6B on, whose
+ * speed there is not measured yet): k_matvec_stream. With slices, their many waves of blocks each
  * staged the input again (at Qwen3-8B 1,756 blocks of gate|up each read and normalized
  * the 16 KB input: half as many bytes again as the weights, through L2) and each waited
  * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s.
