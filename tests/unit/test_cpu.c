@@ -667,6 +667,7 @@ static void test_reference_model_threads(void) {
 void test_cpu(void) {
     test_pool();
     test_gemm(ER_TYPE_Q8_0);
+    test_gemm(ER_TYPE_Q4_1);
     test_gemm(ER_TYPE_Q4_K);
     test_fast_to_f32();
     test_kv_f16_convert();

@@ -333,6 +333,79 @@ AVX2 static void gemm_q8_0_q8_0_avx2(const uint8_t *w, size_t w_stride, int64_t 
 }
 #undef TILE
 
+/* Q4_1 x Q8_1 (SmolLM2's type) as tile_q8_0: RM rows x RN tokens, each block's nibbles
+ * unpacked once for the RN tokens. Each (row, token) keeps dot_q4_1_q8_1_avx2's state (8
+ * float lanes, and the minimums' sum in block order) and updates it as that dot does, so
+ * the result is the dot's to the bit: a sequence's numbers do not depend on how many
+ * others share its decode step (batch invariance, forward.c). */
+AVX2 static INLINE void tile_q4_1(const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride, float *y,
+                                  int64_t y_stride, int64_t nb, const int RM, const int RN) {
+    __m256 acc[4][4];
+    float summ[4][4];
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int i = 0; i < RM; i++)
+        for (int j = 0; j < RN; j++) {
+            acc[i][j] = _mm256_setzero_ps();
+            summ[i][j] = 0.0f;
+        }
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv[4];
+        float dx[4], sx[4];
+        for (int j = 0; j < RN; j++) {
+            const block_q8_1 *xb = (const block_q8_1 *)(x + (size_t)j * x_stride) + b;
+            xv[j] = _mm256_loadu_si256((const __m256i *)xb->qs);
+            dx[j] = _cvtsh_ss(xb->d);
+            sx[j] = _cvtsh_ss(xb->s);
+        }
+        for (int i = 0; i < RM; i++) {
+            const block_q4_1 *wb = (const block_q4_1 *)(w + (size_t)i * w_stride) + b;
+            _mm_prefetch((const char *)wb + PREFETCH_AHEAD, _MM_HINT_T0);
+            const __m128i q = _mm_loadu_si128((const __m128i *)wb->qs); /* elements j (low) and j + 16 (high) */
+            const __m256i wv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m4)),
+                                                       _mm_and_si128(_mm_srli_epi16(q, 4), m4), 1);
+            const float dw = _cvtsh_ss(wb->d), mw = _cvtsh_ss(wb->m);
+            for (int j = 0; j < RN; j++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv[j]), ones);
+                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), _mm256_cvtepi32_ps(p), acc[i][j]);
+                summ[i][j] += mw * sx[j];
+            }
+        }
+    }
+    for (int i = 0; i < RM; i++)
+        for (int j = 0; j < RN; j++)
+            y[j * y_stride + i] = hsum8(acc[i][j]) + summ[i][j];
+}
+
+#define TILE(rm, rn) tile_q4_1(w + (size_t)r * w_stride, w_stride, x + (size_t)t * x_stride, x_stride, \
+                               y + t * y_stride + r, y_stride, nb, rm, rn)
+
+/* the blocking of gemm_q8_0_q8_0_avx2 */
+AVX2 static void gemm_q4_1_q8_1_avx2(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                     size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    enum { TOK_BLOCK = 32 };
+    const int64_t nb = n / QK4_1;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
+        const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
+        int64_t r = 0;
+        for (; r + 4 <= n_rows; r += 4) {
+            int64_t t = t0;
+            for (; t + 2 <= t1; t += 2)
+                TILE(4, 2);
+            if (t < t1)
+                TILE(4, 1);
+        }
+        for (; r < n_rows; r++) {
+            int64_t t = t0;
+            for (; t + 2 <= t1; t += 2)
+                TILE(1, 2);
+            if (t < t1)
+                TILE(1, 1);
+        }
+    }
+}
+#undef TILE
+
 /* Q4_K x Q8_K for a batch, in the shape of llama.cpp's tiled AVX2 kernel: per 256-block,
  * 16 weight rows are unpacked once to bytes (with their 6-bit scales), then each 32-byte
  * weight load serves 8 tokens (vpmaddubsw, then vpmaddwd by the sub-block's scale into
@@ -549,7 +622,10 @@ static int have_avx2(void) {
 cpu_gemm_fn cpu_gemm_get(uint32_t type) {
     if (!have_avx2())
         return NULL;
-    return type == ER_TYPE_Q8_0 ? gemm_q8_0_q8_0_avx2 : type == ER_TYPE_Q4_K ? gemm_q4_K_q8_K_avx2 : NULL;
+    return type == ER_TYPE_Q8_0   ? gemm_q8_0_q8_0_avx2
+           : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_avx2
+           : type == ER_TYPE_Q4_K ? gemm_q4_K_q8_K_avx2
+                                  : NULL;
 }
 
 const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
