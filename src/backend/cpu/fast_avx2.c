@@ -302,36 +302,38 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
             panel[16 * k + r] = rows[r * n + k];
 }
 
-#define TILE(rm, rn) tile_q8_0(w + (size_t)r * w_stride, w_stride, x + (size_t)t * x_stride, x_stride, \
-                               y + t * y_stride + r, y_stride, nb, rm, rn)
+/* The blocking of the int8 tiles (tile_q8_0, tile_q4_1), the body of a cpu_gemm_fn: token
+ * blocks of TOK_BLOCK (their activations, 35-105 KB, stay in L1/L2) outside, tiles of 4
+ * rows x 2 tokens inside (the rows of one call, a chunk of <= ~400 KB, stay in L2 across
+ * token blocks): every operand comes from cache, weights from memory once per call. */
+#define INT8_TILE(tile, rm, rn)                                                                       \
+    tile(w + (size_t)r * w_stride, w_stride, x + (size_t)t * x_stride, x_stride, y + t * y_stride + r, y_stride, \
+         nb, rm, rn)
+#define INT8_GEMM(tile, block_elems)                                                                  \
+    enum { TOK_BLOCK = 32 };                                                                          \
+    const int64_t nb = n / (block_elems);                                                            \
+    for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {                                               \
+        const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;                           \
+        for (int64_t r = 0; r < n_rows; r += n_rows - r >= 4 ? 4 : 1) {                               \
+            int64_t t = t0;                                                                          \
+            if (n_rows - r >= 4) {                                                                    \
+                for (; t + 2 <= t1; t += 2)                                                           \
+                    INT8_TILE(tile, 4, 2);                                                            \
+                if (t < t1)                                                                           \
+                    INT8_TILE(tile, 4, 1);                                                            \
+            } else {                                                                                 \
+                for (; t + 2 <= t1; t += 2)                                                           \
+                    INT8_TILE(tile, 1, 2);                                                            \
+                if (t < t1)                                                                           \
+                    INT8_TILE(tile, 1, 1);                                                            \
+            }                                                                                        \
+        }                                                                                            \
+    }
 
-/* Token blocks of TOK_BLOCK (their activations, 35-105 KB, stay in L1/L2) outside, tiles
- * of 4 rows inside (the rows of one call, a chunk of <= ~400 KB, stay in L2 across token
- * blocks): every operand comes from cache, weights from memory once per call. */
 AVX2 static void gemm_q8_0_q8_0_avx2(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
                                      size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    enum { TOK_BLOCK = 32 };
-    const int64_t nb = n / QK8_0;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
-        const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
-        int64_t r = 0;
-        for (; r + 4 <= n_rows; r += 4) {
-            int64_t t = t0;
-            for (; t + 2 <= t1; t += 2)
-                TILE(4, 2);
-            if (t < t1)
-                TILE(4, 1);
-        }
-        for (; r < n_rows; r++) {
-            int64_t t = t0;
-            for (; t + 2 <= t1; t += 2)
-                TILE(1, 2);
-            if (t < t1)
-                TILE(1, 1);
-        }
-    }
+    INT8_GEMM(tile_q8_0, QK8_0)
 }
-#undef TILE
 
 /* Q4_1 x Q8_1 (SmolLM2's type) as tile_q8_0: RM rows x RN tokens, each block's nibbles
  * unpacked once for the RN tokens. Each (row, token) keeps dot_q4_1_q8_1_avx2's state (8
@@ -377,34 +379,12 @@ AVX2 static INLINE void tile_q4_1(const uint8_t *w, size_t w_stride, const uint8
             y[j * y_stride + i] = hsum8(acc[i][j]) + summ[i][j];
 }
 
-#define TILE(rm, rn) tile_q4_1(w + (size_t)r * w_stride, w_stride, x + (size_t)t * x_stride, x_stride, \
-                               y + t * y_stride + r, y_stride, nb, rm, rn)
-
-/* the blocking of gemm_q8_0_q8_0_avx2 */
 AVX2 static void gemm_q4_1_q8_1_avx2(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
                                      size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    enum { TOK_BLOCK = 32 };
-    const int64_t nb = n / QK4_1;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
-        const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
-        int64_t r = 0;
-        for (; r + 4 <= n_rows; r += 4) {
-            int64_t t = t0;
-            for (; t + 2 <= t1; t += 2)
-                TILE(4, 2);
-            if (t < t1)
-                TILE(4, 1);
-        }
-        for (; r < n_rows; r++) {
-            int64_t t = t0;
-            for (; t + 2 <= t1; t += 2)
-                TILE(1, 2);
-            if (t < t1)
-                TILE(1, 1);
-        }
-    }
+    INT8_GEMM(tile_q4_1, QK4_1)
 }
-#undef TILE
+#undef INT8_GEMM
+#undef INT8_TILE
 
 /* Q4_K x Q8_K for a batch, in the shape of llama.cpp's tiled AVX2 kernel: per 256-block,
  * 16 weight rows are unpacked once to bytes (with their 6-bit scales), then each 32-byte
