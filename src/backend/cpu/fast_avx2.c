@@ -127,23 +127,29 @@ AVX2 static INLINE void tile_q8_0(const uint8_t *w, size_t w_stride, const uint8
                                   int64_t y_stride, int64_t nb, const int RM, const int RN) {
     __m256 acc[4][4];
     const __m256i ones = _mm256_set1_epi16(1);
+    /* every loop over RM and RN unrolled: the accumulators then live in registers */
+#pragma GCC unroll 4
     for (int i = 0; i < RM; i++)
+#pragma GCC unroll 4
         for (int j = 0; j < RN; j++)
             acc[i][j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i xv[4];
         float dx[4];
+#pragma GCC unroll 4
         for (int j = 0; j < RN; j++) {
             const block_q8_0 *xb = (const block_q8_0 *)(x + (size_t)j * x_stride) + b;
             xv[j] = _mm256_loadu_si256((const __m256i *)xb->qs);
             dx[j] = _cvtsh_ss(xb->d);
         }
+#pragma GCC unroll 4
         for (int i = 0; i < RM; i++) {
             const block_q8_0 *wb = (const block_q8_0 *)(w + (size_t)i * w_stride) + b;
             _mm_prefetch((const char *)wb + PREFETCH_AHEAD, _MM_HINT_T0);
             const __m256i wv = _mm256_loadu_si256((const __m256i *)wb->qs);
             const __m256i aw = _mm256_sign_epi8(wv, wv);
             const float dw = _cvtsh_ss(wb->d);
+#pragma GCC unroll 4
             for (int j = 0; j < RN; j++) {
                 const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[j], wv)), ones);
                 acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), _mm256_cvtepi32_ps(p), acc[i][j]);
@@ -346,7 +352,11 @@ AVX2 static INLINE void tile_q4_1(const uint8_t *w, size_t w_stride, const uint8
     float summ[4][4];
     const __m256i ones = _mm256_set1_epi16(1);
     const __m128i m4 = _mm_set1_epi8(0x0F);
+    /* every loop over RM and RN unrolled: the accumulators then live in registers (rolled,
+     * GCC kept them on the stack and each block waited on a store and a reload) */
+#pragma GCC unroll 4
     for (int i = 0; i < RM; i++)
+#pragma GCC unroll 4
         for (int j = 0; j < RN; j++) {
             acc[i][j] = _mm256_setzero_ps();
             summ[i][j] = 0.0f;
@@ -354,12 +364,14 @@ AVX2 static INLINE void tile_q4_1(const uint8_t *w, size_t w_stride, const uint8
     for (int64_t b = 0; b < nb; b++) {
         __m256i xv[4];
         float dx[4], sx[4];
+#pragma GCC unroll 4
         for (int j = 0; j < RN; j++) {
             const block_q8_1 *xb = (const block_q8_1 *)(x + (size_t)j * x_stride) + b;
             xv[j] = _mm256_loadu_si256((const __m256i *)xb->qs);
             dx[j] = _cvtsh_ss(xb->d);
             sx[j] = _cvtsh_ss(xb->s);
         }
+#pragma GCC unroll 4
         for (int i = 0; i < RM; i++) {
             const block_q4_1 *wb = (const block_q4_1 *)(w + (size_t)i * w_stride) + b;
             _mm_prefetch((const char *)wb + PREFETCH_AHEAD, _MM_HINT_T0);
@@ -367,6 +379,7 @@ AVX2 static INLINE void tile_q4_1(const uint8_t *w, size_t w_stride, const uint8
             const __m256i wv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m4)),
                                                        _mm_and_si128(_mm_srli_epi16(q, 4), m4), 1);
             const float dw = _cvtsh_ss(wb->d), mw = _cvtsh_ss(wb->m);
+#pragma GCC unroll 4
             for (int j = 0; j < RN; j++) {
                 const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv[j]), ones);
                 acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), _mm256_cvtepi32_ps(p), acc[i][j]);
