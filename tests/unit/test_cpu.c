@@ -74,6 +74,25 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((rng_state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
 }
 
+/* The attention tests' cases, rows of (heads, kv heads, hd, hd_v, tokens, cached prefix,
+ * window): the model_config of the first four. */
+static model_config attn_config(const int64_t row[7]) {
+    model_config c;
+    memset(&c, 0, sizeof c);
+    c.n_head = row[0], c.n_head_kv = row[1], c.head_dim = row[2], c.head_dim_v = row[3];
+    return c;
+}
+
+/* Random queries and keys in [-2, 2) and values in [-1, 1), drawn in that order. */
+static void random_qkv(float *q, int64_t nq, float *k, int64_t nk, float *v, int64_t nv) {
+    for (int64_t i = 0; i < nq; i++)
+        q[i] = 2.0f * frand();
+    for (int64_t i = 0; i < nk; i++)
+        k[i] = 2.0f * frand();
+    for (int64_t i = 0; i < nv; i++)
+        v[i] = frand();
+}
+
 /* the tiled kernels (Q8_0, Q4_K) compute each (row, token) exactly as vec_dot does, at
  * row and token counts around their tiles (Q8_0 4 x 2; Q4_K 16 rows x 8 tokens in
  * blocks of 32 tokens) */
@@ -221,9 +240,7 @@ static void test_fast_attention(void) {
     for (int p = 0; p < 3; p++)
         cpu_pool_create(p + 1, &pools[p]);
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        model_config c;
-        memset(&c, 0, sizeof c);
-        c.n_head = cases[ci][0], c.n_head_kv = cases[ci][1], c.head_dim = cases[ci][2], c.head_dim_v = cases[ci][3];
+        model_config c = attn_config(cases[ci]);
         const int64_t n_tok = cases[ci][4], pos0 = cases[ci][5], window = cases[ci][6], n_ctx = pos0 + n_tok + 5;
         const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
         const int64_t nk = n_ctx * c.n_head_kv * c.head_dim, nv = n_ctx * c.n_head_kv * c.head_dim_v;
@@ -236,12 +253,7 @@ static void test_fast_attention(void) {
         float *ref = malloc(o_bytes), *exact = malloc(o_bytes), *out = malloc(o_bytes), *out1 = malloc(o_bytes);
         float *scores = malloc((size_t)(3 * n_ctx) * sizeof(float));
         float *scratch = aligned_alloc(64, 3 * cpu_fast_attn_scratch_floats(n_ctx, c.head_dim) * sizeof(float));
-        for (int64_t i = 0; i < n_tok * q_dim; i++)
-            q[i] = 2.0f * frand();
-        for (int64_t i = 0; i < nk; i++)
-            k[i] = 2.0f * frand();
-        for (int64_t i = 0; i < nv; i++)
-            v[i] = frand();
+        random_qkv(q, n_tok * q_dim, k, nk, v, nv);
         for (int64_t t = 0; t < n_tok; t++)
             cpu_attention_window(exact + t * o_dim, q + t * q_dim, k, v, pos0 + t, &c, scores, window);
         /* the worst score shift d of an F16 K (see above) */
@@ -540,9 +552,7 @@ static void test_reference_ops_threads(void) {
     static const int64_t cases[][7] = {{4, 2, 64, 40, 50, 7, 0}, {2, 1, 8, 8, 9, 7, 0}, {4, 2, 64, 64, 1, 40, 0},
                                        {6, 3, 16, 16, 5, 20, 0}, {4, 2, 32, 32, 40, 10, 16}, {4, 2, 64, 64, 1, 30, 8}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        model_config c;
-        memset(&c, 0, sizeof c);
-        c.n_head = cases[ci][0], c.n_head_kv = cases[ci][1], c.head_dim = cases[ci][2], c.head_dim_v = cases[ci][3];
+        model_config c = attn_config(cases[ci]);
         const int64_t n_tok = cases[ci][4], pos0 = cases[ci][5], window = cases[ci][6], n_ctx = pos0 + n_tok + 5;
         const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
         const int64_t nk = n_ctx * c.n_head_kv * c.head_dim, nv = n_ctx * c.n_head_kv * c.head_dim_v;
@@ -550,12 +560,7 @@ static void test_reference_ops_threads(void) {
         float *q = malloc((size_t)(n_tok * q_dim) * sizeof(float));
         float *k = malloc((size_t)nk * sizeof(float)), *v = malloc((size_t)nv * sizeof(float));
         float *ref = malloc(o_bytes), *out = malloc(o_bytes), *scores = malloc((size_t)(4 * n_ctx) * sizeof(float));
-        for (int64_t i = 0; i < n_tok * q_dim; i++)
-            q[i] = 2.0f * frand();
-        for (int64_t i = 0; i < nk; i++)
-            k[i] = 2.0f * frand();
-        for (int64_t i = 0; i < nv; i++)
-            v[i] = frand();
+        random_qkv(q, n_tok * q_dim, k, nk, v, nv);
         for (int64_t t = 0; t < n_tok; t++)
             cpu_attention_window(ref + t * o_dim, q + t * q_dim, k, v, pos0 + t, &c, scores, window);
         for (int p = 0; p < 4; p++) {
