@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -41,7 +42,7 @@ static int print_token(int32_t token, void *user) {
 int cmd_run(int argc, char **argv) {
     const char *ids_arg = NULL, *dump_path = NULL, *prompt_text = NULL;
     int64_t n_predict = -1;
-    int print_ids = 0, ignore_eos = 0, n_given = 0, parse_special = 0;
+    int print_ids = 0, ignore_eos = 0, n_given = 0, parse_special = 0, perf = 0;
     cli_model_opts mo;
     cli_model_opts_init(&mo, 0, 0);
     cli_sampling sampling;
@@ -66,6 +67,9 @@ int cmd_run(int argc, char **argv) {
             takes_value = 0;
         } else if (!strcmp(a, "--special")) {
             parse_special = 1;
+            takes_value = 0;
+        } else if (!strcmp(a, "--perf")) {
+            perf = 1;
             takes_value = 0;
         } else if (!v) {
             fprintf(stderr, "edgerunner: run: %s needs a value\n", a);
@@ -171,7 +175,13 @@ int cmd_run(int argc, char **argv) {
     }
     er_generate_params gp = {n_predict < 0 ? INT64_MAX : n_predict, ignore_eos};
     int64_t n_generated = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     st = er_generate(ctx, prompt, n_prompt, &gp, sampler, print_token, &rs, &n_generated);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (perf && st == ER_OK) /* the prompt's pass and the generation, without the load */
+        fprintf(stderr, "perf: %" PRId64 " prompt tokens, %" PRId64 " generated in %.3f ms\n", n_prompt, n_generated,
+                1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec));
     const char *tail;
     int64_t n_tail;
     if (rs.detok && er_detokenizer_flush(rs.detok, &tail, &n_tail) == ER_OK)
