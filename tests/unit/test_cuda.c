@@ -506,12 +506,14 @@ static double kv_tolerance(int kv_type, double ref, double block_amax, double sc
  * rows encoded on the host, row pos as the kernel wrote it), so the bound stays the F32
  * one whatever the type; the kernel's rounding of the new row is checked apart: V bit
  * for bit the CPU's conversion of the same floats, K within kv_tolerance of its exact
- * value (the kernel's f32 K is ~1e-6 from it, so a rounding may fall the other way). */
+ * value (the kernel's f32 K is ~1e-6 from it, so a rounding may fall the other way).
+ * With n_split > 0, the split decode over that many blocks per head instead. */
 typedef struct attn_case {
     int n_head, n_head_kv, hd, pos, window, neox, with_norm;
     int wo_type, n_embd; /* wo folded in: its type and rows; -1 and 0 without */
     int with_bias;
     int kv_type; /* enum cuda_kv_type */
+    int n_split; /* > 0: the split decode (cuda_attention_decode_split) over this many blocks per head, without wo */
 } attn_case;
 
 static double attention_case(const attn_case *ac, int *cache_ok) {
@@ -531,6 +533,7 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
     double *ref = malloc((size_t)q_dim * sizeof(double)), *kr = malloc((size_t)kv_dim * sizeof(double));
     double *sc = malloc((size_t)n_ctx * sizeof(double)), *qr = malloc((size_t)hd * sizeof(double));
     float *dqkv = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dout = NULL, *dbias = NULL;
+    float *dpart = NULL; /* (n_head, n_split, hd + 2) the split decode's states */
     uint8_t *dkc = NULL, *dvc = NULL;
     cuda_step_state *dstate = NULL;
     host_matrix wo = {0};
@@ -576,6 +579,8 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
         cudaMalloc((void **)&dout, (size_t)q_dim * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
         !(dbias = to_device(bias, (size_t)n_qkv * sizeof(float))) ||
+        (ac->n_split > 0 &&
+         cudaMalloc((void **)&dpart, (size_t)n_head * ac->n_split * (hd + 2) * sizeof(float)) != cudaSuccess) ||
         (wo_type >= 0 && (upload_weight(&wo, &dwo) != 0 || !(dacc = to_device(acc, (size_t)n_acc * sizeof *acc)))))
         goto done;
     {
@@ -588,9 +593,11 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
     p.rope_cs = (const float2 *)dcs;
     p.qkv_bias = ac->with_bias ? dbias : NULL;
     p.kv_type = ac->kv_type;
-    if (wo_type >= 0 && !cuda_attention_can_project(&p, &dwo))
+    if (wo_type >= 0 && (ac->n_split > 0 || !cuda_attention_can_project(&p, &dwo)))
         goto done;
-    if (cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc, 0) != cudaSuccess ||
+    if ((ac->n_split > 0 ? cuda_attention_decode_split(&p, dqkv, dkc, dvc, dstate, dpart, ac->n_split, dout, 0)
+                         : cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc,
+                                                 0)) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(out, dout, (size_t)q_dim * sizeof(float), cudaMemcpyDeviceToHost);
@@ -669,6 +676,7 @@ done:
     cudaFree(dout);
     cudaFree(dstate);
     cudaFree(dbias);
+    cudaFree(dpart);
     cudaFree(dwo.w);
     cudaFree(dwo.d);
     cudaFree(dacc);
@@ -1258,7 +1266,7 @@ void test_cuda(void) {
             if (kv == CUDA_KV_Q8_0 && att[i][2] % 32 != 0)
                 continue; /* refused by the context (head_dim % 32) */
             int cache_ok = 0;
-            const attn_case ac = {att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, 0, kv};
+            const attn_case ac = {att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, 0, kv, 0};
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention %d/%d heads of %d, position %d, %s cache: error %.3g of max |out|, cache %s", att[i][0],
@@ -1278,7 +1286,8 @@ void test_cuda(void) {
                 continue;
             int cache_ok = 0;
             /* the F16 cache, the default, beside F32 */
-            const attn_case ac = {proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4], 0, (int)(i % 2)};
+            const attn_case ac = {proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4], 0,
+                                  (int)(i % 2), 0};
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention + %s wo %d/%d heads of %d, position %d, n_embd %d: error %.3g of max |wo out|, cache %s",
@@ -1300,7 +1309,7 @@ void test_cuda(void) {
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue; /* wo runs as a matvec: the matvec cases above */
             int cache_ok = 0;
-            const attn_case ac = {sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], 0, (int)(i % 3)};
+            const attn_case ac = {sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], 0, (int)(i % 3), 0};
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of 128, %s wo, n_embd %d: error %.3g, cache %s",
                   sizes[i][0], sizes[i][1], t >= 0 ? cuda_wtype_name(t) : "no", sizes[i][2], err,
@@ -1353,7 +1362,7 @@ void test_cuda(void) {
             /* each cache type in turn (Q8_0 where the head is whole blocks) */
             const int kv = hd % 32 == 0 ? (int)((i + (size_t)t + 1) % 3) : (int)((i + (size_t)t + 1) % 2);
             int cache_ok = 0;
-            const attn_case ac = {nh, nkv, hd, pos, window, 1, 1, t, n_embd, 0, kv};
+            const attn_case ac = {nh, nkv, hd, pos, window, 1, 1, t, n_embd, 0, kv, 0};
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention %d/%d heads of %d, position %d, window %d, %s wo, %s cache: error %.3g, cache %s", nh, nkv,
@@ -1378,7 +1387,7 @@ void test_cuda(void) {
             if (t >= 0 && !cuda_attention_can_project(&p, &w))
                 continue;
             for (int kv = CUDA_KV_F32; kv <= CUDA_KV_Q8_0; kv++) {
-                const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, a[5], t, t >= 0 ? n_embd : 0, a[6], kv};
+                const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, a[5], t, t >= 0 ? n_embd : 0, a[6], kv, 0};
                 int cache_ok = 0;
                 const double err = attention_case(&ac, &cache_ok);
                 CHECK(err <= 1e-5 && cache_ok,
@@ -1388,6 +1397,41 @@ void test_cuda(void) {
             }
         }
     }
+
+    /* the split decode over a long context (n_head, n_head_kv, head_dim, position, window,
+     * biases): Qwen3-0.6B's heads at 1 to 16,384 positions, Qwen3-8B's and 32B's, heads of
+     * 64, 256 (with a window), 80 and 8 dims, Qwen2's biases; each with the device's
+     * block count (cuda_attention_split_count), one block, 7 (shares not a power of two)
+     * and 128 (more blocks than rounds of keys: empty shares), each in the F16 cache (the
+     * default, its own kernel for heads of 64, 128 and 256) and in F32 or Q8_0 by turns */
+    static const int split[][6] = {{16, 8, 128, 0, 0, 0},     {16, 8, 128, 15, 0, 0},    {16, 8, 128, 16, 0, 0},
+                                   {16, 8, 128, 17, 0, 0},    {16, 8, 128, 1000, 0, 0},  {16, 8, 128, 4095, 0, 0},
+                                   {16, 8, 128, 16383, 0, 0}, {32, 8, 128, 5000, 0, 0},  {64, 8, 128, 2000, 0, 0},
+                                   {16, 8, 128, 3000, 130, 0}, {16, 8, 128, 100, 5000, 0}, {8, 2, 64, 200, 0, 0},
+                                   {4, 1, 256, 600, 512, 0},  {4, 1, 256, 2000, 0, 0},   {4, 4, 80, 33, 0, 0},
+                                   {8, 4, 8, 50, 0, 0},       {14, 2, 64, 1000, 0, 1}};
+    double split_worst = 0.0;
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        const int *a = split[i];
+        const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, a[4]);
+        const int n_dev = cuda_attention_split_count(&p), counts[] = {n_dev, 1, 7, 128};
+        CHECK(n_dev >= 1 && n_dev <= 128, "split count %d for %d heads", n_dev, a[0]);
+        for (int c = 0; c < 8; c++) {
+            const int other = a[2] % 32 == 0 && (i + (size_t)c) % 2 ? CUDA_KV_Q8_0 : CUDA_KV_F32;
+            const int kv = c % 2 ? other : CUDA_KV_F16;
+            const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, 1, -1, 0, a[5], kv, counts[c / 2]};
+            int cache_ok = 0;
+            const double err = attention_case(&ac, &cache_ok);
+            CHECK(err <= 1e-5 && cache_ok,
+                  "split attention %d/%d heads of %d, position %d, window %d, %d blocks, %s cache: error %.3g, "
+                  "cache %s",
+                  a[0], a[1], a[2], a[3], a[4], counts[c / 2], kv_name(kv), err, cache_ok ? "written" : "NOT written");
+            split_worst = err > split_worst || isnan(err) ? err : split_worst;
+        }
+    }
+    const cuda_attn_params qwen3_06b = {.n_head = 16, .n_head_kv = 8, .head_dim = 128, .kv_type = CUDA_KV_F16};
+    printf("  split decode attention: worst error %.2e (%d blocks per head at Qwen3-0.6B's shape)\n", split_worst,
+           cuda_attention_split_count(&qwen3_06b));
 
     /* the prefill's Q/K/V preparation (n_head, n_head_kv, head_dim, tokens, pos0, norms,
      * biases): Qwen3, Qwen2 (biases), Gemma-3 (256 dims), stories260K, 80-dim heads */

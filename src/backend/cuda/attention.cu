@@ -44,6 +44,8 @@
 #define PROJ_PASSES 4 /* see the projection in k_attention_decode */
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
+#define ATT_SPLIT_MAX 128 /* most blocks per head in the split decode: a thread each in the merge */
+static_assert(ATT_SPLIT_MAX == ATT_WARPS * 32, "k_attention_merge gives each share a thread");
 
 /* The f16 scales of a Q8_0 cache of this layer (after its n_ctx * kv_dim quants,
  * kernels.h), or NULL for the other types. */
@@ -287,6 +289,125 @@ static __device__ __forceinline__ void store_head_row(const float *src, const fl
     __syncwarp();
 }
 
+/* The new rows of a decode step, after the wait (both decode kernels): warp 0 norms and
+ * rotates head h's query into q, warp 1 the new K of its KV head into k_new and warp 2
+ * rounds the new V into v_new, each as the cache holds it (the writer also stores K and V
+ * in the caches); nw and cs: the norm weights (q's for warp 0, k's for the others) and
+ * RoPE angles loaded before the wait. The caller syncs the block. */
+template <int DPL, int KV>
+static __device__ __forceinline__ void decode_new_rows(const cuda_attn_params &p, const float *qkv, int h, int kvh,
+                                                       int pos, bool writer, const float nw[DPL],
+                                                       const float2 cs[(DPL + 1) / 2], void *k_cache, __half *k_d,
+                                                       void *v_cache, __half *v_d, float *q, float *k_new,
+                                                       float *v_new, int warp, int lane) {
+    const int hd = p.head_dim, kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
+    if (warp == 0) {
+        head_norm_rope<DPL>(qkv + h * hd, head_bias(p, h * hd), q, p.q_norm != nullptr, nw, cs, p, lane);
+    } else if (warp == 1) {
+        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), k_new, p.k_norm != nullptr, nw,
+                            cs, p, lane);
+        /* every block rounds the new row as the writer stores it: it attends with the cache's values */
+        store_head_row<DPL, KV>(k_new, nullptr, true, k_new, k_cache, k_d, (size_t)pos * kv_dim + kvh * hd, hd, lane,
+                                writer);
+    } else if (warp == 2) {
+        store_head_row<DPL, KV>(qkv + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, v_new,
+                                v_cache, v_d, (size_t)pos * kv_dim + kvh * hd, hd, lane, writer);
+    }
+}
+
+/* A warp's online softmax over its keys jb0, jb0 + stride, ... below j_end, KB at a
+ * time (both decode kernels): the first round already in kv/vv (load_round, issued before
+ * the wait), each next round's loads in flight while it computes this one. The key at pos
+ * is the new row, from k_new/v_new in shared memory (other blocks may not see its store
+ * yet). q: the head's query (shared memory); m, l, acc: the warp's state (lane l holds
+ * dims l, l + 32, ...). */
+template <int DPL, int KV>
+static __device__ __forceinline__ void attend_keys(const float *q, const float *k_new, const float *v_new,
+                                                   const void *k_cache, const __half *k_d, const void *v_cache,
+                                                   const __half *v_d, int jb0, int stride, int j_end, int pos,
+                                                   int kv_dim, int off, int hd, int lane, uint32_t kv[KB][DPL],
+                                                   uint32_t vv[KB][DPL], float *m_out, float *l_out, float acc[DPL]) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    float m = -INFINITY, l = 0.0f, qr[DPL];
+#pragma unroll
+    for (int t = 0; t < DPL; t++) {
+        acc[t] = 0.0f;
+        qr[t] = lane + 32 * t < hd ? q[lane + 32 * t] : 0.0f;
+    }
+    for (int jb = jb0; jb < j_end; jb += stride) {
+        uint32_t kn[KB][DPL], vn[KB][DPL]; /* the next round, in flight during this one */
+        if (jb + stride < j_end)
+            load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb + stride, j_end, pos, kv_dim, off, hd, lane, kn, vn);
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+            if (jb + b == pos) {
+#pragma unroll
+                for (int t = 0; t < DPL; t++) {
+                    const int i = lane + 32 * t;
+                    kv[b][t] = i < hd ? kv_raw_of<KV>(k_new[i]) : 0u;
+                    vv[b][t] = i < hd ? kv_raw_of<KV>(v_new[i]) : 0u;
+                }
+            }
+        }
+        float sc[KB];
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+            float s_ = 0.0f;
+#pragma unroll
+            for (int t = 0; t < DPL; t++)
+                s_ += qr[t] * kv_val<KV>(kv[b][t]);
+            sc[b] = jb + b < j_end ? warp_sum(s_) * scale : -INFINITY;
+        }
+        float m_new = m;
+#pragma unroll
+        for (int b = 0; b < KB; b++)
+            m_new = fmaxf(m_new, sc[b]);
+        const float corr = expf(m - m_new); /* exp(-inf) = 0 on the first keys */
+        l *= corr;
+#pragma unroll
+        for (int t = 0; t < DPL; t++)
+            acc[t] *= corr;
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+            const float pr = expf(sc[b] - m_new); /* 0 for keys past the range */
+            l += pr;
+#pragma unroll
+            for (int t = 0; t < DPL; t++)
+                acc[t] += pr * kv_val<KV>(vv[b][t]);
+        }
+        m = m_new;
+#pragma unroll
+        for (int b = 0; b < KB; b++)
+#pragma unroll
+            for (int t = 0; t < DPL; t++) {
+                kv[b][t] = kn[b][t];
+                vv[b][t] = vn[b][t];
+            }
+    }
+    *m_out = m;
+    *l_out = l;
+}
+
+/* The block's state from its warps' (w_m, w_l, w_acc, stored and synced): the largest
+ * score *bm and the sum *bl; block_acc then gives its accumulator of dim i. A warp
+ * without keys (m = -inf) weighs nothing. */
+static __device__ __forceinline__ void block_state(const float *w_m, const float *w_l, float *bm, float *bl) {
+    float m = -INFINITY, l = 0.0f;
+    for (int w = 0; w < ATT_WARPS; w++)
+        m = fmaxf(m, w_m[w]);
+    for (int w = 0; w < ATT_WARPS; w++)
+        l += w_m[w] == -INFINITY ? 0.0f : w_l[w] * expf(w_m[w] - m);
+    *bm = m;
+    *bl = l;
+}
+template <int DPL>
+static __device__ __forceinline__ float block_acc(const float *w_m, const float (*w_acc)[32 * DPL], float bm, int i) {
+    float a = 0.0f;
+    for (int w = 0; w < ATT_WARPS; w++)
+        a += w_m[w] == -INFINITY ? 0.0f : w_acc[w][i] * expf(w_m[w] - bm);
+    return a;
+}
+
 /* Thread-block clusters (sm_90): the blocks of one head share their partial results
  * through distributed shared memory, without a round trip through global memory. */
 static __device__ __forceinline__ void cluster_sync(void) {
@@ -381,78 +502,13 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     }
     pdl_wait();
 
-    if (warp == 0) {
-        head_norm_rope<DPL>(qkv + h * hd, head_bias(p, h * hd), q, p.q_norm != nullptr, nw, cs, p, lane);
-    } else if (warp == 1) {
-        head_norm_rope<DPL>(qkv + q_dim + kvh * hd, head_bias(p, q_dim + kvh * hd), k_new, p.k_norm != nullptr, nw,
-                            cs, p, lane);
-        /* every block rounds the new row as the writer stores it: it attends with the cache's values */
-        store_head_row<DPL, KV>(k_new, nullptr, true, k_new, k_cache, k_d, (size_t)pos * kv_dim + kvh * hd, hd, lane,
-                                writer);
-    } else if (warp == 2) {
-        store_head_row<DPL, KV>(qkv + q_dim + kv_dim + kvh * hd, head_bias(p, q_dim + kv_dim + kvh * hd), false, v_new,
-                                v_cache, v_d, (size_t)pos * kv_dim + kvh * hd, hd, lane, writer);
-    }
+    decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
+                             lane);
     __syncthreads();
 
-    const float scale = 1.0f / sqrtf((float)hd);
-    float m = -INFINITY, l = 0.0f, acc[DPL], qr[DPL];
-#pragma unroll
-    for (int t = 0; t < DPL; t++) {
-        acc[t] = 0.0f;
-        qr[t] = lane + 32 * t < hd ? q[lane + 32 * t] : 0.0f;
-    }
-    for (int jb = jb0; jb < n_keys; jb += stride) {
-        uint32_t kn[KB][DPL], vn[KB][DPL]; /* the next round, in flight during this one */
-        if (jb + stride < n_keys)
-            load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb + stride, n_keys, pos, kv_dim, kvh * hd, hd, lane, kn, vn);
-        /* the newest row comes from shared memory: other blocks may not see its store yet */
-#pragma unroll
-        for (int b = 0; b < KB; b++) {
-            if (jb + b == pos) {
-#pragma unroll
-                for (int t = 0; t < DPL; t++) {
-                    const int i = lane + 32 * t;
-                    kv[b][t] = i < hd ? kv_raw_of<KV>(k_new[i]) : 0u;
-                    vv[b][t] = i < hd ? kv_raw_of<KV>(v_new[i]) : 0u;
-                }
-            }
-        }
-        float sc[KB];
-#pragma unroll
-        for (int b = 0; b < KB; b++) {
-            float s_ = 0.0f;
-#pragma unroll
-            for (int t = 0; t < DPL; t++)
-                s_ += qr[t] * kv_val<KV>(kv[b][t]);
-            sc[b] = jb + b < n_keys ? warp_sum(s_) * scale : -INFINITY;
-        }
-        float m_new = m;
-#pragma unroll
-        for (int b = 0; b < KB; b++)
-            m_new = fmaxf(m_new, sc[b]);
-        const float corr = expf(m - m_new); /* exp(-inf) = 0 on the first keys */
-        l *= corr;
-#pragma unroll
-        for (int t = 0; t < DPL; t++)
-            acc[t] *= corr;
-#pragma unroll
-        for (int b = 0; b < KB; b++) {
-            const float pr = expf(sc[b] - m_new); /* 0 for keys past the range */
-            l += pr;
-#pragma unroll
-            for (int t = 0; t < DPL; t++)
-                acc[t] += pr * kv_val<KV>(vv[b][t]);
-        }
-        m = m_new;
-#pragma unroll
-        for (int b = 0; b < KB; b++)
-#pragma unroll
-            for (int t = 0; t < DPL; t++) {
-                kv[b][t] = kn[b][t];
-                vv[b][t] = vn[b][t];
-            }
-    }
+    float m, l, acc[DPL];
+    attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, stride, n_keys, pos, kv_dim, kvh * hd, hd,
+                         lane, kv, vv, &m, &l, acc);
     if (lane == 0) {
         w_m[warp] = m;
         w_l[warp] = l;
@@ -463,17 +519,11 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     __syncthreads();
 
     /* merge the warps: thread i owns dims i, i + blockDim.x, ... */
-    float bm = -INFINITY;
-    for (int w = 0; w < ATT_WARPS; w++)
-        bm = fmaxf(bm, w_m[w]);
-    float bl = 0.0f;
-    for (int w = 0; w < ATT_WARPS; w++)
-        bl += w_m[w] == -INFINITY ? 0.0f : w_l[w] * expf(w_m[w] - bm);
+    float bm, bl;
+    block_state(w_m, w_l, &bm, &bl);
     const int n_dest = WT >= 0 ? ATT_CLUSTER : 1; /* the blocks that merge */
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float a = 0.0f;
-        for (int w = 0; w < ATT_WARPS; w++)
-            a += w_m[w] == -INFINITY ? 0.0f : w_acc[w][i] * expf(w_m[w] - bm);
+        const float a = block_acc<DPL>(w_m, w_acc, bm, i);
         for (int r = 0; r < n_dest; r++)
             cluster_store(&c_acc[s][i], r, a);
     }
@@ -543,6 +593,345 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
         for (int k = 0; k < PROJ_PASSES; k++)
             if (c == 0 && r[k] < nr)
                 atomicAdd(res_acc + row0 + r[k], to_fixed(a[k]));
+    }
+}
+
+/* Decode over a long context (flash-decoding): grid (n_head, n_split), block s of head h
+ * attends over the s-th share of the keys j0..pos (shares of whole rounds of the block's
+ * warps) as a block of k_attention_decode does, and stores its state (m, l, acc[hd]) into
+ * part; k_attention_merge combines a head's shares. The cluster kernel gives a head 32
+ * warps, each waiting on its round of loads every KB keys: at 16k keys that is 128
+ * rounds in a row, a memory latency each, and the kernel ran at about a tenth of the
+ * bandwidth. Here a head gets n_split blocks (cuda_attention_split_count: the blocks
+ * that fit on the device at once), so the rounds run side by side. The wo projection is
+ * not folded in (a matvec after the merge). */
+template <int DPL, int KV>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+k_attention_decode_split(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
+                         const cuda_step_state *state, float *__restrict__ part) {
+    __shared__ float q[32 * DPL], k_new[32 * DPL], v_new[32 * DPL];
+    __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
+    const int h = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group, kv_dim = p.n_head_kv * hd;
+    __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
+    pdl_launch_next();
+    const int pos = __ldcg(&state->pos);
+    const bool writer = h % group == 0 && s == 0;
+    const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+    const int round = ATT_WARPS * KB, n_rounds = (pos + 1 - j0 + round - 1) / round;
+    const int share = (n_rounds + n_split - 1) / n_split * round; /* keys per block */
+    const int j_begin = j0 + s * share, j_end = min(pos + 1, j_begin + share);
+    const int jb0 = j_begin + warp * KB;
+    uint32_t kv[KB][DPL], vv[KB][DPL]; /* kv_raw */
+    float nw[DPL];
+    float2 cs[(DPL + 1) / 2];
+    load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, j_end, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
+    load_rope<DPL>(p, pos, lane, cs);
+    pdl_wait();
+
+    decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
+                             lane);
+    __syncthreads();
+    float m, l, acc[DPL];
+    attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, round, j_end, pos, kv_dim, kvh * hd, hd,
+                         lane, kv, vv, &m, &l, acc);
+    if (lane == 0) {
+        w_m[warp] = m;
+        w_l[warp] = l;
+    }
+#pragma unroll
+    for (int j = 0; j < DPL; j++)
+        w_acc[warp][lane + 32 * j] = acc[j];
+    __syncthreads();
+    float bm, bl;
+    block_state(w_m, w_l, &bm, &bl);
+    float *ps = part + ((size_t)h * n_split + s) * (hd + 2); /* (hd + 2): m, l, acc */
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+        ps[2 + i] = block_acc<DPL>(w_m, w_acc, bm, i);
+    if (threadIdx.x == 0) {
+        ps[0] = bm;
+        ps[1] = bl;
+    }
+}
+
+/* ---- the split decode on an F16 cache: 16-byte copies in stages, a KV head's queries together ----
+ *
+ * k_attention_decode_split reads 2-byte elements into 32-bit registers, KB keys a warp
+ * per round, and every query head reads its KV head's rows again: at 16k keys of
+ * Qwen3-0.6B it ran at about 1.2 TB/s, latency-bound. Here, for the F16 cache (the
+ * default) and heads of 64, 128 or 256: a block takes all the query heads of one KV head
+ * (grid (n_head_kv, n_split)), so each row is read once per step; a lane copies 16 bytes
+ * (8 elements) of a row, LPK = hd / 8 lanes a row, so one copy of the warp covers 32 /
+ * LPK rows. The copies go to shared memory by cp.async, SPLIT_LOADS of K and as many of V
+ * per lane per stage, SPLIT_STAGES stages per warp in a ring, so all but one stage are
+ * in flight while one is computed, without holding registers (with 4 loads a lane in
+ * registers the kernel reached 635 tok/s at 16k; these stages, 712). A lane reads back
+ * only what it copied itself, so a warp needs no barrier. A group of LPK lanes keeps its
+ * own online softmax (its keys are not its neighbours'); the groups and the warps are
+ * merged in shared memory (over the ring, once it is drained), each query head's state
+ * goes to part as k_attention_decode_split's does, for k_attention_merge. */
+#define SPLIT_LOADS 4
+#define SPLIT_STAGES 4
+
+/* The dynamic shared memory of k_attention_decode_split_f16<LPK, G>: the larger of
+ * the copy ring, (ATT_WARPS, SPLIT_STAGES, 2, SPLIT_LOADS, 32) 16-byte words, and the lane groups' states,
+ * (SLOTS, G) maxima and sums and (SLOTS, G, hd) accumulators (SLOTS = ATT_WARPS * 32 / LPK). */
+static constexpr size_t split_f16_smem(int LPK, int G) {
+    constexpr int L = SPLIT_LOADS, S = SPLIT_STAGES;
+    return (size_t)ATT_WARPS * S * 2 * L * 32 * 16 > (size_t)ATT_WARPS * (32 / LPK) * G * (2 + 8 * LPK) * 4
+               ? (size_t)ATT_WARPS * S * 2 * L * 32 * 16
+               : (size_t)ATT_WARPS * (32 / LPK) * G * (2 + 8 * LPK) * 4;
+}
+
+/* Stage `slot` of the lane's ring: keys jb + i * (32 / LPK) + (lane / LPK), i < L, 8
+ * elements of K and of V from dim 8 * (lane % LPK); zeros for keys at or past j_end and
+ * for the newest at pos (from shared memory: other blocks may not see its store yet). */
+template <int LPK, int L>
+static __device__ __forceinline__ void copy_stage(uint4 *ring_k, uint4 *ring_v, const __half *kc, const __half *vc,
+                                                  int jb, int j_end, int pos, int kv_dim, int off, int lane) {
+    constexpr int KPL = 32 / LPK;
+#pragma unroll
+    for (int i = 0; i < L; i++) {
+        const int j = jb + i * KPL + lane / LPK;
+        const bool ok = j < j_end && j != pos;
+        const size_t e = (size_t)(ok ? j : 0) * kv_dim + off + 8 * (lane % LPK);
+        cp_async16(ring_k + 32 * i + lane, kc + e, ok ? 16 : 0);
+        cp_async16(ring_v + 32 * i + lane, vc + e, ok ? 16 : 0);
+    }
+}
+
+/* 8 F16 elements (one 16-byte word) as floats. */
+static __device__ __forceinline__ void halves8(uint4 u, float f[8]) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float2 t = __half22float2(*reinterpret_cast<const __half2 *>(&w[k]));
+        f[2 * k] = t.x;
+        f[2 * k + 1] = t.y;
+    }
+}
+
+/* grid (n_head_kv, n_split), dynamic shared memory split_f16_smem(LPK, G); G >= the
+ * heads per KV head (a power of two: the registers of the queries and their states),
+ * hd = 8 * LPK. */
+template <int LPK, int G>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
+                             const cuda_step_state *state, float *__restrict__ part) {
+    constexpr int HD = 8 * LPK, DPL = HD / 32, KPL = 32 / LPK, SLOTS = ATT_WARPS * KPL;
+    constexpr int L = SPLIT_LOADS, S = SPLIT_STAGES, RK = L * KPL; /* RK: keys of a warp's stage */
+    extern __shared__ uint4 smem[];
+    __shared__ float q_s[G][HD], k_new[HD], v_new[HD];
+    const int kvh = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = lane % LPK, slot = warp * KPL + lane / LPK;
+    const int group = p.n_head / p.n_head_kv, kv_dim = p.n_head_kv * HD, q_dim = p.n_head * HD;
+    const __half *kc = static_cast<const __half *>(k_cache), *vc = static_cast<const __half *>(v_cache);
+    uint4 *ring = smem + (size_t)warp * S * 2 * L * 32; /* this warp's (S, 2, L, 32) */
+    pdl_launch_next();
+    const int pos = __ldcg(&state->pos);
+    const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+    const int round = ATT_WARPS * RK, n_rounds = (pos + 1 - j0 + round - 1) / round;
+    const int share = (n_rounds + n_split - 1) / n_split * round; /* keys per block */
+    const int j_begin = j0 + s * share, j_end = min(pos + 1, j_begin + share);
+    const int jb0 = j_begin + warp * RK;
+    /* the first S - 1 stages before the wait: the rows below pos are not the previous
+     * kernels' to write */
+#pragma unroll
+    for (int t = 0; t < S - 1; t++) {
+        const int jb = jb0 + t * round;
+        if (jb < j_end)
+            copy_stage<LPK, L>(ring + t * 2 * L * 32, ring + (t * 2 + 1) * L * 32, kc, vc, jb, j_end, pos, kv_dim,
+                               kvh * HD, lane);
+        cp_async_commit(); /* empty groups too: the wait below counts groups */
+    }
+    pdl_wait();
+
+    /* the new K and V rows (block 0 of the KV head writes them) and the group's queries:
+     * a warp per row, in turn */
+    for (int t = warp; t < 2 + group; t += ATT_WARPS) {
+        float nw[DPL];
+        float2 cs[(DPL + 1) / 2];
+        load_rope<DPL>(p, pos, lane, cs);
+        if (t == 0) {
+            load_norm<DPL>(p.k_norm, HD, lane, nw);
+            head_norm_rope<DPL>(qkv + q_dim + kvh * HD, head_bias(p, q_dim + kvh * HD), k_new, p.k_norm != nullptr, nw,
+                                cs, p, lane);
+            store_head_row<DPL, CUDA_KV_F16>(k_new, nullptr, true, k_new, k_cache, nullptr,
+                                             (size_t)pos * kv_dim + kvh * HD, HD, lane, s == 0);
+        } else if (t == 1) {
+            store_head_row<DPL, CUDA_KV_F16>(qkv + q_dim + kv_dim + kvh * HD, head_bias(p, q_dim + kv_dim + kvh * HD),
+                                             false, v_new, v_cache, nullptr, (size_t)pos * kv_dim + kvh * HD, HD, lane,
+                                             s == 0);
+        } else {
+            const int h = kvh * group + t - 2;
+            load_norm<DPL>(p.q_norm, HD, lane, nw);
+            head_norm_rope<DPL>(qkv + h * HD, head_bias(p, h * HD), q_s[t - 2], p.q_norm != nullptr, nw, cs, p, lane);
+        }
+    }
+    __syncthreads();
+
+    const float scale = 1.0f / sqrtf((float)HD);
+    float qf[G][8], acc[G][8], m[G], l[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            qf[g][e] = g < group ? q_s[g][8 * c + e] : 0.0f;
+            acc[g][e] = 0.0f;
+        }
+    }
+    int t_read = 0, t_copy = S - 1; /* the ring slots read and filled next */
+    for (int jb = jb0; jb < j_end; jb += round) {
+        const int jc = jb + (S - 1) * round; /* the stage copied now */
+        if (jc < j_end)
+            copy_stage<LPK, L>(ring + t_copy * 2 * L * 32, ring + (t_copy * 2 + 1) * L * 32, kc, vc, jc, j_end, pos,
+                               kv_dim, kvh * HD, lane);
+        cp_async_commit();
+        cp_async_wait<S - 1>(); /* this lane's copies of stage t_read have landed */
+        const uint4 *rk = ring + t_read * 2 * L * 32, *rv = rk + L * 32;
+        float sc[L][G];
+#pragma unroll
+        for (int i = 0; i < L; i++) {
+            const int j = jb + i * KPL + lane / LPK;
+            float kf[8];
+            if (j == pos) { /* the new row */
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    kf[e] = k_new[8 * c + e];
+            } else {
+                halves8(rk[32 * i + lane], kf);
+            }
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    d += qf[g][e] * kf[e];
+#pragma unroll
+                for (int o = LPK / 2; o > 0; o >>= 1) /* the row's LPK lanes */
+                    d += __shfl_xor_sync(0xffffffffu, d, o);
+                sc[i][g] = j < j_end ? d * scale : -INFINITY;
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            float m_new = m[g];
+#pragma unroll
+            for (int i = 0; i < L; i++)
+                m_new = fmaxf(m_new, sc[i][g]);
+            /* a group whose keys have all been past j_end so far keeps m = -inf: no NaN */
+            const float corr = m_new == -INFINITY ? 1.0f : expf(m[g] - m_new);
+            l[g] *= corr;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                acc[g][e] *= corr;
+            m[g] = m_new;
+        }
+#pragma unroll
+        for (int i = 0; i < L; i++) {
+            const int j = jb + i * KPL + lane / LPK;
+            float vf[8];
+            if (j == pos) {
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    vf[e] = v_new[8 * c + e];
+            } else {
+                halves8(rv[32 * i + lane], vf);
+            }
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const float pr = sc[i][g] == -INFINITY ? 0.0f : expf(sc[i][g] - m[g]);
+                l[g] += pr;
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    acc[g][e] += pr * vf[e];
+            }
+        }
+        t_read = t_read + 1 == S ? 0 : t_read + 1;
+        t_copy = t_copy + 1 == S ? 0 : t_copy + 1;
+    }
+    cp_async_wait_all();
+    __syncthreads(); /* every warp is done with its ring: the states go over it */
+    float *st_m = reinterpret_cast<float *>(smem);    /* (SLOTS, G) */
+    float *st_l = st_m + SLOTS * G;                   /* (SLOTS, G) */
+    float *st_acc = st_l + SLOTS * G;                 /* (SLOTS, G, HD) */
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        if (c == 0) {
+            st_m[slot * G + g] = m[g];
+            st_l[slot * G + g] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            st_acc[(slot * G + g) * HD + 8 * c + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
+        const int g = i / HD, d = i % HD;
+        float bm = -INFINITY, bl = 0.0f, a = 0.0f;
+        for (int k = 0; k < SLOTS; k++)
+            bm = fmaxf(bm, st_m[k * G + g]);
+        for (int k = 0; k < SLOTS; k++) {
+            const float w = st_m[k * G + g] == -INFINITY ? 0.0f : expf(st_m[k * G + g] - bm);
+            bl += st_l[k * G + g] * w;
+            a += st_acc[(k * G + g) * HD + d] * w;
+        }
+        float *ps = part + ((size_t)(kvh * group + g) * n_split + s) * (HD + 2); /* (HD + 2): m, l, acc */
+        ps[2 + d] = a;
+        if (d == 0) {
+            ps[0] = bm;
+            ps[1] = bl;
+        }
+    }
+}
+
+/* grid (n_head): head h's n_split states of a split decode (part, (n_head, n_split, hd +
+ * 2)) merged into its hd outputs in out. Each share's m and l are read by a thread of its
+ * own and reduced across the block, then each output sums its n_split values with the
+ * loads unrolled: a merge reading them one after another (each thread every share's m,
+ * then thread 0 every l) took about 10 us a layer, mostly waiting on dependent loads
+ * (measured at Qwen3-0.6B's shape, 16k keys: 33 against 23 us for the split kernel alone);
+ * folding the merge into the split kernel's last block to finish was slower still (36
+ * us). The order of the sums is fixed. A share without keys (m = -inf) weighs nothing. */
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+k_attention_merge(const float *__restrict__ part, int n_split, int hd, float *__restrict__ out) {
+    __shared__ float weight[ATT_SPLIT_MAX], w_red[ATT_WARPS];
+    const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float *ph = part + (size_t)h * n_split * (hd + 2);
+    pdl_launch_next();
+    pdl_wait();
+    /* n_split <= ATT_SPLIT_MAX = blockDim.x: thread s holds share s */
+    const int s = threadIdx.x;
+    const float m = s < n_split ? __ldcg(ph + (size_t)s * (hd + 2)) : -INFINITY;
+    const float l = s < n_split ? __ldcg(ph + (size_t)s * (hd + 2) + 1) : 0.0f;
+    float gm = warp_max(m);
+    if (lane == 0)
+        w_red[warp] = gm;
+    __syncthreads();
+    gm = w_red[0];
+    for (int w = 1; w < ATT_WARPS; w++)
+        gm = fmaxf(gm, w_red[w]);
+    const float wt = m == -INFINITY ? 0.0f : expf(m - gm);
+    if (s < n_split)
+        weight[s] = wt;
+    const float wl = warp_sum(wt * l);
+    __syncthreads(); /* every warp has read w_red */
+    if (lane == 0)
+        w_red[warp] = wl;
+    __syncthreads();
+    float gl = 0.0f;
+    for (int w = 0; w < ATT_WARPS; w++)
+        gl += w_red[w];
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        float a = 0.0f;
+#pragma unroll 16
+        for (int t = 0; t < n_split; t++)
+            a += weight[t] * __ldcg(ph + (size_t)t * (hd + 2) + 2 + i);
+        out[h * hd + i] = a / gl;
     }
 }
 
@@ -887,6 +1276,81 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
 #define CALL(D) return launch_decode_kv<D>(&cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
+}
+
+/* The split decode's kernel for the shape and cache type (fn NULL where none), the heads
+ * its grid spans (n_head_kv for the F16 kernel, which takes a KV head's queries together)
+ * and its dynamic shared memory. */
+typedef void (*split_kernel_fn)(cuda_attn_params, const float *, void *, void *, const cuda_step_state *, float *);
+typedef struct split_launch {
+    split_kernel_fn fn;
+    int grid_heads;
+    size_t smem;
+} split_launch;
+template <int DPL>
+static split_kernel_fn split_kernel_kv(int kv_type) {
+    return kv_type == CUDA_KV_F32    ? k_attention_decode_split<DPL, CUDA_KV_F32>
+           : kv_type == CUDA_KV_F16  ? k_attention_decode_split<DPL, CUDA_KV_F16>
+           : kv_type == CUDA_KV_Q8_0 ? k_attention_decode_split<DPL, CUDA_KV_Q8_0>
+                                     : nullptr;
+}
+template <int LPK>
+static split_launch split_f16(int group, int n_head_kv) {
+    split_launch sl = {nullptr, n_head_kv, 0};
+    sl.fn = group <= 1   ? k_attention_decode_split_f16<LPK, 1>
+            : group <= 2 ? k_attention_decode_split_f16<LPK, 2>
+            : group <= 4 ? k_attention_decode_split_f16<LPK, 4>
+                         : k_attention_decode_split_f16<LPK, 8>;
+    sl.smem = group <= 1   ? split_f16_smem(LPK, 1)
+              : group <= 2 ? split_f16_smem(LPK, 2)
+              : group <= 4 ? split_f16_smem(LPK, 4)
+                           : split_f16_smem(LPK, 8);
+    return sl;
+}
+static split_launch split_kernel(const cuda_attn_params *p) {
+    const int hd = p->head_dim, group = p->n_head_kv > 0 ? p->n_head / p->n_head_kv : 0;
+    if (p->kv_type == CUDA_KV_F16 && (hd == 64 || hd == 128 || hd == 256) && group >= 1 && group <= 8 &&
+        p->n_head == group * p->n_head_kv)
+        return hd == 64    ? split_f16<8>(group, p->n_head_kv)
+               : hd == 128 ? split_f16<16>(group, p->n_head_kv)
+                           : split_f16<32>(group, p->n_head_kv);
+    split_launch sl = {nullptr, p->n_head, 0};
+    sl.fn = hd < 1        ? nullptr
+            : hd <= 32  ? split_kernel_kv<1>(p->kv_type)
+            : hd <= 64  ? split_kernel_kv<2>(p->kv_type)
+            : hd <= 128 ? split_kernel_kv<4>(p->kv_type)
+            : hd <= 256 ? split_kernel_kv<8>(p->kv_type)
+                        : nullptr;
+    return sl;
+}
+
+extern "C" int cuda_attention_split_count(const cuda_attn_params *p) {
+    int dev = 0, n_sm = 0, per_sm = 0;
+    const split_launch sl = split_kernel(p);
+    if (!sl.fn || sl.grid_heads < 1 || allow_smem(sl.fn, sl.smem) != cudaSuccess ||
+        cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sl.fn, ATT_WARPS * 32, sl.smem) != cudaSuccess)
+        return 1;
+    const int n = per_sm * n_sm / sl.grid_heads;
+    return n < 1 ? 1 : n > ATT_SPLIT_MAX ? ATT_SPLIT_MAX : n;
+}
+
+extern "C" cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *qkv, void *k_cache,
+                                                   void *v_cache, const cuda_step_state *state, float *part,
+                                                   int n_split, float *out, cudaStream_t stream) {
+    const split_launch sl = split_kernel(p);
+    if (!sl.fn || n_split < 1 || n_split > ATT_SPLIT_MAX)
+        return cudaErrorInvalidValue;
+    cudaError_t e = allow_smem(sl.fn, sl.smem);
+    if (e != cudaSuccess)
+        return e;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = pdl_config(dim3(sl.grid_heads, n_split), dim3(ATT_WARPS * 32), sl.smem, stream, &attr);
+    if ((e = cudaLaunchKernelEx(&cfg, sl.fn, *p, qkv, k_cache, v_cache, state, part)) != cudaSuccess)
+        return e;
+    cfg = pdl_config(dim3(p->n_head), dim3(ATT_WARPS * 32), 0, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_attention_merge, (const float *)part, n_split, p->head_dim, out);
 }
 
 template <int KV>

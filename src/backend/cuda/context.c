@@ -37,6 +37,8 @@ void cuda_context_free(void *ctx) {
         return;
     if (cc->step)
         cudaGraphExecDestroy(cc->step);
+    if (cc->step_long)
+        cudaGraphExecDestroy(cc->step_long);
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     cudaFreeHost(cc->logits_host);
@@ -59,6 +61,14 @@ static er_status kv_type_of(const model_view *m, uint32_t k, uint32_t v, int *ou
     return ER_OK;
 }
 
+/* The environment variable `name` where set to a number >= 0, else fallback. */
+static int64_t env_int(const char *name, int64_t fallback) {
+    const char *env = getenv(name);
+    char *end = NULL;
+    const long long v = env ? strtoll(env, &end, 10) : -1;
+    return env && end != env && *end == '\0' && v >= 0 ? (int64_t)v : fallback;
+}
+
 er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_params *p, void **out) {
     er_status st = ER_OK;
     const model_config *c = &m->config;
@@ -76,6 +86,11 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     cc->n_batch = n_batch;
     cc->kv_type = kv_type;
     cc->kv_layer_bytes = cuda_kv_layer_bytes(kv_type, n_ctx, kv_dim);
+    cc->split_min = env_int("EDGERUNNER_CUDA_SPLIT_MIN", CUDA_SPLIT_MIN);
+    {
+        const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
+        cc->n_split = cuda_attention_split_count(&ap);
+    }
     const size_t f = sizeof(float);
     const size_t kv_bytes = (size_t)c->n_layer * cc->kv_layer_bytes;
     const size_t rope_bytes = (size_t)(n_ctx * (c->n_rot / 2) * 2) * f;
@@ -89,6 +104,7 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->x = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
         cc->qkv = cuda_arena_take(a, &used, (size_t)(n_batch * (q_dim + 2 * kv_dim)) * f);
         cc->attn = cuda_arena_take(a, &used, (size_t)q_dim * f);
+        cc->attn_part = cuda_arena_take(a, &used, (size_t)(c->n_head * cc->n_split * (c->head_dim + 2)) * f);
         cc->acc = cuda_arena_take(a, &used, (size_t)c->n_embd * sizeof(unsigned long long));
         cc->h = cuda_arena_take(a, &used, (size_t)c->n_ff * f);
         cc->post = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);

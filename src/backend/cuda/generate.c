@@ -20,12 +20,14 @@ enum { CHUNK = 32 };
 static er_status run_chunk(cuda_context *cc, int64_t pos_last_fed, int64_t n_steps, int32_t *ids) {
     er_status st = ER_OK;
     const int32_t pos_and_count[2] = {(int32_t)pos_last_fed, 0}; /* state->pos, state->n_out */
-    if ((st = cuda_ensure_step_graph(cc)) != ER_OK)
-        return st;
     CUDA_TRY(cudaMemcpyAsync(&cc->state->pos, pos_and_count, sizeof pos_and_count, cudaMemcpyHostToDevice, cc->stream));
     CUDA_TRY(cuda_commit(cc->state, cc->out_ids, cc->stream));
-    for (int64_t i = 0; i < n_steps; i++)
-        CUDA_TRY(cudaGraphLaunch(cc->step, cc->stream));
+    for (int64_t i = 0; i < n_steps; i++) { /* step i feeds the token at pos_last_fed + 1 + i */
+        cudaGraphExec_t step;
+        if ((st = cuda_step_graph(cc, pos_last_fed + 1 + i, &step)) != ER_OK)
+            return st;
+        CUDA_TRY(cudaGraphLaunch(step, cc->stream));
+    }
     CUDA_TRY(cudaMemcpyAsync(ids, cc->out_ids, (size_t)(n_steps + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost,
                              cc->stream));
     CUDA_TRY(cudaStreamSynchronize(cc->stream));

@@ -67,6 +67,7 @@ typedef struct cuda_context {
     float *x;                /* (n_batch, n_embd) residual stream */
     float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
     float *attn;             /* (q_dim) decode: attention output, where wo is not folded into attention */
+    float *attn_part;        /* (n_head, n_split, head_dim + 2) decode over a long context: each share's state */
     unsigned long long *acc; /* (n_embd) decode: attention output times wo, fixed-point, not yet in x */
     float *h;                /* (n_ff) decode: SwiGLU/GeGLU output */
     float *post;             /* (n_batch, n_embd) the attention's or the FFN's output before its post-norm */
@@ -81,11 +82,24 @@ typedef struct cuda_context {
     int32_t *out_ids;        /* (n_ctx + 1) generated ids */
     cuda_step_state *state;  /* (1) */
     cudaGraphExec_t step;    /* the decode step, captured at first use */
+    cudaGraphExec_t step_long; /* the same with the split attention (positions >= split_min) */
+    int n_split;             /* blocks per head of the split attention (cuda_attention_split_count) */
+    int64_t split_min;       /* the first position whose step splits its attention over the context */
 } cuda_context;
 
 /* Prompts of at most this many tokens go through the decode graph one token at a time:
  * cheaper than dequantizing every matrix for a GEMM. */
 enum { CUDA_SMALL_PROMPT = 4 };
+
+/* Decode steps at this position or later split their attention over the context
+ * (cuda_attention_decode_split); before it one cluster per head, with wo folded in, is
+ * faster. Measured on the H200 (docs/perf-log.md, 2026-12-02), split against cluster:
+ * Qwen3-0.6B Q8_0 1,205 against 1,354 tok/s at 512, 1,183 against 1,164 at 1,024;
+ * Qwen3-8B Q8_0 271 against 285 at 1,024, 264 against 259 at 2,048 (with the merge then
+ * folded into the split kernel, a few us a layer slower than today's). The environment
+ * variable EDGERUNNER_CUDA_SPLIT_MIN overrides it (0: always split), for tests and
+ * measurements. */
+enum { CUDA_SPLIT_MIN = 1024 };
 
 /* upload.c */
 er_status cuda_model_upload(const model_view *m, void **out);
@@ -104,10 +118,12 @@ void cuda_context_free(void *ctx);
 cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il);
 
 /* step.c */
-/* The kernels of one decode step, on cc->stream (the step graph captures them). */
-er_status cuda_enqueue_step(cuda_context *cc);
-/* Captures the step graph, once. */
-er_status cuda_ensure_step_graph(cuda_context *cc);
+/* The kernels of one decode step, on cc->stream (the step graph captures them); split:
+ * the attention split over the context (cuda_attention_decode_split) instead of one
+ * cluster per head. */
+er_status cuda_enqueue_step(cuda_context *cc, int split);
+/* The step graph for a token at position pos, captured at its first use. */
+er_status cuda_step_graph(cuda_context *cc, int64_t pos, cudaGraphExec_t *graph);
 /* The kernels of a prefill of T tokens (already in cc->tokens) at pos0, on cc->stream,
  * without waiting; logits_all: device (T, n_vocab) or NULL. */
 er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float *logits_all);

@@ -133,6 +133,15 @@ cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, v
                                   unsigned long long *acc, cudaStream_t stream);
 /* Whether cuda_attention_decode can fold in the output projection wo. */
 int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo);
+/* Decode over a long context (flash-decoding): what cuda_attention_decode does without
+ * wo, by n_split blocks per head, each over its share of the keys, their states into
+ * part (n_head, n_split, head_dim + 2) floats, merged into out by a second kernel. */
+cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *qkv, void *k_cache, void *v_cache,
+                                        const cuda_step_state *state, float *part, int n_split, float *out,
+                                        cudaStream_t stream);
+/* Blocks per head for cuda_attention_decode_split: as many as are resident on the device
+ * at once, in [1, 128]. */
+int cuda_attention_split_count(const cuda_attn_params *p);
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : biases + Q/K norm + RoPE in
  * place on q, K/V (with their biases) to the caches. */

@@ -279,13 +279,13 @@ static size_t table(char *report, size_t cap, size_t len, const kernel_list *k, 
 }
 
 /* Captures what enqueue puts on cc->stream into a graph (a prefill when T > 0, else the
- * step), and instantiates it. */
-static er_status capture(cuda_context *cc, int64_t T, cudaGraph_t *graph, cudaGraphExec_t *exec) {
+ * step at position pos), and instantiates it. */
+static er_status capture(cuda_context *cc, int64_t T, int64_t pos, cudaGraph_t *graph, cudaGraphExec_t *exec) {
     er_status st = ER_OK;
     *graph = NULL;
     *exec = NULL;
     CUDA_TRY(cudaStreamBeginCapture(cc->stream, cudaStreamCaptureModeThreadLocal));
-    st = T > 0 ? cuda_enqueue_prefill(cc, T, 0, NULL) : cuda_enqueue_step(cc);
+    st = T > 0 ? cuda_enqueue_prefill(cc, T, 0, NULL) : cuda_enqueue_step(cc, pos >= cc->split_min);
     {
         cudaError_t e = cudaStreamEndCapture(cc->stream, graph);
         if (st != ER_OK)
@@ -304,7 +304,7 @@ er_status cuda_profile(void *ctx, int64_t pos, const int32_t *tokens, int64_t n_
     const cuda_step_state s = {0, 1, (int32_t)pos, 0, 0};
     kernel_list k;
     cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
+    cudaGraphExec_t exec = NULL, step = NULL;
     double us[MAX_GROUPS] = {0}, graph_us = 0.0, host_step_us = 0.0, host_logits_us = 0.0;
     int count[MAX_GROUPS] = {0};
     float *host_logits = malloc((size_t)c->n_vocab * sizeof(float)); /* (n_vocab) */
@@ -319,12 +319,13 @@ er_status cuda_profile(void *ctx, int64_t pos, const int32_t *tokens, int64_t n_
     }
     /* the step: the graph as decode replays it, and what a 1-token prompt costs the host
      * (time to first token): the step launched and waited for, the logits copied */
-    if ((st = cuda_ensure_step_graph(cc)) != ER_OK || (st = time_graph(cc, cc->step, &s, STEP_REPS, &graph_us)) != ER_OK)
+    if ((st = cuda_step_graph(cc, pos, &step)) != ER_OK ||
+        (st = time_graph(cc, step, &s, STEP_REPS, &graph_us)) != ER_OK)
         goto fail;
     for (int r = 0; r < STEP_REPS; r++) {
         const double t0 = now_us();
         CUDA_TRY(cudaMemcpyAsync(cc->state, &s, sizeof s, cudaMemcpyHostToDevice, cc->stream));
-        CUDA_TRY(cudaGraphLaunch(cc->step, cc->stream));
+        CUDA_TRY(cudaGraphLaunch(step, cc->stream));
         CUDA_TRY(cudaStreamSynchronize(cc->stream));
         const double t1 = now_us();
         if ((st = cuda_copy_logits(cc, host_logits)) != ER_OK)
@@ -337,7 +338,7 @@ er_status cuda_profile(void *ctx, int64_t pos, const int32_t *tokens, int64_t n_
                            "%.1f us); weights %.1f MB, %.0f GB/s over the graph; kernels one by one:\n",
                            (long long)pos, graph_us, host_step_us, host_logits_us,
                            (double)cc->cm->weight_bytes / 1e6, (double)cc->cm->weight_bytes / (graph_us * 1e3));
-    if ((st = capture(cc, 0, &graph, &exec)) != ER_OK || (st = kernels_of(graph, &k)) != ER_OK ||
+    if ((st = capture(cc, 0, pos, &graph, &exec)) != ER_OK || (st = kernels_of(graph, &k)) != ER_OK ||
         (st = time_kernels(cc, &k, &s, STEP_REPS, us, count)) != ER_OK)
         goto fail;
     len = table(report, cap, len, &k, us, count, STEP_REPS);
@@ -351,7 +352,7 @@ er_status cuda_profile(void *ctx, int64_t pos, const int32_t *tokens, int64_t n_
         memset(us, 0, sizeof us);
         memset(count, 0, sizeof count);
         CUDA_TRY(cudaMemcpy(cc->tokens, tokens, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice));
-        if ((st = capture(cc, n_tokens, &graph, &exec)) != ER_OK || (st = kernels_of(graph, &k)) != ER_OK ||
+        if ((st = capture(cc, n_tokens, 0, &graph, &exec)) != ER_OK || (st = kernels_of(graph, &k)) != ER_OK ||
             (st = time_kernels(cc, &k, NULL, PREFILL_REPS, us, count)) != ER_OK ||
             (st = time_graph(cc, exec, NULL, PREFILL_REPS, &graph_us)) != ER_OK)
             goto fail;

@@ -12,6 +12,11 @@
  *   cannot fold in, it runs as a matvec of its own (5 kernels per layer).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
+ * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
+ * its attention is split over the context (flash-decoding: many blocks per head and a
+ * merge kernel, then wo as a matvec), which at long contexts the cluster per head, one
+ * round of loads after another, is far from the bandwidth. The host knows each step's
+ * position, so it picks the graph per launch.
  *
  * Prefill (more than a few tokens) runs layer by layer over the whole batch: each
  * matrix product is one tensor-core GEMM (gemm.cu) that reads the weights in their
@@ -41,7 +46,7 @@ static float embd_scale(const model_config *c) { return c->features & ER_FEAT_EM
 /* The gated FFN's matvec mode. */
 static int glu_mode(const model_config *c) { return c->features & ER_FEAT_GEGLU ? MV_NORM_GEGLU : MV_NORM_SWIGLU; }
 
-er_status cuda_enqueue_step(cuda_context *cc) {
+er_status cuda_enqueue_step(cuda_context *cc, int split) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
@@ -56,12 +61,17 @@ er_status cuda_enqueue_step(cuda_context *cc) {
          * (Qwen3-0.6B on the H200, docs/perf-log.md): Q8_0 1,720 against 1,661-1,674 tok/s,
          * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet. A post-norm
          * needs the whole product first, so those layers never fold it. */
-        const int fold_wo = !l->post_attn_norm && cuda_attention_can_project(&ap, &l->wo);
+        const int fold_wo = !split && !l->post_attn_norm && cuda_attention_can_project(&ap, &l->wo);
         unsigned long long *acc = fold_wo ? cc->acc : NULL;
+        uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
                              cc->stream));
-        CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, cc->k_cache + il * layer_kv, cc->v_cache + il * layer_kv, cc->state,
-                                       cc->attn, acc ? &l->wo : NULL, acc, cc->stream));
+        if (split)
+            CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part, cc->n_split, cc->attn,
+                                                 cc->stream));
+        else
+            CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, acc ? &l->wo : NULL, acc,
+                                           cc->stream));
         if (l->post_attn_norm) {
             CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_attn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
@@ -85,20 +95,23 @@ fail:
     return st;
 }
 
-er_status cuda_ensure_step_graph(cuda_context *cc) {
+er_status cuda_step_graph(cuda_context *cc, int64_t pos, cudaGraphExec_t *out) {
     er_status st = ER_OK;
     cudaGraph_t graph = NULL;
-    if (cc->step)
-        return ER_OK;
-    CUDA_TRY(cudaStreamBeginCapture(cc->stream, cudaStreamCaptureModeThreadLocal));
-    st = cuda_enqueue_step(cc);
-    {
-        cudaError_t e = cudaStreamEndCapture(cc->stream, &graph);
-        if (st != ER_OK)
-            goto fail;
-        CUDA_TRY(e);
+    const int split = pos >= cc->split_min;
+    cudaGraphExec_t *exec = split ? &cc->step_long : &cc->step;
+    if (!*exec) {
+        CUDA_TRY(cudaStreamBeginCapture(cc->stream, cudaStreamCaptureModeThreadLocal));
+        st = cuda_enqueue_step(cc, split);
+        {
+            cudaError_t e = cudaStreamEndCapture(cc->stream, &graph);
+            if (st != ER_OK)
+                goto fail;
+            CUDA_TRY(e);
+        }
+        CUDA_TRY(cudaGraphInstantiate(exec, graph, 0));
     }
-    CUDA_TRY(cudaGraphInstantiate(&cc->step, graph, 0));
+    *out = *exec;
 fail:
     if (graph)
         cudaGraphDestroy(graph);
@@ -194,12 +207,13 @@ er_status cuda_decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_pas
     er_status st = ER_OK;
     const int64_t n_vocab = cc->cm->m->config.n_vocab;
     if (n <= CUDA_SMALL_PROMPT) {
-        if ((st = cuda_ensure_step_graph(cc)) != ER_OK)
-            return st;
         for (int64_t i = 0; i < n; i++) {
             const cuda_step_state s = {0, tokens[i], (int32_t)(n_past + i), 0, 0};
+            cudaGraphExec_t step;
+            if ((st = cuda_step_graph(cc, n_past + i, &step)) != ER_OK)
+                return st;
             CUDA_TRY(cudaMemcpyAsync(cc->state, &s, sizeof s, cudaMemcpyHostToDevice, cc->stream));
-            CUDA_TRY(cudaGraphLaunch(cc->step, cc->stream));
+            CUDA_TRY(cudaGraphLaunch(step, cc->stream));
             if (logits_all && (st = cuda_copy_logits(cc, logits_all + i * n_vocab)) != ER_OK)
                 return st;
         }
