@@ -6,13 +6,15 @@
  * The int8 tiles, Q8_0 weights x Q8_0 activations and Q4_1 x Q8_1, a tile of RM rows x
  * RN tokens: per 32-element block each weight block and each activation block is loaded
  * once and used RN resp. RM times (the matvec loads both for every product), and the
- * scales of all RM x RN pairs are multiplied in one vector. Per pair and block:
- * vpmaddubsw, vpmaddwd (and vpsignb for Q8_0), vcvtdq2ps, one FMA with the pair's
- * product of scales, accumulated in 8 lanes per pair in block order and summed at the
- * end: exactly the arithmetic of the table's dot (kernels_avx2.c), so tile shape, batch
- * size and thread count never change a result. One body for both types
- * (fast_int8_tile.h); 4 x 2 keeps 8 accumulators + operands in the 16 ymm registers
- * (2 x 4 measured 0.8x its speed on pp64; 4 x 3 would spill).
+ * scales of all RM x RN pairs are multiplied in one vector. Per pair and block: the
+ * integer dot (AVX2: vpmaddubsw + vpmaddwd, and vpsignb for Q8_0; AVX-512 VNNI: one
+ * vpdpbusd), vcvtdq2ps, one FMA with the pair's product of scales, accumulated in 8
+ * lanes per pair in block order and summed at the end: exactly the arithmetic of the
+ * table's dot (kernels_avx2.c), so tile shape, instruction set, batch size and thread
+ * count never change a result. One body for both types and both sets
+ * (fast_int8_tile.h); AVX2 tiles are 4 x 2 (8 accumulators + operands in 16 ymm
+ * registers; 2 x 4 measured 0.8x its speed on pp64, 4 x 3 would spill), VNNI tiles 4 x 4
+ * (32 registers).
  *
  * Attention over the KV cache: one body per kernel, written over a row loader that takes
  * the element type as a constant (f16 = 0 or 1); each table entry is that body inlined
@@ -274,10 +276,11 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
 
 /* ---- the int8 tiles: Q8_0 x Q8_0 and Q4_1 x Q8_1 (SmolLM2's type) -------------------------
  *
- * One body (fast_int8_tile.h) included once per instruction set (AVX2 so far) and for
- * both types. It computes each (row, token) to the bit as the table's vec_dot does
- * (fast_int8_tile.h says how), so a sequence's numbers do not depend on how many others
- * share its decode step (batch invariance, forward.c). */
+ * One body (fast_int8_tile.h) included once per instruction set: AVX2, and AVX-512 VNNI
+ * on ymm registers (cpu_gemm_get takes it where the CPU has it). Both compute each (row,
+ * token) to the bit as the table's vec_dot does (fast_int8_tile.h says how), so a
+ * sequence's numbers do not depend on how many others share its decode step, nor on the
+ * CPU's instruction set (batch invariance, forward.c). */
 
 /* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
 enum { W_Q8_0, W_Q4_1 };
@@ -365,6 +368,46 @@ AVX2 static INLINE __m256i pair_avx2(__m256i a, __m256i c, __m256i x, const int 
 #define INT8_ATTR AVX2
 #define INT8_FN(name) name##_avx2
 #define INT8_RN 2 /* 8 accumulators + operands in 16 ymm registers (4 x 3 would spill) */
+#include "backend/cpu/fast_int8_tile.h"
+#undef INT8_RN
+#undef INT8_FN
+#undef INT8_ATTR
+
+/* AVX-512 VNNI on ymm registers (AVX512VL): vpdpbusd sums the four unsigned x signed
+ * byte products of each int32 lane into it, exactly: one instruction for vpmaddubsw +
+ * vpmaddwd, the same lanes. Q8_0: the activations made unsigned (x + 128: the top bit
+ * flipped) and the row's 128 * sum(w) per lane taken off once per row and block
+ * (c = -dpbusd(0, 128, w)), so a pair is dpbusd(c, x + 128, w) = sum x * w: one
+ * instruction, against three with vpsignb. a: the weights, c: the lanes' start. */
+#define VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Q4_1's nibbles in one shift: the 16 bytes in both halves, the high half shifted by 4
+ * (vpsrlvw), then masked: two instructions, against four for load_w's */
+VNNI static INLINE __m256i load_w_vnni(const uint8_t *wb, const int wt) {
+    if (wt == W_Q8_0)
+        return load_w(wb, wt);
+    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)((const block_q4_1 *)wb)->qs));
+    const __m256i shift = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    return _mm256_and_si256(_mm256_srlv_epi16(q, shift), _mm256_set1_epi8(0x0F));
+}
+
+VNNI static INLINE void prep_w_vnni(__m256i raw, const int wt, __m256i *a, __m256i *c) {
+    const __m256i zero = _mm256_setzero_si256();
+    *a = raw;
+    *c = wt == W_Q8_0 ? _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, _mm256_set1_epi8((char)0x80), raw)) : zero;
+}
+
+VNNI static INLINE __m256i prep_x_vnni(__m256i raw, const int wt) {
+    return wt == W_Q8_0 ? _mm256_xor_si256(raw, _mm256_set1_epi8((char)0x80)) : raw;
+}
+
+VNNI static INLINE __m256i pair_vnni(__m256i a, __m256i c, __m256i x, const int wt) {
+    return wt == W_Q8_0 ? _mm256_dpbusd_epi32(c, x, a) : _mm256_dpbusd_epi32(c, a, x);
+}
+
+#define INT8_ATTR VNNI
+#define INT8_FN(name) name##_vnni
+#define INT8_RN 4 /* 16 accumulators + operands in 32 ymm registers */
 #include "backend/cpu/fast_int8_tile.h"
 #undef INT8_RN
 #undef INT8_FN
@@ -583,13 +626,29 @@ static int have_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-cpu_gemm_fn cpu_gemm_get(uint32_t type) {
+static int have_vnni(void) {
+    return have_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
     if (!have_avx2())
         return NULL;
     return type == ER_TYPE_Q8_0   ? gemm_q8_0_q8_0_avx2
            : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_avx2
            : type == ER_TYPE_Q4_K ? gemm_q4_K_q8_K_avx2
                                   : NULL;
+}
+
+cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
+    if (!have_vnni())
+        return NULL;
+    return type == ER_TYPE_Q8_0 ? gemm_q8_0_q8_0_vnni : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_vnni : NULL;
+}
+
+cpu_gemm_fn cpu_gemm_get(uint32_t type) {
+    const cpu_gemm_fn f = cpu_gemm_vnni(type);
+    return f ? f : cpu_gemm_avx2(type);
 }
 
 const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
@@ -618,6 +677,16 @@ er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) {
 #else
 
 cpu_gemm_fn cpu_gemm_get(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
+cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
+cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
     (void)type;
     return NULL;
 }

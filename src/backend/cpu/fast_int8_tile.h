@@ -1,10 +1,10 @@
 /*
  * fast_int8_tile.h - the body of the int8 tiles (Q8_0 x Q8_0, Q4_1 x Q8_1) and their
- * blocking, written once and included by fast_avx2.c once per instruction set (AVX2 so
- * far). Not a header of its own: the includer defines
+ * blocking, written once and included by fast_avx2.c once per instruction set (AVX2;
+ * AVX-512 VNNI on 256-bit registers). Not a header of its own: the includer defines
  *   INT8_ATTR        the target attribute of the functions below
  *   INT8_FN(name)    name with the set's suffix (name##_avx2)
- *   INT8_RN          tokens per tile (2 with 16 ymm registers)
+ *   INT8_RN          tokens per tile (2 with 16 ymm registers, 4 with 32)
  * and, for that set, how a block's weights and activations become the operands of one
  * integer dot, and that dot:
  *   load_w_SET(wb, wt)            the 32 weights of block wb as bytes (Q4_1: 0..15)
