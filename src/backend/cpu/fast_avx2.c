@@ -699,6 +699,9 @@ static const cpu_sgemm_ops sgemm_c = {pack_panel_c, sgemm_6x16_c};
 
 const cpu_sgemm_ops *cpu_sgemm_get(void) { return &sgemm_c; }
 
-er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) { return traits->to_f32; }
+er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) {
+    (void)type;
+    return traits->to_f32;
+}
 
 #endif
