@@ -46,7 +46,7 @@ INT8_ATTR static INLINE void INT8_FN(tile)(const uint8_t *w, size_t w_stride, co
 #pragma GCC unroll 2
     for (int v = 0; v < NV; v++)
         summ[v] = _mm256_setzero_ps();
-    _Alignas(32) float ddbuf[2 * 8 * NV];
+    _Alignas(32) float ddbuf[2 * 8 * NV]; /* (2, RM * RN rounded up to 8) block_scales' dw * dx */
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb[4], *xb[INT8_RN]; /* block b of each row and token */
 #pragma GCC unroll 4
@@ -75,7 +75,7 @@ INT8_ATTR static INLINE void INT8_FN(tile)(const uint8_t *w, size_t w_stride, co
             }
         }
     }
-    _Alignas(32) float sm[8 * NV];
+    _Alignas(32) float sm[8 * NV]; /* (RM * RN rounded up to 8) summ's lanes */
 #pragma GCC unroll 2
     for (int v = 0; v < NV; v++)
         _mm256_store_ps(sm + 8 * v, summ[v]);
@@ -115,7 +115,8 @@ INT8_ATTR static INLINE void INT8_FN(int8_gemm)(const uint8_t *w, size_t w_strid
                                                 size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n,
                                                 const int wt) {
     enum { TOK_BLOCK = 32 };
-    const int64_t nb = n / QK8_0; /* QK4_1 == QK8_0 */
+    _Static_assert(QK4_1 == QK8_0 && QK8_1 == QK8_0, "one block count for both weight types");
+    const int64_t nb = n / QK8_0;
     for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
         const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
         int64_t r = 0;
