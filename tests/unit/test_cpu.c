@@ -1,7 +1,8 @@
 /*
  * test_cpu.c - the CPU backend: the thread pool (every thread runs every task once,
- * barriers hold), the tiled Q8_0 kernel against the table's vec_dot (bit for bit), the
- * threaded fast matmul against the reference matmul per weight type at several shapes
+ * barriers hold), the tiled Q8_0/Q4_1/Q4_K kernels (AVX2, AVX-512 VNNI) against the
+ * table's vec_dot (bit for bit), the threaded fast matmul against the reference matmul
+ * per weight type at several shapes
  * (f32 activation types within float rounding, 8-bit activation types within the
  * quantization bound, and bit-identical across thread counts and batch sizes), and the
  * whole model: prefill == token-by-token decode on both paths, fast vs reference logits.
@@ -93,20 +94,32 @@ static void random_qkv(float *q, int64_t nq, float *k, int64_t nk, float *v, int
         v[i] = frand();
 }
 
-/* the tiled kernels (Q8_0, Q4_K) compute each (row, token) exactly as vec_dot does, at
- * row and token counts around their tiles (Q8_0 4 x 2; Q4_K 16 rows x 8 tokens in
- * blocks of 32 tokens) */
+/* The tiled kernels (Q8_0 and Q4_1: AVX2 and AVX-512 VNNI; Q4_K: AVX2) compute each (row,
+ * token) exactly as the table's vec_dot does, at row and token counts around their tiles
+ * (Q8_0/Q4_1 4 rows x 2 (AVX2) or 4 (VNNI) tokens; Q4_K 16 rows x 8 tokens; all in blocks
+ * of 32 tokens) and at the column counts of real matrices (2080, 4352): bit for bit, so
+ * the VNNI tile's results are the AVX2 tile's too. Against the scalar reference dot
+ * (another float summation order) within float rounding of the output's scale. */
 static void test_gemm(uint32_t type) {
-    cpu_gemm_fn gemm = cpu_gemm_get(type);
-    const cpu_kernels *k = cpu_kernels_get(type);
+    const cpu_kernels *k = cpu_kernels_get(type), *ref = cpu_kernels_ref(type);
     const er_type_traits *t = er_type_get(type);
-    if (!gemm) {
+    const struct {
+        const char *name;
+        cpu_gemm_fn fn;
+    } impls[] = {{"avx2", cpu_gemm_avx2(type)}, {"vnni", cpu_gemm_vnni(type)}};
+    enum { N_IMPL = sizeof impls / sizeof impls[0] };
+    if (!impls[0].fn) {
         printf("       (no AVX2: the tiled %s kernel is not tested)\n", t->name);
         return;
     }
-    static const int64_t rows[] = {1, 3, 4, 5, 16, 17, 33}, toks[] = {1, 2, 3, 7, 8, 9, 33, 40};
-    static const int64_t ns[] = {256, 1024, 32};
+    if (!impls[1].fn && type != ER_TYPE_Q4_K)
+        printf("       (no AVX-512 VNNI on this CPU: the VNNI %s tile is not tested)\n", t->name);
+    static const int64_t rows[] = {1, 3, 4, 5, 16, 17, 33}, ns[] = {32, 256, 1024, 2080, 4352};
     enum { R = 33, T = 40 };
+    int64_t toks[T - 6]; /* 1..33 and 40 */
+    const int n_toks = (int)(sizeof toks / sizeof toks[0]);
+    for (int i = 0; i < n_toks; i++)
+        toks[i] = i + 1 < n_toks ? i + 1 : T;
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
         const int64_t n = ns[a];
         if (n % t->block_size != 0)
@@ -114,7 +127,8 @@ static void test_gemm(uint32_t type) {
         const size_t rs = er_type_row_size(t, n), xs = cpu_act_row_size(k, n);
         float *f = malloc((size_t)T * (size_t)n * sizeof *f);
         uint8_t *w = malloc((size_t)R * rs), *x = malloc((size_t)T * xs);
-        float *y = malloc((size_t)R * T * sizeof *y);
+        float *want = malloc((size_t)R * T * sizeof *want);           /* (T, R) vec_dot's */
+        float *y = malloc((size_t)N_IMPL * R * T * sizeof *y);         /* (impl, T, R) */
         for (int64_t i = 0; i < R * n; i++)
             f[i] = frand();
         for (int64_t r = 0; r < R; r++)
@@ -123,22 +137,43 @@ static void test_gemm(uint32_t type) {
             f[i] = frand();
         for (int64_t j = 0; j < T; j++)
             k->quantize_row(f + j * n, x + (size_t)j * xs, n);
+        double worst = 0.0, scale = 0.0;
+        for (int64_t j = 0; j < T; j++)
+            for (int64_t r = 0; r < R; r++) {
+                const float v = k->vec_dot(w + (size_t)r * rs, x + (size_t)j * xs, n);
+                const float vr = ref->vec_dot(w + (size_t)r * rs, x + (size_t)j * xs, n);
+                want[j * R + r] = v;
+                worst = fmax(worst, fabs((double)v - vr));
+                scale = fmax(scale, fabs((double)vr));
+            }
+        CHECK(worst <= 1e-5 * scale, "gemm %s x %lld: vec_dot within %.2e of the scalar reference (scale %.3g)",
+              t->name, (long long)n, worst, scale);
         for (size_t b = 0; b < sizeof rows / sizeof rows[0]; b++)
-            for (size_t c = 0; c < sizeof toks / sizeof toks[0]; c++) {
+            for (int c = 0; c < n_toks; c++) {
                 const int64_t nr = rows[b], nt = toks[c];
-                gemm(w, rs, nr, x, xs, nt, y, R, n);
-                int same = 1;
-                for (int64_t j = 0; j < nt; j++)
-                    for (int64_t r = 0; r < nr; r++) {
-                        const float want = k->vec_dot(w + (size_t)r * rs, x + (size_t)j * xs, n);
-                        same &= memcmp(&want, &y[j * R + r], sizeof want) == 0;
-                    }
-                CHECK(same, "gemm %s %lld rows x %lld tokens x %lld: == vec_dot", t->name, (long long)nr,
-                      (long long)nt, (long long)n);
+                for (int m = 0; m < N_IMPL; m++) {
+                    if (!impls[m].fn)
+                        continue;
+                    float *ym = y + (size_t)m * R * T;
+                    impls[m].fn(w, rs, nr, x, xs, nt, ym, R, n);
+                    int same = 1;
+                    for (int64_t j = 0; j < nt; j++)
+                        same &= memcmp(want + j * R, ym + j * R, (size_t)nr * sizeof *ym) == 0;
+                    CHECK(same, "gemm %s %s %lld rows x %lld tokens x %lld: == vec_dot", impls[m].name, t->name,
+                          (long long)nr, (long long)nt, (long long)n);
+                }
+                if (impls[1].fn) {
+                    int same = 1;
+                    for (int64_t j = 0; j < nt; j++)
+                        same &= memcmp(y + j * R, y + (size_t)R * T + j * R, (size_t)nr * sizeof *y) == 0;
+                    CHECK(same, "gemm %s %lld rows x %lld tokens x %lld: vnni == avx2, bit for bit", t->name,
+                          (long long)nr, (long long)nt, (long long)n);
+                }
             }
         free(f);
         free(w);
         free(x);
+        free(want);
         free(y);
     }
 }

@@ -8,8 +8,8 @@
  * and packed into a k-major panel once, then a 6x16 FMA tile runs over all tokens (the
  * integer dots cost about 7 instructions per 32 products, the FMA tile 12 per 96).
  * Smaller batches convert their activations once per call to the format the weight
- * type's dot product consumes (kernels.h), split over the threads; within a chunk, Q8_0
- * and Q4_K run the int8 tiles of fast_avx2.c over the tokens (Q4_K: a 16-token prompt
+ * type's dot product consumes (kernels.h), split over the threads; within a chunk, Q8_0,
+ * Q4_1 and Q4_K run the int8 tiles of fast_avx2.c over the tokens (Q4_K: a 16-token prompt
  * 1.4x as fast as vec_dot; at 64 tokens the same speed as the f32 tile, which keeps
  * those), other types call vec_dot per (row, token). Decode (one token) reads every
  * weight byte once from memory: it is bound by bandwidth.

@@ -25,9 +25,9 @@ size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in, int n_threads);
 
 /* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T. act: scratch of
  * cpu_fast_act_size(n_tokens, n_in, threads of pool) bytes, 64-byte aligned. Quantized weights with a
- * tiled kernel (Q8_0, Q4_K) run as a matrix-matrix product: Q8_0 in tiles of 4 rows x 2
- * tokens, Q4_K 16 rows x 8 tokens, each weight block loaded once per tile, rows of one
- * chunk reused from cache across tokens. */
+ * tiled kernel (Q8_0, Q4_1, Q4_K) run as a matrix-matrix product: Q8_0 and Q4_1 in tiles
+ * of 4 rows x 2 tokens (AVX2) or 4 x 4 (AVX-512 VNNI), Q4_K 16 rows x 8 tokens, each
+ * weight block loaded once per tile, rows of one chunk reused from cache across tokens. */
 void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
                      int64_t y_stride, void *act);
 
@@ -98,8 +98,13 @@ void cpu_fast_swiglu(cpu_pool *pool, float *gate, const float *up, int64_t n);
 typedef void (*cpu_gemm_fn)(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x, size_t x_stride,
                             int64_t n_tok, float *y, int64_t y_stride, int64_t n);
 
-/* The tiled kernel for weight type `type` on this CPU, or NULL (then vec_dot per pair). */
+/* The tiled kernel for weight type `type` on this CPU, or NULL (then vec_dot per pair):
+ * the AVX-512 VNNI one where the CPU has it, else the AVX2 one. */
 cpu_gemm_fn cpu_gemm_get(uint32_t type);
+/* The AVX2 resp. VNNI (Q8_0, Q4_1) tiled kernel, or NULL when the type has none or this
+ * CPU/build cannot run it (the tests compare them). */
+cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
+cpu_gemm_fn cpu_gemm_vnni(uint32_t type);
 
 /* Batches of at least this many tokens multiply in f32 on dequantized weights (as the
  * reference computes); smaller ones quantize their activations for the integer dots. */

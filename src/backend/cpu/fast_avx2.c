@@ -3,14 +3,18 @@
  * KV cache tables of attention (cpu_kv_ops: F32 and F16 rows); AVX2 + FMA + F16C through
  * target attributes.
  *
- * Q8_0 weights x Q8_0 activations, a tile of RM rows x RN tokens: per 32-element block
- * each weight block and each activation block is loaded once and used RN resp. RM times
- * (the matvec loads both for every product). Per pair and block: vpsignb, vpmaddubsw,
- * vpmaddwd, vcvtdq2ps, one FMA with the product of the two f16 scales, accumulated in
- * 8 lanes per pair in block order and summed at the end: exactly the arithmetic of
- * dot_q8_0_q8_0_avx2 (kernels_avx2.c), so tile shape, batch size and thread count never
- * change a result. 4 x 2 keeps 8 accumulators + operands in the 16 ymm registers (2 x 4
- * measured 0.8x its speed on pp64; 4 x 3 would spill).
+ * The int8 tiles, Q8_0 weights x Q8_0 activations and Q4_1 x Q8_1, a tile of RM rows x
+ * RN tokens: per 32-element block each weight block and each activation block is loaded
+ * once and used RN resp. RM times (the matvec loads both for every product), and the
+ * scales of all RM x RN pairs are multiplied in one vector. Per pair and block: the
+ * integer dot (AVX2: vpmaddubsw + vpmaddwd, and vpsignb for Q8_0; AVX-512 VNNI: one
+ * vpdpbusd), vcvtdq2ps, one FMA with the pair's product of scales, accumulated in 8
+ * lanes per pair in block order and summed at the end: exactly the arithmetic of the
+ * table's dot (kernels_avx2.c), so tile shape, instruction set, batch size and thread
+ * count never change a result. One body for both types and both sets
+ * (fast_int8_tile.h); AVX2 tiles are 4 x 2 (8 accumulators + operands in 16 ymm
+ * registers; 2 x 4 measured 0.8x its speed on pp64, 4 x 3 would spill), VNNI tiles 4 x 4
+ * (32 registers).
  *
  * Attention over the KV cache: one body per kernel, written over a row loader that takes
  * the element type as a constant (f16 = 0 or 1); each table entry is that body inlined
@@ -123,46 +127,8 @@ AVX2 static INLINE float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-AVX2 static INLINE void tile_q8_0(const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride, float *y,
-                                  int64_t y_stride, int64_t nb, const int RM, const int RN) {
-    __m256 acc[4][4];
-    const __m256i ones = _mm256_set1_epi16(1);
-    /* every loop over RM and RN unrolled: the accumulators then live in registers */
-#pragma GCC unroll 4
-    for (int i = 0; i < RM; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++)
-            acc[i][j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i xv[4];
-        float dx[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)(x + (size_t)j * x_stride) + b;
-            xv[j] = _mm256_loadu_si256((const __m256i *)xb->qs);
-            dx[j] = _cvtsh_ss(xb->d);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < RM; i++) {
-            const block_q8_0 *wb = (const block_q8_0 *)(w + (size_t)i * w_stride) + b;
-            _mm_prefetch((const char *)wb + PREFETCH_AHEAD, _MM_HINT_T0);
-            const __m256i wv = _mm256_loadu_si256((const __m256i *)wb->qs);
-            const __m256i aw = _mm256_sign_epi8(wv, wv);
-            const float dw = _cvtsh_ss(wb->d);
-#pragma GCC unroll 4
-            for (int j = 0; j < RN; j++) {
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[j], wv)), ones);
-                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), _mm256_cvtepi32_ps(p), acc[i][j]);
-            }
-        }
-    }
-    for (int i = 0; i < RM; i++)
-        for (int j = 0; j < RN; j++)
-            y[j * y_stride + i] = hsum8(acc[i][j]);
-}
-
 /* 6 tokens x 16 outputs in 12 accumulators; per k two panel loads, six broadcasts and
- * twelve FMAs: the FMA units, not the loads, set the pace (the int8 tiles above need
+ * twelve FMAs: the FMA units, not the loads, set the pace (the int8 tiles below need
  * about seven instructions per 32 products). */
 AVX2 static INLINE void store_row16(float *y, __m256 lo, __m256 hi, int nr) {
     if (nr == 16) {
@@ -308,96 +274,144 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
             panel[16 * k + r] = rows[r * n + k];
 }
 
-/* The blocking of the int8 tiles (tile_q8_0, tile_q4_1), the body of a cpu_gemm_fn: token
- * blocks of TOK_BLOCK (their activations, 35-105 KB, stay in L1/L2) outside, tiles of 4
- * rows x 2 tokens inside (the rows of one call, a chunk of <= ~400 KB, stay in L2 across
- * token blocks): every operand comes from cache, weights from memory once per call. */
-#define INT8_TILE(tile, rm, rn)                                                                       \
-    tile(w + (size_t)r * w_stride, w_stride, x + (size_t)t * x_stride, x_stride, y + t * y_stride + r, y_stride, \
-         nb, rm, rn)
-#define INT8_GEMM(tile, block_elems)                                                                  \
-    enum { TOK_BLOCK = 32 };                                                                          \
-    const int64_t nb = n / (block_elems);                                                            \
-    for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {                                               \
-        const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;                           \
-        for (int64_t r = 0; r < n_rows; r += n_rows - r >= 4 ? 4 : 1) {                               \
-            int64_t t = t0;                                                                          \
-            if (n_rows - r >= 4) {                                                                    \
-                for (; t + 2 <= t1; t += 2)                                                           \
-                    INT8_TILE(tile, 4, 2);                                                            \
-                if (t < t1)                                                                           \
-                    INT8_TILE(tile, 4, 1);                                                            \
-            } else {                                                                                 \
-                for (; t + 2 <= t1; t += 2)                                                           \
-                    INT8_TILE(tile, 1, 2);                                                            \
-                if (t < t1)                                                                           \
-                    INT8_TILE(tile, 1, 1);                                                            \
-            }                                                                                        \
-        }                                                                                            \
-    }
+/* ---- the int8 tiles: Q8_0 x Q8_0 and Q4_1 x Q8_1 (SmolLM2's type) -------------------------
+ *
+ * One body (fast_int8_tile.h) included once per instruction set: AVX2, and AVX-512 VNNI
+ * on ymm registers (cpu_gemm_get takes it where the CPU has it). Both compute each (row,
+ * token) to the bit as the table's vec_dot does (fast_int8_tile.h says how), so a
+ * sequence's numbers do not depend on how many others share its decode step, nor on the
+ * CPU's instruction set (batch invariance, forward.c). */
 
-AVX2 static void gemm_q8_0_q8_0_avx2(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                     size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    INT8_GEMM(tile_q8_0, QK8_0)
+/* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
+enum { W_Q8_0, W_Q4_1 };
+
+/* A row's 32 weights of block wb as bytes in element order: Q8_0's int8 as they are,
+ * Q4_1's nibbles (elements j and j + 16 share byte j) as 0..15 */
+AVX2 static INLINE __m256i load_w(const uint8_t *wb, const int wt) {
+    if (wt == W_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wb)->qs);
+    const __m128i q = _mm_loadu_si128((const __m128i *)((const block_q4_1 *)wb)->qs), m4 = _mm_set1_epi8(0x0F);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m4)),
+                                   _mm_and_si128(_mm_srli_epi16(q, 4), m4), 1);
 }
 
-/* Q4_1 x Q8_1 (SmolLM2's type) as tile_q8_0: RM rows x RN tokens, each block's nibbles
- * unpacked once for the RN tokens. Each (row, token) keeps dot_q4_1_q8_1_avx2's state (8
- * float lanes, and the minimums' sum in block order) and updates it as that dot does, so
- * the result is the dot's to the bit: a sequence's numbers do not depend on how many
- * others share its decode step (batch invariance, forward.c). */
-AVX2 static INLINE void tile_q4_1(const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride, float *y,
-                                  int64_t y_stride, int64_t nb, const int RM, const int RN) {
-    __m256 acc[4][4];
-    float summ[4][4];
-    const __m256i ones = _mm256_set1_epi16(1);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    /* every loop over RM and RN unrolled: the accumulators then live in registers (rolled,
-     * GCC kept them on the stack and each block waited on a store and a reload) */
-#pragma GCC unroll 4
-    for (int i = 0; i < RM; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++) {
-            acc[i][j] = _mm256_setzero_ps();
-            summ[i][j] = 0.0f;
-        }
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i xv[4];
-        float dx[4], sx[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++) {
-            const block_q8_1 *xb = (const block_q8_1 *)(x + (size_t)j * x_stride) + b;
-            xv[j] = _mm256_loadu_si256((const __m256i *)xb->qs);
-            dx[j] = _cvtsh_ss(xb->d);
-            sx[j] = _cvtsh_ss(xb->s);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < RM; i++) {
-            const block_q4_1 *wb = (const block_q4_1 *)(w + (size_t)i * w_stride) + b;
-            _mm_prefetch((const char *)wb + PREFETCH_AHEAD, _MM_HINT_T0);
-            const __m128i q = _mm_loadu_si128((const __m128i *)wb->qs); /* elements j (low) and j + 16 (high) */
-            const __m256i wv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m4)),
-                                                       _mm_and_si128(_mm_srli_epi16(q, 4), m4), 1);
-            const float dw = _cvtsh_ss(wb->d), mw = _cvtsh_ss(wb->m);
-#pragma GCC unroll 4
-            for (int j = 0; j < RN; j++) {
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv[j]), ones);
-                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), _mm256_cvtepi32_ps(p), acc[i][j]);
-                summ[i][j] += mw * sx[j];
-            }
+/* A token's 32 int8 activations of block xb (Q8_0 or Q8_1) */
+AVX2 static INLINE __m256i load_x(const uint8_t *xb, const int wt) {
+    const int8_t *qs = wt == W_Q8_0 ? ((const block_q8_0 *)xb)->qs : ((const block_q8_1 *)xb)->qs;
+    return _mm256_loadu_si256((const __m256i *)qs);
+}
+
+/* A block's two leading f16, (d, m) of Q4_1 or (d, s) of Q8_1, as one int (d low); a Q8_0
+ * block has d only: 0 beside it */
+static INLINE int f16_pair(const uint8_t *blk, const int wt) {
+    uint32_t v = 0;
+    memcpy(&v, blk, wt == W_Q8_0 ? 2 : 4);
+    return (int)v;
+}
+
+/* Lane l of the v-th vector of (row, token) pairs, pair i * RN + j: where row i's resp.
+ * token j's d sits among block_scales' f16 pairs (its m or s one further) */
+#define PAIR_W(v, l) (2 * (((8 * (v) + (l)) / RN) % RM))
+#define PAIR_X(v, l) (2 * ((8 * (v) + (l)) % RN))
+#define PAIR_IDX(F, v) _mm256_setr_epi32(F(v, 0), F(v, 1), F(v, 2), F(v, 3), F(v, 4), F(v, 5), F(v, 6), F(v, 7))
+
+/* The scale work of block b for the RM x RN pairs of a tile, in vectors of 8 pairs:
+ * dd[i * RN + j] = dw_i * dx_j (the dot's f16(w.d) * f16(x.d)) and, for Q4_1, summ lane
+ * i * RN + j += mw_i * sx_j (a product, then a sum, as the dot). wb: the rows' blocks,
+ * xb: the tokens' blocks. */
+AVX2 static INLINE void block_scales(const uint8_t *const *wb, const uint8_t *const *xb, const int wt, const int RM,
+                                     const int RN, float *dd, __m256 *summ) {
+    /* (d0, m0, d1, m1, .., d3, m3) of rows 0..3 and (d0, s0, ..) of tokens 0..3; past RM
+     * rows or RN tokens, earlier ones again (their lanes are not used) */
+    const __m256 wf = _mm256_cvtph_ps(_mm_setr_epi32(f16_pair(wb[0], wt), f16_pair(wb[1 % RM], wt),
+                                                     f16_pair(wb[2 % RM], wt), f16_pair(wb[3 % RM], wt)));
+    const __m256 xf = _mm256_cvtph_ps(_mm_setr_epi32(f16_pair(xb[0], wt), f16_pair(xb[1 % RN], wt),
+                                                     f16_pair(xb[2 % RN], wt), f16_pair(xb[3 % RN], wt)));
+#pragma GCC unroll 2
+    for (int v = 0; v < (RM * RN + 7) / 8; v++) {
+        const __m256i iw = PAIR_IDX(PAIR_W, v), ix = PAIR_IDX(PAIR_X, v);
+        _mm256_store_ps(dd + 8 * v, _mm256_mul_ps(_mm256_permutevar8x32_ps(wf, iw), _mm256_permutevar8x32_ps(xf, ix)));
+        if (wt == W_Q4_1) {
+            const __m256i one = _mm256_set1_epi32(1);
+            const __m256 mw = _mm256_permutevar8x32_ps(wf, _mm256_add_epi32(iw, one));
+            const __m256 sx = _mm256_permutevar8x32_ps(xf, _mm256_add_epi32(ix, one));
+            summ[v] = _mm256_add_ps(summ[v], _mm256_mul_ps(mw, sx));
         }
     }
-    for (int i = 0; i < RM; i++)
-        for (int j = 0; j < RN; j++)
-            y[j * y_stride + i] = hsum8(acc[i][j]) + summ[i][j];
+}
+#undef PAIR_IDX
+#undef PAIR_X
+#undef PAIR_W
+
+/* AVX2: vpmaddubsw (unsigned x signed bytes, pairs summed to int16: never saturated, as
+ * |w * x| <= 128 * 127 for Q8_0 and 15 * 127 for Q4_1), then vpmaddwd by 1. Q8_0 is
+ * signed x signed: |w| is the unsigned operand and w's signs go onto the activations
+ * (vpsignb, the dot's mul_sum_i8; exact for activations > -128, which quantize_row
+ * never writes). a: the unsigned weights, c: the weights' signs. */
+AVX2 static INLINE __m256i load_w_avx2(const uint8_t *wb, const int wt) { return load_w(wb, wt); }
+
+AVX2 static INLINE void prep_w_avx2(__m256i raw, const int wt, __m256i *a, __m256i *c) {
+    *a = wt == W_Q8_0 ? _mm256_sign_epi8(raw, raw) : raw;
+    *c = raw;
 }
 
-AVX2 static void gemm_q4_1_q8_1_avx2(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                     size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    INT8_GEMM(tile_q4_1, QK4_1)
+AVX2 static INLINE __m256i prep_x_avx2(__m256i raw, const int wt) {
+    (void)wt;
+    return raw;
 }
-#undef INT8_GEMM
-#undef INT8_TILE
+
+AVX2 static INLINE __m256i pair_avx2(__m256i a, __m256i c, __m256i x, const int wt) {
+    const __m256i xs = wt == W_Q8_0 ? _mm256_sign_epi8(x, c) : x;
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, xs), _mm256_set1_epi16(1));
+}
+
+#define INT8_ATTR AVX2
+#define INT8_FN(name) name##_avx2
+#define INT8_RN 2 /* 8 accumulators + operands in 16 ymm registers (4 x 3 would spill) */
+#include "backend/cpu/fast_int8_tile.h"
+#undef INT8_RN
+#undef INT8_FN
+#undef INT8_ATTR
+
+/* AVX-512 VNNI on ymm registers (AVX512VL): vpdpbusd sums the four unsigned x signed
+ * byte products of each int32 lane into it, exactly: one instruction for vpmaddubsw +
+ * vpmaddwd, the same lanes. Q8_0: the activations made unsigned (x + 128: the top bit
+ * flipped) and the row's 128 * sum(w) per lane taken off once per row and block
+ * (c = -dpbusd(0, 128, w)), so a pair is dpbusd(c, x + 128, w) = sum x * w: one
+ * instruction, against three with vpsignb. a: the weights, c: the lanes' start. */
+#define VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Q4_1's nibbles in one shift: the 16 bytes in both halves, the high half shifted by 4
+ * (vpsrlvw), then masked: two instructions, against four for load_w's */
+VNNI static INLINE __m256i load_w_vnni(const uint8_t *wb, const int wt) {
+    if (wt == W_Q8_0)
+        return load_w(wb, wt);
+    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)((const block_q4_1 *)wb)->qs));
+    const __m256i shift = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    return _mm256_and_si256(_mm256_srlv_epi16(q, shift), _mm256_set1_epi8(0x0F));
+}
+
+VNNI static INLINE void prep_w_vnni(__m256i raw, const int wt, __m256i *a, __m256i *c) {
+    const __m256i zero = _mm256_setzero_si256();
+    *a = raw;
+    *c = wt == W_Q8_0 ? _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, _mm256_set1_epi8((char)0x80), raw)) : zero;
+}
+
+VNNI static INLINE __m256i prep_x_vnni(__m256i raw, const int wt) {
+    return wt == W_Q8_0 ? _mm256_xor_si256(raw, _mm256_set1_epi8((char)0x80)) : raw;
+}
+
+VNNI static INLINE __m256i pair_vnni(__m256i a, __m256i c, __m256i x, const int wt) {
+    return wt == W_Q8_0 ? _mm256_dpbusd_epi32(c, x, a) : _mm256_dpbusd_epi32(c, a, x);
+}
+
+#define INT8_ATTR VNNI
+#define INT8_FN(name) name##_vnni
+#define INT8_RN 4 /* 16 accumulators + operands in 32 ymm registers */
+#include "backend/cpu/fast_int8_tile.h"
+#undef INT8_RN
+#undef INT8_FN
+#undef INT8_ATTR
 
 /* Q4_K x Q8_K for a batch, in the shape of llama.cpp's tiled AVX2 kernel: per 256-block,
  * 16 weight rows are unpacked once to bytes (with their 6-bit scales), then each 32-byte
@@ -612,13 +626,29 @@ static int have_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-cpu_gemm_fn cpu_gemm_get(uint32_t type) {
+static int have_vnni(void) {
+    return have_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
     if (!have_avx2())
         return NULL;
     return type == ER_TYPE_Q8_0   ? gemm_q8_0_q8_0_avx2
            : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_avx2
            : type == ER_TYPE_Q4_K ? gemm_q4_K_q8_K_avx2
                                   : NULL;
+}
+
+cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
+    if (!have_vnni())
+        return NULL;
+    return type == ER_TYPE_Q8_0 ? gemm_q8_0_q8_0_vnni : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_vnni : NULL;
+}
+
+cpu_gemm_fn cpu_gemm_get(uint32_t type) {
+    const cpu_gemm_fn f = cpu_gemm_vnni(type);
+    return f ? f : cpu_gemm_avx2(type);
 }
 
 const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
@@ -651,6 +681,16 @@ cpu_gemm_fn cpu_gemm_get(uint32_t type) {
     return NULL;
 }
 
+cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
+cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
 const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
     return type == ER_TYPE_F32 ? &kv_f32_c : type == ER_TYPE_F16 ? &kv_f16_c : NULL;
 }
@@ -659,6 +699,9 @@ static const cpu_sgemm_ops sgemm_c = {pack_panel_c, sgemm_6x16_c};
 
 const cpu_sgemm_ops *cpu_sgemm_get(void) { return &sgemm_c; }
 
-er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) { return traits->to_f32; }
+er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) {
+    (void)type;
+    return traits->to_f32;
+}
 
 #endif
