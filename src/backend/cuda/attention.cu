@@ -388,10 +388,22 @@ static __device__ __forceinline__ void attend_keys(const float *q, const float *
     *l_out = l;
 }
 
-/* The block's state from its warps' (w_m, w_l, w_acc, stored and synced): the largest
- * score *bm and the sum *bl; block_acc then gives its accumulator of dim i. A warp
- * without keys (m = -inf) weighs nothing. */
-static __device__ __forceinline__ void block_state(const float *w_m, const float *w_l, float *bm, float *bl) {
+/* The block's state from its warps' (m, l, acc) of attend_keys (both decode kernels):
+ * each warp stores its own into w_m, w_l, w_acc, the block syncs, and every thread gets
+ * the largest score *bm and the sum *bl; block_acc then gives its accumulator of dim i.
+ * A warp without keys (m = -inf) weighs nothing. */
+template <int DPL>
+static __device__ __forceinline__ void block_state(float warp_m, float warp_l, const float acc[DPL], float *w_m,
+                                                   float *w_l, float (*w_acc)[32 * DPL], int warp, int lane, float *bm,
+                                                   float *bl) {
+    if (lane == 0) {
+        w_m[warp] = warp_m;
+        w_l[warp] = warp_l;
+    }
+#pragma unroll
+    for (int j = 0; j < DPL; j++)
+        w_acc[warp][lane + 32 * j] = acc[j];
+    __syncthreads();
     float m = -INFINITY, l = 0.0f;
     for (int w = 0; w < ATT_WARPS; w++)
         m = fmaxf(m, w_m[w]);
@@ -509,18 +521,10 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     float m, l, acc[DPL];
     attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, stride, n_keys, pos, kv_dim, kvh * hd, hd,
                          lane, kv, vv, &m, &l, acc);
-    if (lane == 0) {
-        w_m[warp] = m;
-        w_l[warp] = l;
-    }
-#pragma unroll
-    for (int j = 0; j < DPL; j++)
-        w_acc[warp][lane + 32 * j] = acc[j];
-    __syncthreads();
 
     /* merge the warps: thread i owns dims i, i + blockDim.x, ... */
     float bm, bl;
-    block_state(w_m, w_l, &bm, &bl);
+    block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, &bm, &bl);
     const int n_dest = WT >= 0 ? ATT_CLUSTER : 1; /* the blocks that merge */
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         const float a = block_acc<DPL>(w_m, w_acc, bm, i);
@@ -637,16 +641,8 @@ k_attention_decode_split(const cuda_attn_params p, const float *__restrict__ qkv
     float m, l, acc[DPL];
     attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, round, j_end, pos, kv_dim, kvh * hd, hd,
                          lane, kv, vv, &m, &l, acc);
-    if (lane == 0) {
-        w_m[warp] = m;
-        w_l[warp] = l;
-    }
-#pragma unroll
-    for (int j = 0; j < DPL; j++)
-        w_acc[warp][lane + 32 * j] = acc[j];
-    __syncthreads();
     float bm, bl;
-    block_state(w_m, w_l, &bm, &bl);
+    block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, &bm, &bl);
     float *ps = part + ((size_t)h * n_split + s) * (hd + 2); /* (hd + 2): m, l, acc */
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         ps[2 + i] = block_acc<DPL>(w_m, w_acc, bm, i);
@@ -1294,18 +1290,17 @@ static split_kernel_fn split_kernel_kv(int kv_type) {
            : kv_type == CUDA_KV_Q8_0 ? k_attention_decode_split<DPL, CUDA_KV_Q8_0>
                                      : nullptr;
 }
+template <int LPK, int G>
+static split_launch split_f16_g(int n_head_kv) {
+    const split_launch sl = {k_attention_decode_split_f16<LPK, G>, n_head_kv, split_f16_smem(LPK, G)};
+    return sl;
+}
 template <int LPK>
 static split_launch split_f16(int group, int n_head_kv) {
-    split_launch sl = {nullptr, n_head_kv, 0};
-    sl.fn = group <= 1   ? k_attention_decode_split_f16<LPK, 1>
-            : group <= 2 ? k_attention_decode_split_f16<LPK, 2>
-            : group <= 4 ? k_attention_decode_split_f16<LPK, 4>
-                         : k_attention_decode_split_f16<LPK, 8>;
-    sl.smem = group <= 1   ? split_f16_smem(LPK, 1)
-              : group <= 2 ? split_f16_smem(LPK, 2)
-              : group <= 4 ? split_f16_smem(LPK, 4)
-                           : split_f16_smem(LPK, 8);
-    return sl;
+    return group <= 1   ? split_f16_g<LPK, 1>(n_head_kv)
+           : group <= 2 ? split_f16_g<LPK, 2>(n_head_kv)
+           : group <= 4 ? split_f16_g<LPK, 4>(n_head_kv)
+                        : split_f16_g<LPK, 8>(n_head_kv);
 }
 static split_launch split_kernel(const cuda_attn_params *p) {
     const int hd = p->head_dim, group = p->n_head_kv > 0 ? p->n_head / p->n_head_kv : 0;
