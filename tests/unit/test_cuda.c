@@ -1143,9 +1143,12 @@ void test_cuda(void) {
         printf("cuda: no CUDA device here, nothing to test\n");
         return;
     }
-    /* (n_out, n_in): Qwen3-0.6B's qkv, wo, gate|up, down; small and odd shapes */
+    /* (n_out, n_in): Qwen3-0.6B's qkv, wo, gate|up, down; small and odd shapes; rows of
+     * Qwen3-4B's and 8B's inputs (2,560, 9,728, 12,288), whose chunks are not always a
+     * whole number of the streaming kernel's 32-chunk items */
     static const int shapes[][2] = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}, {64, 64},
-                                    {300, 96}, {38, 160}, {2, 32}, {37, 768}, {5, 256}};
+                                    {300, 96}, {38, 160}, {2, 32}, {37, 768}, {5, 256},
+                                    {96, 2560}, {40, 9728}, {64, 12288}};
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             if (shapes[s][1] % cuda_wtype_block(t) != 0)

@@ -60,7 +60,14 @@ static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_strea
 #ifndef STREAM_CHUNKS
 #define STREAM_CHUNKS 4
 #endif
-#define STREAM_THREADS 256
+/* 16 warps per block (one block per multiprocessor, <= 128 registers): measured on the H200
+ * against 8 (docs/perf-log.md, 2026-12-02 second session), Qwen3-8B decode Q8_0 318 -> 340
+ * tok/s, Q4_0 336 -> 374, 4B Q8_0 405 -> 423, 1.7B 783 -> 834; twice the loads in flight
+ * per multiprocessor, and twice the warps to hide the dot products' latency. 8 warps with
+ * 8 chunks per lane in flight (STREAM_CHUNKS 8) gave 324 / 330: not the loads alone. */
+#ifndef STREAM_THREADS
+#define STREAM_THREADS 512
+#endif
 #define STREAM_WARPS (STREAM_THREADS / 32)
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */

@@ -1,0 +1,130 @@
+/*
+ * gpu_matvec_bench.c - the decode matvecs of a whole model's layers alone on the GPU, at
+ * its real shapes: per layer qkv (RMSNorm in), wo (residual add), gate|up (RMSNorm,
+ * SwiGLU) and down (residual add), each layer with weights of its own so that nothing
+ * is served from L2, in captured graphs (programmatic dependent launch between the
+ * kernels, as in the decode step). Development only (the step's own timing is
+ * `edgerunner bench --profile`); weights and inputs are constant bytes, so only the time
+ * means anything.
+ *
+ *   gpu_matvec_bench TYPE N_EMBD N_FF Q_DIM KV_DIM N_LAYER
+ *   e.g. Qwen3-8B: gpu_matvec_bench Q8_0 4096 12288 4096 1024 36
+ *
+ * Prints one line per matrix (its N_LAYER launches in one graph: microseconds a launch,
+ * weight bytes read per second) and one for the four in sequence. Build (after
+ * `make CUDA=1`):
+ *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
+ *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/kernels.h"
+
+enum { REPS = 20, N_MAT = 4 };
+
+static const char *const mat_names[N_MAT] = {"qkv", "wo", "gate_up", "down"};
+
+/* One matrix of type t, (n_out, n_in), its bytes set to constants: Q8_0 quants 51,
+ * scales 0x2020 (~0.008). */
+static int make_weight(cuda_weight *w, int t, int64_t n_out, int64_t n_in) {
+    *w = (cuda_weight){.type = t, .n_in = n_in, .n_out = n_out};
+    const size_t wb = (size_t)n_out * cuda_row_bytes(t, n_in), db = (size_t)n_out * cuda_scale_row_bytes(t, n_in);
+    if (cudaMalloc(&w->w, wb) != cudaSuccess || cudaMemset(w->w, 0x33, wb) != cudaSuccess)
+        return -1;
+    if (db && (cudaMalloc(&w->d, db) != cudaSuccess || cudaMemset(w->d, 0x20, db) != cudaSuccess))
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 7) {
+        fprintf(stderr, "usage: gpu_matvec_bench TYPE N_EMBD N_FF Q_DIM KV_DIM N_LAYER\n");
+        return 2;
+    }
+    int t = -1;
+    for (int i = 0; i < CUDA_W_COUNT; i++)
+        if (strcasecmp(argv[1], cuda_wtype_name(i)) == 0)
+            t = i;
+    const int64_t n_embd = atoll(argv[2]), n_ff = atoll(argv[3]), q_dim = atoll(argv[4]), kv_dim = atoll(argv[5]);
+    const int n_layer = atoi(argv[6]);
+    if (t < 0 || n_embd <= 0 || n_ff <= 0 || q_dim <= 0 || kv_dim <= 0 || n_layer <= 0) {
+        fprintf(stderr, "gpu_matvec_bench: bad arguments\n");
+        return 2;
+    }
+    const int64_t shape[N_MAT][2] = {{q_dim + 2 * kv_dim, n_embd}, {n_embd, q_dim}, {2 * n_ff, n_embd}, {n_embd, n_ff}};
+    const int mode[N_MAT] = {MV_NORM_STORE, MV_ADD, MV_NORM_SWIGLU, MV_ADD};
+    cuda_weight *w = calloc((size_t)n_layer * N_MAT, sizeof *w); /* (n_layer, N_MAT) */
+    float *x = NULL, *nw = NULL, *qkv = NULL, *ff = NULL;   /* (n_embd), (max n_embd n_ff), (q_dim + 2 kv_dim), (n_ff) */
+    const int64_t n_max = n_ff > n_embd ? n_ff : n_embd;
+    if (!w || cudaMalloc((void **)&x, (size_t)n_embd * 4) != cudaSuccess ||
+        cudaMalloc((void **)&nw, (size_t)n_max * 4) != cudaSuccess ||
+        cudaMalloc((void **)&qkv, (size_t)shape[0][0] * 4) != cudaSuccess ||
+        cudaMalloc((void **)&ff, (size_t)n_ff * 4) != cudaSuccess) {
+        fprintf(stderr, "gpu_matvec_bench: out of memory\n");
+        return 1;
+    }
+    cudaMemset(x, 0, (size_t)n_embd * 4);
+    cudaMemset(nw, 0, (size_t)n_max * 4);
+    cudaMemset(qkv, 0, (size_t)shape[0][0] * 4);
+    cudaMemset(ff, 0, (size_t)n_ff * 4);
+    for (int l = 0; l < n_layer; l++)
+        for (int m = 0; m < N_MAT; m++)
+            if (make_weight(&w[l * N_MAT + m], t, shape[m][0], shape[m][1]) != 0) {
+                fprintf(stderr, "gpu_matvec_bench: out of device memory at layer %d\n", l);
+                return 1;
+            }
+    cudaStream_t st;
+    cudaEvent_t e0, e1;
+    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    double layer_bytes = 0.0;
+    for (int m = 0; m < N_MAT; m++)
+        layer_bytes += (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1]);
+    /* m < N_MAT: that matrix of every layer; m == N_MAT: the four in order */
+    for (int m = 0; m <= N_MAT; m++) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+        for (int l = 0; l < n_layer && e == cudaSuccess; l++)
+            for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
+                const float *in = k == 1 ? qkv : k == 3 ? ff : x;
+                float *out = k == 0 ? qkv : k == 2 ? ff : x;
+                e = cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, NULL, st);
+            }
+        const cudaError_t ec = cudaStreamEndCapture(st, &g);
+        e = e != cudaSuccess ? e : ec;
+        if (e == cudaSuccess)
+            e = cudaGraphInstantiate(&ge, g, 0);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "gpu_matvec_bench: %s: %s\n", m < N_MAT ? mat_names[m] : "layer", cudaGetErrorString(e));
+            return 1;
+        }
+        float ms = 0.0f;
+        for (int pass = 0; pass < 2; pass++) { /* the first warms up */
+            cudaEventRecord(e0, st);
+            for (int r = 0; r < REPS; r++)
+                cudaGraphLaunch(ge, st);
+            cudaEventRecord(e1, st);
+            cudaEventSynchronize(e1);
+            cudaEventElapsedTime(&ms, e0, e1);
+        }
+        e = cudaGetLastError();
+        if (e != cudaSuccess) {
+            fprintf(stderr, "gpu_matvec_bench: %s\n", cudaGetErrorString(e));
+            return 1;
+        }
+        const double us = 1e3 * ms / REPS / n_layer; /* per launch, or per layer */
+        const double bytes = m < N_MAT ? (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1]) : layer_bytes;
+        printf("%s %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s\n", cuda_wtype_name(t), (long long)(m < N_MAT ? shape[m][0] : 0),
+               (long long)(m < N_MAT ? shape[m][1] : 0), m < N_MAT ? mat_names[m] : "layer", us, bytes / (us * 1e3));
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+    }
+    return 0;
+}
