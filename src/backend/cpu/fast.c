@@ -8,7 +8,7 @@
  * and packed into a k-major panel once, then a 6x16 FMA tile runs over all tokens (the
  * integer dots cost about 7 instructions per 32 products, the FMA tile 12 per 96).
  * Smaller batches convert their activations once per call to the format the weight
- * type's dot product consumes (kernels.h), in the calling thread; within a chunk, Q8_0,
+ * type's dot product consumes (kernels.h), shared out like the chunks; within a chunk, Q8_0,
  * Q4_1 and Q4_K run the int8 tiles of fast_avx2.c over the tokens (Q4_K: a 16-token prompt
  * 1.4x as fast as vec_dot; at 64 tokens the same speed as the f32 tile, which keeps
  * those), other types call vec_dot per (row, token). Decode (one token) reads every
@@ -66,6 +66,8 @@ typedef struct mm_task {
     int64_t n_tokens;
     const uint8_t *xq; /* (n_tokens, xq_stride) activations in k->vec_dot_type */
     size_t xq_stride;
+    uint8_t *xq_out;   /* where the task quantizes x first (then xq == xq_out), or NULL */
+    atomic_llong q_next, q_done; /* rows of x taken, and quantized */
     atomic_llong next; /* the next chunk to take, counted over the parts in turn */
 } mm_task;
 
@@ -125,6 +127,18 @@ static void mm_rows(const mm_task *t, const mm_part *p, int ith, int64_t r0, int
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
     (void)nth;
+    if (t->xq_out) {
+        /* rows shared out like the chunks; then every thread waits until all are done,
+         * but only on threads inside the task (those that took rows), not on one that
+         * has not arrived: that one finds no row left and waits as the others do */
+        const int64_t n_in = t->part[0].w->n_in;
+        for (int64_t i; (i = atomic_fetch_add(&t->q_next, 1)) < t->n_tokens;) {
+            t->k->quantize_row(t->x + i * n_in, t->xq_out + (size_t)i * t->xq_stride, n_in);
+            atomic_fetch_add(&t->q_done, 1);
+        }
+        for (int spins = 0; atomic_load(&t->q_done) < t->n_tokens;)
+            cpu_pool_spin(&spins);
+    }
     for (;;) {
         int64_t c = atomic_fetch_add(&t->next, 1);
         int i = 0;
@@ -179,13 +193,15 @@ void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const 
         t.xq = (const uint8_t *)x;
         t.xq_stride = (size_t)w0->n_in * sizeof(float);
     } else {
-        /* once for every part, by the caller: a few rows (a batch of decode steps, or a
-         * short prompt chunk), microseconds against the products; a split would need
-         * every thread to meet before the products, and a late one holds up the rest */
+        /* once for every part; one row by the caller, several inside the task (8 rows
+         * serial in the caller were 3% of an 8-way server's samples, the worker idle) */
         t.xq = act;
         t.xq_stride = cpu_act_row_size(k, w0->n_in);
-        for (int64_t i = 0; i < n_tokens; i++)
-            k->quantize_row(x + i * w0->n_in, (uint8_t *)act + (size_t)i * t.xq_stride, w0->n_in);
+        if (n_tokens == 1 || nth == 1)
+            for (int64_t i = 0; i < n_tokens; i++)
+                k->quantize_row(x + i * w0->n_in, (uint8_t *)act + (size_t)i * t.xq_stride, w0->n_in);
+        else
+            t.xq_out = act;
     }
     /* chunks of a multiple of 16 rows, about 8 per thread for a batch; for one token only
      * 2: each chunk starts a new weight stream that the prefetchers must ramp up again
@@ -206,6 +222,8 @@ void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const 
     }
     if (swiglu) /* the gate's chunks carry the up's */
         t.part[1].n_chunks = 0;
+    atomic_init(&t.q_next, 0);
+    atomic_init(&t.q_done, 0);
     atomic_init(&t.next, 0);
     cpu_pool_run(pool, mm_worker, &t);
 }

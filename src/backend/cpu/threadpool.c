@@ -195,6 +195,8 @@ void cpu_pool_free(cpu_pool *pool) {
 
 int cpu_pool_size(const cpu_pool *pool) { return pool ? pool->n_threads : 1; }
 
+void cpu_pool_spin(int *spins) { spin_step(spins); }
+
 void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *arg) {
     if (pool->n_threads == 1) {
         fn(arg, 0, 1);

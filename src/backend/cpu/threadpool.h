@@ -35,4 +35,8 @@ int cpu_pool_size(const cpu_pool *pool);
  * returns when all of those have returned. Not reentrant. */
 void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *arg);
 
+/* One step of a spin wait inside a task, for items other threads of the task have taken
+ * (a pause; after many steps it yields the CPU). *spins starts at 0. */
+void cpu_pool_spin(int *spins);
+
 #endif
