@@ -1,6 +1,7 @@
 /*
  * test_cpu.c - the CPU backend: the thread pool (the caller runs every task, any
- * workers that join share its items, and none is left inside when a run returns), the tiled Q8_0/Q4_1/Q4_K kernels (AVX2, AVX-512 VNNI) against the
+ * workers that join share its items, and none is left inside when a run returns), the
+ * fast path's SwiGLU against cpu_swiglu, the tiled Q8_0/Q4_1/Q4_K kernels (AVX2, AVX-512 VNNI) against the
  * table's vec_dot (bit for bit), the threaded fast matmul against the reference matmul
  * per weight type at several shapes
  * (f32 activation types within float rounding, 8-bit activation types within the
@@ -114,6 +115,55 @@ static void random_qkv(float *q, int64_t nq, float *k, int64_t nk, float *v, int
  * of 32 tokens) and at the column counts of real matrices (2080, 4352): bit for bit, so
  * the VNNI tile's results are the AVX2 tile's too. Against the scalar reference dot
  * (another float summation order) within float rounding of the output's scale. */
+/* The fast path's SwiGLU against cpu_swiglu (libm's expf) over the activations' range,
+ * and its independence of where a range starts and ends (batch invariance: the row
+ * chunks differ with the batch and the threads). */
+static void test_fast_swiglu(void) {
+    const cpu_swiglu_fn f = cpu_fast_swiglu_get();
+    enum { N = 200001 };
+    float *g = malloc(N * sizeof(float)), *u = malloc(N * sizeof(float)), *ref = malloc(N * sizeof(float));
+    float *out = malloc(N * sizeof(float)), *part = malloc(N * sizeof(float));
+    if (!g || !u || !ref || !out || !part) {
+        CHECK(0, "out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < N; i++) {
+        g[i] = -100.0f + 200.0f * (float)i / (float)(N - 1); /* every magnitude a gate reaches, and past the clamp */
+        u[i] = 1.0f + 0.5f * frand();
+    }
+    memcpy(ref, g, N * sizeof(float));
+    cpu_swiglu(ref, u, N);
+    memcpy(out, g, N * sizeof(float));
+    f(out, u, N);
+    double worst = 0;
+    for (int64_t i = 0; i < N; i++) {
+        /* relative to the value, with an absolute floor where silu underflows (g < -87) */
+        const double err = fabs((double)out[i] - ref[i]) / (fabs((double)ref[i]) + 1e-30);
+        if (fabs((double)ref[i]) > 1e-30 && err > worst)
+            worst = err;
+    }
+    CHECK(worst <= 4e-7, "fast swiglu: worst relative error %.3g against cpu_swiglu", worst);
+    /* ranges of every start modulo 8 and odd lengths give the same bits */
+    int same = 1;
+    for (int64_t start = 0; start < 24; start++) {
+        const int64_t n = 1 + (start * 37) % 61;
+        memcpy(part + start, g + start, (size_t)n * sizeof(float));
+        f(part + start, u + start, n);
+        same &= memcmp(part + start, out + start, (size_t)n * sizeof(float)) == 0;
+    }
+    CHECK(same, "fast swiglu: a sub-range differs from the whole row's values");
+    float special[4] = {0.0f, -0.0f, NAN, INFINITY}, ones[4] = {1, 1, 1, 1};
+    f(special, ones, 4);
+    CHECK(special[0] == 0.0f && special[1] == 0.0f && isnan(special[2]) && special[3] == INFINITY,
+          "fast swiglu: 0, -0, NaN, inf give %g %g %g %g", special[0], special[1], special[2], special[3]);
+done:
+    free(g);
+    free(u);
+    free(ref);
+    free(out);
+    free(part);
+}
+
 static void test_gemm(uint32_t type) {
     const cpu_kernels *k = cpu_kernels_get(type), *ref = cpu_kernels_ref(type);
     const er_type_traits *t = er_type_get(type);
@@ -724,6 +774,7 @@ void test_cpu(void) {
     test_gemm(ER_TYPE_Q4_1);
     test_gemm(ER_TYPE_Q4_K);
     test_fast_to_f32();
+    test_fast_swiglu();
     test_kv_f16_convert();
     test_fast_attention();
     test_fast_matmul();

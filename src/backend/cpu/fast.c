@@ -58,7 +58,7 @@ typedef struct mm_part {
 typedef struct mm_task {
     mm_part part[CPU_MM_MAX_OUTS];
     int n_parts;
-    int swiglu;                 /* parts {gate, up}: gate = silu(gate) * up, per chunk */
+    cpu_swiglu_fn swiglu;       /* parts {gate, up}: gate = silu(gate) * up per chunk, or NULL */
     const cpu_kernels *k;       /* the activations' format (every part's vec_dot_type) */
     const cpu_sgemm_ops *sgemm; /* prefill in f32 on dequantized weights, when set */
     float *scratch;             /* (threads, sgemm_scratch_floats) */
@@ -155,7 +155,7 @@ static void mm_worker(void *arg, int ith, int nth) {
          * final once both are done, so the elementwise pass needs no run of its own */
         mm_rows(t, &t->part[1], ith, r0, r1);
         for (int64_t i_tok = 0; i_tok < t->n_tokens; i_tok++)
-            cpu_swiglu(p->y + i_tok * p->y_stride + r0, t->part[1].y + i_tok * t->part[1].y_stride + r0, r1 - r0);
+            t->swiglu(p->y + i_tok * p->y_stride + r0, t->part[1].y + i_tok * t->part[1].y_stride + r0, r1 - r0);
     }
 }
 
@@ -178,13 +178,15 @@ void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const 
         for (int i = 0; i < n_outs; i++)
             cpu_fast_matmuls(pool, &outs[i], 1, x, n_tokens, act, 0);
         for (int64_t i = 0; swiglu && i < n_tokens; i++)
-            cpu_swiglu(outs[0].y + i * outs[0].y_stride, outs[1].y + i * outs[1].y_stride, outs[0].w->n_out);
+            cpu_fast_swiglu_get()(outs[0].y + i * outs[0].y_stride, outs[1].y + i * outs[1].y_stride,
+                                  outs[0].w->n_out);
         return;
     }
     const er_weight *w0 = outs[0].w;
     const cpu_kernels *k = cpu_kernels_get(w0->type);
     const int nth = cpu_pool_size(pool);
-    mm_task t = {.n_parts = n_outs, .swiglu = swiglu, .k = k, .x = x, .n_tokens = n_tokens};
+    mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k, .x = x,
+                 .n_tokens = n_tokens};
     if (n_tokens >= CPU_SGEMM_MIN_TOKENS) {
         /* the activations are used as they are; the buffer holds the panels */
         t.sgemm = cpu_sgemm_get();

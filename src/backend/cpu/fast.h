@@ -43,8 +43,8 @@ enum { CPU_MM_MAX_OUTS = 3 };
  * gate, up): the activations are converted once, and the threads meet once instead of
  * once per weight. Every output is computed as cpu_fast_matmul computes it alone.
  * swiglu: outs = {gate, up}, of one shape; each chunk of the gate's rows is followed by
- * the up's same rows and gate = silu(gate) * up on them (cpu_swiglu, element by element),
- * so the elementwise pass needs no run of its own. Weights that differ in n_in or in the
+ * the up's same rows and gate = silu(gate) * up on them (cpu_fast_swiglu_get), so the
+ * elementwise pass needs no run of its own. Weights that differ in n_in or in the
  * activations' format run one after the other (then the SwiGLU after both). */
 void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const float *x, int64_t n_tokens,
                       void *act, int swiglu);
@@ -120,6 +120,13 @@ cpu_gemm_fn cpu_gemm_get(uint32_t type);
  * CPU/build cannot run it (the tests compare them). */
 cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
 cpu_gemm_fn cpu_gemm_vnni(uint32_t type);
+
+/* gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i] for i < n. */
+typedef void (*cpu_swiglu_fn)(float *gate, const float *up, int64_t n);
+/* The fast path's: exp in AVX2 vectors (within a few ulp of cpu_swiglu, which calls libm's
+ * expf per element), else cpu_swiglu. Each element's value depends on nothing but its
+ * two inputs (not on n or on where a range starts). */
+cpu_swiglu_fn cpu_fast_swiglu_get(void);
 
 /* Batches of at least this many tokens multiply in f32 on dequantized weights (as the
  * reference computes); smaller ones quantize their activations for the integer dots. */
