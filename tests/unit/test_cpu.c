@@ -417,6 +417,72 @@ static void test_fast_attention(void) {
 }
 
 /* fast matmul vs the reference, several types, shapes, thread counts and batch sizes */
+/* cpu_fast_matmuls against one cpu_fast_matmul per weight, bit for bit: weights of
+ * different types in one run (a Q4_K_M file's Q4_K and Q6_K rows share Q8_K activations;
+ * Q8_0 beside Q4_K does not and runs apart), and gate/up with the SwiGLU against the two
+ * products and cpu_fast_swiglu_get() after them; one token, a batch, and the f32 prefill. */
+static void test_fast_matmuls(void) {
+    static const uint32_t sets[][3] = {{ER_TYPE_Q4_K, ER_TYPE_Q6_K, ER_TYPE_Q4_K},
+                                       {ER_TYPE_Q6_K, ER_TYPE_Q4_K, ER_TYPE_Q8_0},
+                                       {ER_TYPE_Q4_1, ER_TYPE_Q4_1, ER_TYPE_Q8_0}};
+    static const int64_t n_outs[3] = {96, 32, 48}, tokens[] = {1, 8, 40};
+    enum { N_IN = 256 };
+    cpu_pool *pool = NULL;
+    cpu_pool_create(2, &pool);
+    float *x = malloc(40 * N_IN * sizeof(float)), *f = malloc(N_IN * sizeof(float));
+    void *act = aligned_alloc(64, (cpu_fast_act_size(40, N_IN, 2) + 63) / 64 * 64);
+    int same = 1;
+    for (int64_t i = 0; i < 40 * N_IN; i++)
+        x[i] = frand();
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        er_weight w[3];
+        uint8_t *wd[3];
+        float *y[3], *yr[3]; /* (40, n_out) together, alone */
+        for (int o = 0; o < 3; o++) {
+            const er_type_traits *tr = er_type_get(sets[si][o]);
+            const int64_t n_out = si == 0 && o == 2 ? n_outs[0] : n_outs[o]; /* set 0: gate, up, gate-sized */
+            const size_t rs = er_type_row_size(tr, N_IN);
+            wd[o] = malloc((size_t)n_out * rs);
+            for (int64_t r = 0; r < n_out; r++) {
+                for (int64_t i = 0; i < N_IN; i++)
+                    f[i] = frand();
+                tr->from_f32(f, wd[o] + (size_t)r * rs, N_IN);
+            }
+            w[o] = (er_weight){wd[o], sets[si][o], tr, N_IN, n_out, rs};
+            y[o] = malloc((size_t)(40 * n_out) * sizeof(float));
+            yr[o] = malloc((size_t)(40 * n_out) * sizeof(float));
+        }
+        for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
+            const int64_t n_tok = tokens[ti];
+            const cpu_mm_out outs[3] = {{&w[0], y[0], w[0].n_out}, {&w[1], y[1], w[1].n_out}, {&w[2], y[2], w[2].n_out}};
+            cpu_fast_matmuls(pool, outs, 3, x, n_tok, act, 0);
+            for (int o = 0; o < 3; o++) {
+                cpu_fast_matmul(pool, &w[o], x, n_tok, yr[o], w[o].n_out, act);
+                same &= !memcmp(y[o], yr[o], (size_t)(n_tok * w[o].n_out) * sizeof(float));
+            }
+            if (w[0].n_out != w[2].n_out)
+                continue;
+            /* w[0] and w[2] as gate and up (set 0: Q4_K and Q4_K) */
+            const cpu_mm_out gu[2] = {{&w[0], y[0], w[0].n_out}, {&w[2], y[2], w[2].n_out}};
+            cpu_fast_matmuls(pool, gu, 2, x, n_tok, act, 1);
+            cpu_fast_matmul(pool, &w[0], x, n_tok, yr[0], w[0].n_out, act);
+            cpu_fast_matmul(pool, &w[2], x, n_tok, yr[2], w[2].n_out, act);
+            cpu_fast_swiglu_get()(yr[0], yr[2], n_tok * w[0].n_out);
+            same &= !memcmp(y[0], yr[0], (size_t)(n_tok * w[0].n_out) * sizeof(float));
+        }
+        for (int o = 0; o < 3; o++) {
+            free(wd[o]);
+            free(y[o]);
+            free(yr[o]);
+        }
+    }
+    CHECK(same, "fast matmuls: one run of several weights (mixed types, SwiGLU) differs from one weight at a time");
+    free(x);
+    free(f);
+    free(act);
+    cpu_pool_free(pool);
+}
+
 static void test_fast_matmul(void) {
     static const uint32_t types[] = {ER_TYPE_F32, ER_TYPE_F16, ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0, ER_TYPE_Q4_K, ER_TYPE_Q6_K};
     /* n_in, n_out, n_tokens; the last three take the f32 prefill (CPU_SGEMM_MIN_TOKENS):
@@ -778,6 +844,7 @@ void test_cpu(void) {
     test_kv_f16_convert();
     test_fast_attention();
     test_fast_matmul();
+    test_fast_matmuls();
     test_model_paths();
     test_reference_ops_threads();
     test_reference_model_threads();

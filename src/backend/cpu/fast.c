@@ -46,7 +46,8 @@ size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in, int n_threads) {
 /* One weight of an mm_task: its output columns and how its rows are cut into chunks. */
 typedef struct mm_part {
     const er_weight *w;
-    er_to_f32_fn to_f32; /* sgemm: the weight rows' dequantization */
+    const cpu_kernels *k; /* the weight type's vec_dot (types may differ between parts) */
+    er_to_f32_fn to_f32;  /* sgemm: the weight rows' dequantization */
     cpu_gemm_fn gemm;    /* the tiled kernel over the tokens, or NULL (vec_dot per pair) */
     float *y;            /* (n_tokens, y_stride)[:, 0..w->n_out) */
     int64_t y_stride;
@@ -59,7 +60,7 @@ typedef struct mm_task {
     mm_part part[CPU_MM_MAX_OUTS];
     int n_parts;
     cpu_swiglu_fn swiglu;       /* parts {gate, up}: gate = silu(gate) * up per chunk, or NULL */
-    const cpu_kernels *k;       /* the activations' format (every part's vec_dot_type) */
+    const cpu_kernels *k;       /* the activations' quantize_row (every part's) */
     const cpu_sgemm_ops *sgemm; /* prefill in f32 on dequantized weights, when set */
     float *scratch;             /* (threads, sgemm_scratch_floats) */
     const float *x;
@@ -119,7 +120,7 @@ static void mm_rows(const mm_task *t, const mm_part *p, int ith, int64_t r0, int
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *wr = w->data + (size_t)r * w->row_size;
             for (int64_t i = 0; i < t->n_tokens; i++)
-                p->y[i * p->y_stride + r] = t->k->vec_dot(wr, t->xq + (size_t)i * t->xq_stride, w->n_in);
+                p->y[i * p->y_stride + r] = p->k->vec_dot(wr, t->xq + (size_t)i * t->xq_stride, w->n_in);
         }
     }
 }
@@ -159,12 +160,14 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
-/* Whether outs can share one mm_task: one n_in, one activation format, one path. */
+/* Whether outs can share one mm_task: one n_in, the same activations (one format, made
+ * by the same quantize_row: Q4_K and Q6_K rows of a Q4_K_M file share them), one path. */
 static int same_activations(const cpu_mm_out *outs, int n_outs, int64_t n_tokens) {
     const cpu_kernels *k0 = cpu_kernels_get(outs[0].w->type);
     for (int i = 0; i < n_outs; i++) {
         const er_weight *w = outs[i].w;
-        if (w->n_in != outs[0].w->n_in || cpu_kernels_get(w->type)->vec_dot_type != k0->vec_dot_type ||
+        const cpu_kernels *k = cpu_kernels_get(w->type);
+        if (w->n_in != outs[0].w->n_in || k->vec_dot_type != k0->vec_dot_type || k->quantize_row != k0->quantize_row ||
             (n_tokens >= CPU_SGEMM_MIN_TOKENS && !w->traits->to_f32))
             return 0;
     }
@@ -217,8 +220,13 @@ void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const 
         chunk = (chunk + 15) / 16 * 16;
         /* one token: the table's vec_dot, which prefetches the weight stream (measured 1.5x
          * the tiled kernel's speed at 1 thread); the tiled kernel computes the same bits */
-        *p = (mm_part){.w = w, .gemm = n_tokens > 1 ? cpu_gemm_get(w->type) : NULL, .y = outs[i].y,
-                       .y_stride = outs[i].y_stride, .chunk = chunk, .n_chunks = (w->n_out + chunk - 1) / chunk};
+        *p = (mm_part){.w = w,
+                       .k = cpu_kernels_get(w->type),
+                       .gemm = n_tokens > 1 ? cpu_gemm_get(w->type) : NULL,
+                       .y = outs[i].y,
+                       .y_stride = outs[i].y_stride,
+                       .chunk = chunk,
+                       .n_chunks = (w->n_out + chunk - 1) / chunk};
         if (t.sgemm)
             p->to_f32 = cpu_fast_to_f32(w->type, w->traits);
     }
