@@ -181,6 +181,19 @@ er_status er_sampler_sample(er_sampler *s, const float *logits, int32_t *token) 
         return er_fail(ER_ERR_INVALID_ARG, "er_sampler_sample: NULL %s", !s ? "sampler" : !logits ? "logits" : "token");
     const er_sampler_params *p = &s->params;
     sampler_cand *c = s->cand;
+    if (p->temperature == 0.0f && !penalties_on(p)) {
+        /* greedy on the logits as they are: the same choice as below (the first largest),
+         * without copying the whole vocabulary into the candidates (786 KB for a 49k
+         * vocabulary, per sequence per step: 1.7% of an 8-way server's samples) */
+        int64_t best = 0;
+        for (int64_t i = 1; i < s->n_vocab; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        if (!(logits[best] > -INFINITY))
+            return er_fail(ER_ERR_INVALID_ARG, "er_sampler_sample: no logit is larger than -inf");
+        *token = (int32_t)best;
+        return ER_OK;
+    }
     for (int64_t i = 0; i < s->n_vocab; i++) {
         c[i].logit = logits[i];
         c[i].id = (int32_t)i;

@@ -1,6 +1,7 @@
 /*
- * test_cpu.c - the CPU backend: the thread pool (every thread runs every task once,
- * barriers hold), the tiled Q8_0/Q4_1/Q4_K kernels (AVX2, AVX-512 VNNI) against the
+ * test_cpu.c - the CPU backend: the thread pool (the caller runs every task, any
+ * workers that join share its items, and none is left inside when a run returns), the
+ * fast path's SwiGLU against cpu_swiglu, the tiled Q8_0/Q4_1/Q4_K kernels (AVX2, AVX-512 VNNI) against the
  * table's vec_dot (bit for bit), the threaded fast matmul against the reference matmul
  * per weight type at several shapes
  * (f32 activation types within float rounding, 8-bit activation types within the
@@ -26,22 +27,27 @@
 #include "quant/types.h"
 #include "test.h"
 
+enum { POOL_ITEMS = 64 };
+
 typedef struct pool_check {
-    cpu_pool *pool;
-    atomic_int runs[8];
-    atomic_int phase_errors;
-    atomic_int arrived;
+    atomic_int runs[8];          /* tasks each thread took part in */
+    atomic_int done[POOL_ITEMS]; /* times each item was done, over all tasks */
+    atomic_int next;             /* the current task's next item */
+    atomic_int inside;           /* threads inside the task now */
+    atomic_int bad_ith;          /* an ith out of range, or a thread inside after a run */
 } pool_check;
 
+/* The pool's contract (threadpool.h): items from a counter, any subset of threads. */
 static void pool_task(void *arg, int ith, int nth) {
     pool_check *p = arg;
-    atomic_fetch_add(&p->runs[ith], 1);
-    atomic_fetch_add(&p->arrived, 1);
-    cpu_pool_barrier(p->pool);
-    /* after the barrier every thread has arrived */
-    if (atomic_load(&p->arrived) < nth)
-        atomic_fetch_add(&p->phase_errors, 1);
-    cpu_pool_barrier(p->pool);
+    atomic_fetch_add(&p->inside, 1);
+    if (ith < 0 || ith >= nth || ith >= 8)
+        atomic_fetch_add(&p->bad_ith, 1);
+    else
+        atomic_fetch_add(&p->runs[ith], 1);
+    for (int i; (i = atomic_fetch_add(&p->next, 1)) < POOL_ITEMS;)
+        atomic_fetch_add(&p->done[i], 1);
+    atomic_fetch_sub(&p->inside, 1);
 }
 
 static void test_pool(void) {
@@ -51,19 +57,28 @@ static void test_pool(void) {
         if (!pool)
             continue;
         CHECK(cpu_pool_size(pool) == n, "pool size %d", cpu_pool_size(pool));
-        pool_check pc = {.pool = pool};
+        static pool_check pc;
+        memset(&pc, 0, sizeof pc);
         enum { N_TASKS = 500 };
         int bad = 0;
         for (int r = 0; r < N_TASKS; r++) {
-            atomic_store(&pc.arrived, 0);
+            atomic_store(&pc.next, 0);
             cpu_pool_run(pool, pool_task, &pc);
-            bad += atomic_load(&pc.arrived) != n;
+            /* every thread that joined has left, every item is done once more */
+            bad += atomic_load(&pc.inside) != 0;
+            for (int i = 0; i < POOL_ITEMS; i++)
+                bad += atomic_load(&pc.done[i]) != r + 1;
         }
-        for (int i = 0; i < n; i++)
-            CHECK(atomic_load(&pc.runs[i]) == N_TASKS, "pool %d: thread %d ran %d of %d tasks", n, i,
-                  atomic_load(&pc.runs[i]), N_TASKS);
-        CHECK(bad == 0 && atomic_load(&pc.phase_errors) == 0, "pool %d: %d incomplete tasks, %d barrier errors", n,
-              bad, atomic_load(&pc.phase_errors));
+        int joined = 0;
+        for (int i = 1; i < n; i++)
+            joined += atomic_load(&pc.runs[i]);
+        /* the caller takes part in every task; the workers in some (how many is the
+         * scheduler's business, not asserted) */
+        CHECK(atomic_load(&pc.runs[0]) == N_TASKS, "pool %d: the caller ran %d of %d tasks", n,
+              atomic_load(&pc.runs[0]), N_TASKS);
+        CHECK(bad == 0 && atomic_load(&pc.bad_ith) == 0, "pool %d: %d incomplete tasks, %d bad thread indices", n,
+              bad, atomic_load(&pc.bad_ith));
+        CHECK(n == 1 || joined <= (n - 1) * N_TASKS, "pool %d: workers joined %d times", n, joined);
         cpu_pool_free(pool);
     }
     cpu_pool_free(NULL);
@@ -100,6 +115,55 @@ static void random_qkv(float *q, int64_t nq, float *k, int64_t nk, float *v, int
  * of 32 tokens) and at the column counts of real matrices (2080, 4352): bit for bit, so
  * the VNNI tile's results are the AVX2 tile's too. Against the scalar reference dot
  * (another float summation order) within float rounding of the output's scale. */
+/* The fast path's SwiGLU against cpu_swiglu (libm's expf) over the activations' range,
+ * and its independence of where a range starts and ends (batch invariance: the row
+ * chunks differ with the batch and the threads). */
+static void test_fast_swiglu(void) {
+    const cpu_swiglu_fn f = cpu_fast_swiglu_get();
+    enum { N = 200001 };
+    float *g = malloc(N * sizeof(float)), *u = malloc(N * sizeof(float)), *ref = malloc(N * sizeof(float));
+    float *out = malloc(N * sizeof(float)), *part = malloc(N * sizeof(float));
+    if (!g || !u || !ref || !out || !part) {
+        CHECK(0, "out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < N; i++) {
+        g[i] = -100.0f + 200.0f * (float)i / (float)(N - 1); /* every magnitude a gate reaches, and past the clamp */
+        u[i] = 1.0f + 0.5f * frand();
+    }
+    memcpy(ref, g, N * sizeof(float));
+    cpu_swiglu(ref, u, N);
+    memcpy(out, g, N * sizeof(float));
+    f(out, u, N);
+    double worst = 0;
+    for (int64_t i = 0; i < N; i++) {
+        /* relative to the value, with an absolute floor where silu underflows (g < -87) */
+        const double err = fabs((double)out[i] - ref[i]) / (fabs((double)ref[i]) + 1e-30);
+        if (fabs((double)ref[i]) > 1e-30 && err > worst)
+            worst = err;
+    }
+    CHECK(worst <= 4e-7, "fast swiglu: worst relative error %.3g against cpu_swiglu", worst);
+    /* ranges of every start modulo 8 and odd lengths give the same bits */
+    int same = 1;
+    for (int64_t start = 0; start < 24; start++) {
+        const int64_t n = 1 + (start * 37) % 61;
+        memcpy(part + start, g + start, (size_t)n * sizeof(float));
+        f(part + start, u + start, n);
+        same &= memcmp(part + start, out + start, (size_t)n * sizeof(float)) == 0;
+    }
+    CHECK(same, "fast swiglu: a sub-range differs from the whole row's values");
+    float special[4] = {0.0f, -0.0f, NAN, INFINITY}, ones[4] = {1, 1, 1, 1};
+    f(special, ones, 4);
+    CHECK(special[0] == 0.0f && special[1] == 0.0f && isnan(special[2]) && special[3] == INFINITY,
+          "fast swiglu: 0, -0, NaN, inf give %g %g %g %g", special[0], special[1], special[2], special[3]);
+done:
+    free(g);
+    free(u);
+    free(ref);
+    free(out);
+    free(part);
+}
+
 static void test_gemm(uint32_t type) {
     const cpu_kernels *k = cpu_kernels_get(type), *ref = cpu_kernels_ref(type);
     const er_type_traits *t = er_type_get(type);
@@ -353,6 +417,72 @@ static void test_fast_attention(void) {
 }
 
 /* fast matmul vs the reference, several types, shapes, thread counts and batch sizes */
+/* cpu_fast_matmuls against one cpu_fast_matmul per weight, bit for bit: weights of
+ * different types in one run (a Q4_K_M file's Q4_K and Q6_K rows share Q8_K activations;
+ * Q8_0 beside Q4_K does not and runs apart), and gate/up with the SwiGLU against the two
+ * products and cpu_fast_swiglu_get() after them; one token, a batch, and the f32 prefill. */
+static void test_fast_matmuls(void) {
+    static const uint32_t sets[][3] = {{ER_TYPE_Q4_K, ER_TYPE_Q6_K, ER_TYPE_Q4_K},
+                                       {ER_TYPE_Q6_K, ER_TYPE_Q4_K, ER_TYPE_Q8_0},
+                                       {ER_TYPE_Q4_1, ER_TYPE_Q4_1, ER_TYPE_Q8_0}};
+    static const int64_t n_outs[3] = {96, 32, 48}, tokens[] = {1, 8, 40};
+    enum { N_IN = 256 };
+    cpu_pool *pool = NULL;
+    cpu_pool_create(2, &pool);
+    float *x = malloc(40 * N_IN * sizeof(float)), *f = malloc(N_IN * sizeof(float));
+    void *act = aligned_alloc(64, (cpu_fast_act_size(40, N_IN, 2) + 63) / 64 * 64);
+    int same = 1;
+    for (int64_t i = 0; i < 40 * N_IN; i++)
+        x[i] = frand();
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        er_weight w[3];
+        uint8_t *wd[3];
+        float *y[3], *yr[3]; /* (40, n_out) together, alone */
+        for (int o = 0; o < 3; o++) {
+            const er_type_traits *tr = er_type_get(sets[si][o]);
+            const int64_t n_out = si == 0 && o == 2 ? n_outs[0] : n_outs[o]; /* set 0: gate, up, gate-sized */
+            const size_t rs = er_type_row_size(tr, N_IN);
+            wd[o] = malloc((size_t)n_out * rs);
+            for (int64_t r = 0; r < n_out; r++) {
+                for (int64_t i = 0; i < N_IN; i++)
+                    f[i] = frand();
+                tr->from_f32(f, wd[o] + (size_t)r * rs, N_IN);
+            }
+            w[o] = (er_weight){wd[o], sets[si][o], tr, N_IN, n_out, rs};
+            y[o] = malloc((size_t)(40 * n_out) * sizeof(float));
+            yr[o] = malloc((size_t)(40 * n_out) * sizeof(float));
+        }
+        for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
+            const int64_t n_tok = tokens[ti];
+            const cpu_mm_out outs[3] = {{&w[0], y[0], w[0].n_out}, {&w[1], y[1], w[1].n_out}, {&w[2], y[2], w[2].n_out}};
+            cpu_fast_matmuls(pool, outs, 3, x, n_tok, act, 0);
+            for (int o = 0; o < 3; o++) {
+                cpu_fast_matmul(pool, &w[o], x, n_tok, yr[o], w[o].n_out, act);
+                same &= !memcmp(y[o], yr[o], (size_t)(n_tok * w[o].n_out) * sizeof(float));
+            }
+            if (w[0].n_out != w[2].n_out)
+                continue;
+            /* w[0] and w[2] as gate and up (set 0: Q4_K and Q4_K) */
+            const cpu_mm_out gu[2] = {{&w[0], y[0], w[0].n_out}, {&w[2], y[2], w[2].n_out}};
+            cpu_fast_matmuls(pool, gu, 2, x, n_tok, act, 1);
+            cpu_fast_matmul(pool, &w[0], x, n_tok, yr[0], w[0].n_out, act);
+            cpu_fast_matmul(pool, &w[2], x, n_tok, yr[2], w[2].n_out, act);
+            cpu_fast_swiglu_get()(yr[0], yr[2], n_tok * w[0].n_out);
+            same &= !memcmp(y[0], yr[0], (size_t)(n_tok * w[0].n_out) * sizeof(float));
+        }
+        for (int o = 0; o < 3; o++) {
+            free(wd[o]);
+            free(y[o]);
+            free(yr[o]);
+        }
+    }
+    CHECK(same, "fast matmuls: one run of several weights (mixed types, SwiGLU) differs from one weight at a time");
+    free(x);
+    free(f);
+    free(act);
+    cpu_pool_free(pool);
+}
+
 static void test_fast_matmul(void) {
     static const uint32_t types[] = {ER_TYPE_F32, ER_TYPE_F16, ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0, ER_TYPE_Q4_K, ER_TYPE_Q6_K};
     /* n_in, n_out, n_tokens; the last three take the f32 prefill (CPU_SGEMM_MIN_TOKENS):
@@ -710,9 +840,11 @@ void test_cpu(void) {
     test_gemm(ER_TYPE_Q4_1);
     test_gemm(ER_TYPE_Q4_K);
     test_fast_to_f32();
+    test_fast_swiglu();
     test_kv_f16_convert();
     test_fast_attention();
     test_fast_matmul();
+    test_fast_matmuls();
     test_model_paths();
     test_reference_ops_threads();
     test_reference_model_threads();

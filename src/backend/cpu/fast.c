@@ -8,11 +8,16 @@
  * and packed into a k-major panel once, then a 6x16 FMA tile runs over all tokens (the
  * integer dots cost about 7 instructions per 32 products, the FMA tile 12 per 96).
  * Smaller batches convert their activations once per call to the format the weight
- * type's dot product consumes (kernels.h), split over the threads; within a chunk, Q8_0,
+ * type's dot product consumes (kernels.h), shared out like the chunks; within a chunk, Q8_0,
  * Q4_1 and Q4_K run the int8 tiles of fast_avx2.c over the tokens (Q4_K: a 16-token prompt
  * 1.4x as fast as vec_dot; at 64 tokens the same speed as the f32 tile, which keeps
  * those), other types call vec_dot per (row, token). Decode (one token) reads every
- * weight byte once from memory: it is bound by bandwidth.
+ * weight byte once from memory: it is bound by bandwidth. cpu_fast_matmuls runs several
+ * weights of one input in one pool run (Q, K, V; gate and up, with the SwiGLU).
+ *
+ * Every task here takes its work items from an atomic counter: the pool runs a task on
+ * whichever threads arrive (threadpool.h), and each item is computed the same way
+ * whoever takes it.
  */
 #include "backend/cpu/fast.h"
 
@@ -38,23 +43,33 @@ size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in, int n_threads) {
     return act > sgemm ? act : sgemm;
 }
 
-typedef struct mm_task {
+/* One weight of an mm_task: its output columns and how its rows are cut into chunks. */
+typedef struct mm_part {
     const er_weight *w;
-    const cpu_kernels *k;
-    cpu_gemm_fn gemm;
+    const cpu_kernels *k; /* the weight type's vec_dot (types may differ between parts) */
+    er_to_f32_fn to_f32;  /* sgemm: the weight rows' dequantization */
+    cpu_gemm_fn gemm;    /* the tiled kernel over the tokens, or NULL (vec_dot per pair) */
+    float *y;            /* (n_tokens, y_stride)[:, 0..w->n_out) */
+    int64_t y_stride;
+    int64_t chunk;    /* rows per chunk, a multiple of 16: no two threads write one 64-byte line */
+    int64_t n_chunks; /* swiglu: of the gate, whose chunks also cover the up's rows */
+} mm_part;
+
+/* Several weights times the same activations, in one pool run. */
+typedef struct mm_task {
+    mm_part part[CPU_MM_MAX_OUTS];
+    int n_parts;
+    cpu_swiglu_fn swiglu;       /* parts {gate, up}: gate = silu(gate) * up per chunk, or NULL */
+    const cpu_kernels *k;       /* the activations' quantize_row (every part's) */
     const cpu_sgemm_ops *sgemm; /* prefill in f32 on dequantized weights, when set */
-    er_to_f32_fn to_f32;        /* sgemm: the weight rows' dequantization */
     float *scratch;             /* (threads, sgemm_scratch_floats) */
-    cpu_pool *pool;
     const float *x;
     int64_t n_tokens;
-    float *y;
-    int64_t y_stride;
     const uint8_t *xq; /* (n_tokens, xq_stride) activations in k->vec_dot_type */
-    uint8_t *xq_out;   /* where to quantize them, or NULL when done already */
     size_t xq_stride;
-    int64_t chunk; /* rows per chunk */
-    atomic_llong next;
+    uint8_t *xq_out;   /* where the task quantizes x first (then xq == xq_out), or NULL */
+    atomic_llong q_next, q_done; /* rows of x taken, and quantized */
+    atomic_llong next; /* the next chunk to take, counted over the parts in turn */
 } mm_task;
 
 /* y (n_tok rows, y_stride apart) = x (n_tok rows of n, x_stride apart) times panel (n, 16),
@@ -70,11 +85,11 @@ static void tile_rows(const cpu_sgemm_ops *mm, const float *x, int64_t x_stride,
     }
 }
 
-/* Output rows [r0, r1) for every token through the f32 tile: 16 rows at a time are
- * dequantized and packed into a k-major panel (once per call), then every 6 tokens
+/* Output rows [r0, r1) of part p for every token through the f32 tile: 16 rows at a time
+ * are dequantized and packed into a k-major panel (once per call), then every 6 tokens
  * multiply it. */
-static void sgemm_rows(const mm_task *t, int ith, int64_t r0, int64_t r1) {
-    const er_weight *w = t->w;
+static void sgemm_rows(const mm_task *t, const mm_part *p, int ith, int64_t r0, int64_t r1) {
+    const er_weight *w = p->w;
     const int64_t n = w->n_in;
     float *rows = t->scratch + (size_t)ith * sgemm_scratch_floats(n); /* (16, n), 64-byte aligned */
     float *panel = rows + SGEMM_PANEL_ROWS * n;                       /* (n, 16), 64-byte aligned */
@@ -82,69 +97,114 @@ static void sgemm_rows(const mm_task *t, int ith, int64_t r0, int64_t r1) {
         const int nr = (int)(r1 - p0 < SGEMM_PANEL_ROWS ? r1 - p0 : SGEMM_PANEL_ROWS);
         for (int r = 0; r < SGEMM_PANEL_ROWS; r++) {
             if (r < nr)
-                t->to_f32(w->data + (size_t)(p0 + r) * w->row_size, rows + r * n, n);
+                p->to_f32(w->data + (size_t)(p0 + r) * w->row_size, rows + r * n, n);
             else
                 memset(rows + r * n, 0, (size_t)n * sizeof(float));
         }
         t->sgemm->pack(rows, n, panel);
         /* the panel (64-192 KB) stays in L2 across the tokens; blocking k to keep a part
          * of it in L1 measured 14% slower */
-        tile_rows(t->sgemm, t->x, n, t->n_tokens, panel, n, t->y + p0, t->y_stride, nr);
+        tile_rows(t->sgemm, t->x, n, t->n_tokens, panel, n, p->y + p0, p->y_stride, nr);
+    }
+}
+
+/* Output rows [r0, r1) of part p, every token. */
+static void mm_rows(const mm_task *t, const mm_part *p, int ith, int64_t r0, int64_t r1) {
+    const er_weight *w = p->w;
+    if (t->sgemm) {
+        sgemm_rows(t, p, ith, r0, r1);
+    } else if (p->gemm) {
+        p->gemm(w->data + (size_t)r0 * w->row_size, w->row_size, r1 - r0, t->xq, t->xq_stride, t->n_tokens, p->y + r0,
+                p->y_stride, w->n_in);
+    } else {
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *wr = w->data + (size_t)r * w->row_size;
+            for (int64_t i = 0; i < t->n_tokens; i++)
+                p->y[i * p->y_stride + r] = p->k->vec_dot(wr, t->xq + (size_t)i * t->xq_stride, w->n_in);
+        }
     }
 }
 
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
-    const er_weight *w = t->w;
+    (void)nth;
     if (t->xq_out) {
-        for (int64_t i = ith; i < t->n_tokens; i += nth)
-            t->k->quantize_row(t->x + i * w->n_in, t->xq_out + (size_t)i * t->xq_stride, w->n_in);
-        cpu_pool_barrier(t->pool);
+        /* rows shared out like the chunks; then every thread waits until all are done,
+         * but only on threads inside the task (those that took rows), not on one that
+         * has not arrived: that one finds no row left and waits as the others do */
+        const int64_t n_in = t->part[0].w->n_in;
+        for (int64_t i; (i = atomic_fetch_add(&t->q_next, 1)) < t->n_tokens;) {
+            t->k->quantize_row(t->x + i * n_in, t->xq_out + (size_t)i * t->xq_stride, n_in);
+            atomic_fetch_add(&t->q_done, 1);
+        }
+        for (int spins = 0; atomic_load(&t->q_done) < t->n_tokens;)
+            cpu_pool_spin(&spins);
     }
     for (;;) {
-        const int64_t r0 = atomic_fetch_add(&t->next, t->chunk);
-        if (r0 >= w->n_out)
-            break;
-        const int64_t r1 = r0 + t->chunk < w->n_out ? r0 + t->chunk : w->n_out;
-        if (t->sgemm) {
-            sgemm_rows(t, ith, r0, r1);
+        int64_t c = atomic_fetch_add(&t->next, 1);
+        int i = 0;
+        while (i < t->n_parts && c >= t->part[i].n_chunks)
+            c -= t->part[i++].n_chunks;
+        if (i == t->n_parts)
+            return;
+        const mm_part *p = &t->part[i];
+        const int64_t r0 = c * p->chunk, r1 = r0 + p->chunk < p->w->n_out ? r0 + p->chunk : p->w->n_out;
+        mm_rows(t, p, ith, r0, r1);
+        if (!t->swiglu)
             continue;
-        }
-        if (t->gemm) {
-            t->gemm(w->data + (size_t)r0 * w->row_size, w->row_size, r1 - r0, t->xq, t->xq_stride, t->n_tokens,
-                    t->y + r0, t->y_stride, w->n_in);
-            continue;
-        }
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *wr = w->data + (size_t)r * w->row_size;
-            for (int64_t i = 0; i < t->n_tokens; i++)
-                t->y[i * t->y_stride + r] = t->k->vec_dot(wr, t->xq + (size_t)i * t->xq_stride, w->n_in);
-        }
+        /* the same rows of the up, then gate = silu(gate) * up on them: a chunk's rows are
+         * final once both are done, so the elementwise pass needs no run of its own */
+        mm_rows(t, &t->part[1], ith, r0, r1);
+        for (int64_t i_tok = 0; i_tok < t->n_tokens; i_tok++)
+            t->swiglu(p->y + i_tok * p->y_stride + r0, t->part[1].y + i_tok * t->part[1].y_stride + r0, r1 - r0);
     }
 }
 
-void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
-                     int64_t y_stride, void *act) {
-    const cpu_kernels *k = cpu_kernels_get(w->type);
+/* Whether outs can share one mm_task: one n_in, the same activations (one format, made
+ * by the same quantize_row: Q4_K and Q6_K rows of a Q4_K_M file share them), one path. */
+static int same_activations(const cpu_mm_out *outs, int n_outs, int64_t n_tokens) {
+    const cpu_kernels *k0 = cpu_kernels_get(outs[0].w->type);
+    for (int i = 0; i < n_outs; i++) {
+        const er_weight *w = outs[i].w;
+        const cpu_kernels *k = cpu_kernels_get(w->type);
+        if (w->n_in != outs[0].w->n_in || k->vec_dot_type != k0->vec_dot_type || k->quantize_row != k0->quantize_row ||
+            (n_tokens >= CPU_SGEMM_MIN_TOKENS && !w->traits->to_f32))
+            return 0;
+    }
+    return 1;
+}
+
+void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const float *x, int64_t n_tokens,
+                      void *act, int swiglu) {
+    if (n_outs > CPU_MM_MAX_OUTS || !same_activations(outs, n_outs, n_tokens) ||
+        (swiglu && (n_outs != 2 || outs[0].w->n_out != outs[1].w->n_out))) {
+        for (int i = 0; i < n_outs; i++)
+            cpu_fast_matmuls(pool, &outs[i], 1, x, n_tokens, act, 0);
+        for (int64_t i = 0; swiglu && i < n_tokens; i++)
+            cpu_fast_swiglu_get()(outs[0].y + i * outs[0].y_stride, outs[1].y + i * outs[1].y_stride,
+                                  outs[0].w->n_out);
+        return;
+    }
+    const er_weight *w0 = outs[0].w;
+    const cpu_kernels *k = cpu_kernels_get(w0->type);
     const int nth = cpu_pool_size(pool);
-    /* one token: the table's vec_dot, which prefetches the weight stream (measured 1.5x the
-     * tiled kernel's speed at 1 thread); the tiled kernel computes the same bits */
-    mm_task t = {.w = w, .k = k, .gemm = n_tokens > 1 ? cpu_gemm_get(w->type) : NULL, .pool = pool, .x = x, .n_tokens = n_tokens,
-                 .y = y, .y_stride = y_stride};
-    if (n_tokens >= CPU_SGEMM_MIN_TOKENS && w->traits->to_f32) {
+    mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k, .x = x,
+                 .n_tokens = n_tokens};
+    if (n_tokens >= CPU_SGEMM_MIN_TOKENS) {
         /* the activations are used as they are; the buffer holds the panels */
         t.sgemm = cpu_sgemm_get();
-        t.to_f32 = cpu_fast_to_f32(w->type, w->traits);
         t.scratch = act;
     } else if (k->vec_dot_type == ER_TYPE_F32) { /* used as they are */
         t.xq = (const uint8_t *)x;
-        t.xq_stride = (size_t)w->n_in * sizeof(float);
+        t.xq_stride = (size_t)w0->n_in * sizeof(float);
     } else {
+        /* once for every part; one row by the caller, several inside the task (8 rows
+         * serial in the caller were 3% of an 8-way server's samples, the worker idle) */
         t.xq = act;
-        t.xq_stride = cpu_act_row_size(k, w->n_in);
+        t.xq_stride = cpu_act_row_size(k, w0->n_in);
         if (n_tokens == 1 || nth == 1)
             for (int64_t i = 0; i < n_tokens; i++)
-                k->quantize_row(x + i * w->n_in, (uint8_t *)act + (size_t)i * t.xq_stride, w->n_in);
+                k->quantize_row(x + i * w0->n_in, (uint8_t *)act + (size_t)i * t.xq_stride, w0->n_in);
         else
             t.xq_out = act;
     }
@@ -153,11 +213,35 @@ void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t
      * (Qwen3-0.6B Q8_0 decode, 2 threads, same run: 8 per thread 31.6 tok/s, 4 32.3,
      * 2 33.7, 1 33.7; 32 per thread 26.8) */
     const int64_t per_thread = n_tokens == 1 ? 2 : 8;
-    int64_t chunk = (w->n_out + per_thread * nth - 1) / (per_thread * nth);
-    chunk = (chunk + 15) / 16 * 16;
-    t.chunk = chunk;
+    for (int i = 0; i < n_outs; i++) {
+        const er_weight *w = outs[i].w;
+        mm_part *p = &t.part[i];
+        int64_t chunk = (w->n_out + per_thread * nth - 1) / (per_thread * nth);
+        chunk = (chunk + 15) / 16 * 16;
+        /* one token: the table's vec_dot, which prefetches the weight stream (measured 1.5x
+         * the tiled kernel's speed at 1 thread); the tiled kernel computes the same bits */
+        *p = (mm_part){.w = w,
+                       .k = cpu_kernels_get(w->type),
+                       .gemm = n_tokens > 1 ? cpu_gemm_get(w->type) : NULL,
+                       .y = outs[i].y,
+                       .y_stride = outs[i].y_stride,
+                       .chunk = chunk,
+                       .n_chunks = (w->n_out + chunk - 1) / chunk};
+        if (t.sgemm)
+            p->to_f32 = cpu_fast_to_f32(w->type, w->traits);
+    }
+    if (swiglu) /* the gate's chunks carry the up's */
+        t.part[1].n_chunks = 0;
+    atomic_init(&t.q_next, 0);
+    atomic_init(&t.q_done, 0);
     atomic_init(&t.next, 0);
     cpu_pool_run(pool, mm_worker, &t);
+}
+
+void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
+                     int64_t y_stride, void *act) {
+    const cpu_mm_out out = {w, y, y_stride};
+    cpu_fast_matmuls(pool, &out, 1, x, n_tokens, act, 0);
 }
 
 typedef struct attn_task {
@@ -167,6 +251,8 @@ typedef struct attn_task {
     int64_t n_seqs, n_ctx, window;
     const model_config *c;
     float *scores;
+    int64_t heads; /* heads per work item: a whole group that shares a KV head, or 1 */
+    atomic_llong next; /* the next work item, counted over the sequences' tokens in turn */
 } attn_task;
 
 /* row[0..n) = softmax(scale * row), in place */
@@ -191,25 +277,31 @@ static const void *kv_at(const void *base, const cpu_kv_ops *o, int64_t i) {
 }
 
 static void attn_worker(void *arg, int ith, int nth) {
-    const attn_task *a = arg;
+    attn_task *a = arg;
     const model_config *c = a->c;
     const int64_t kv_stride = c->n_head_kv * c->head_dim;
     const int64_t v_stride = c->n_head_kv * c->head_dim_v;
     const int64_t group = c->n_head / c->n_head_kv;
+    const int64_t per_token = c->n_head / a->heads; /* items per token */
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
-    /* (token, head) pairs of every sequence interleaved over threads: later tokens cost
-     * more, interleaving balances them */
-    int64_t p = 0;
-    for (int64_t i = 0; i < a->n_seqs; i++) {
+    (void)nth;
+    /* items in increasing order: i and base (the items of the sequences before it) only
+     * move forward */
+    int64_t i = 0, base = 0;
+    for (;;) {
+        int64_t item = atomic_fetch_add(&a->next, 1);
+        while (i < a->n_seqs && item - base >= a->seqs[i].n * per_token)
+            base += a->seqs[i++].n * per_token;
+        if (i == a->n_seqs)
+            return;
         const cpu_attn_seq *sq = &a->seqs[i];
         const cpu_kv_ops *ko = sq->kv.k_ops, *vo = sq->kv.v_ops;
-        for (int64_t pair = 0; pair < sq->n * c->n_head; pair++, p++) {
-            if (p % nth != ith)
-                continue;
-            const int64_t t = sq->t0 + pair / c->n_head, h = pair % c->n_head, kvh = h / group;
-            const int64_t pos = sq->pos0 + pair / c->n_head;
-            const int64_t j0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0; /* first row seen */
+        const int64_t tok = (item - base) / per_token, h0 = (item - base) % per_token * a->heads;
+        const int64_t t = sq->t0 + tok, pos = sq->pos0 + tok;
+        const int64_t j0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0; /* first row seen */
+        for (int64_t h = h0; h < h0 + a->heads; h++) {
+            const int64_t kvh = h / group;
             const float *qh = a->q + t * c->n_head * c->head_dim + h * c->head_dim;
             ko->dots(scores, qh, kv_at(sq->kv.k, ko, j0 * kv_stride + kvh * c->head_dim), kv_stride, pos + 1 - j0,
                      c->head_dim);
@@ -222,7 +314,15 @@ static void attn_worker(void *arg, int ith, int nth) {
 
 void cpu_fast_attention_seqs(cpu_pool *pool, float *out, const float *q, const cpu_attn_seq *seqs, int64_t n_seqs,
                              const model_config *c, float *scores, int64_t n_ctx, int64_t window) {
-    attn_task a = {out, q, seqs, n_seqs, n_ctx, window, c, scores};
+    int64_t n_tokens = 0;
+    for (int64_t i = 0; i < n_seqs; i++)
+        n_tokens += seqs[i].n;
+    /* a group of heads per item keeps its KV head's rows in L1 from one head to the next;
+     * single heads where groups would be too few to share out (one token's 3 groups) */
+    const int64_t group = c->n_head / c->n_head_kv;
+    const int64_t heads = n_tokens * c->n_head_kv >= 4 * (int64_t)cpu_pool_size(pool) ? group : 1;
+    attn_task a = {out, q, seqs, n_seqs, n_ctx, window, c, scores, heads, 0};
+    atomic_init(&a.next, 0);
     cpu_pool_run(pool, attn_worker, &a);
 }
 
@@ -243,6 +343,7 @@ typedef struct battn_task {
     const model_config *c;
     float *scratch; /* (threads, cpu_fast_attn_scratch_floats) */
     const cpu_sgemm_ops *mm;
+    atomic_llong next; /* the next unit */
 } battn_task;
 
 /* One unit: query tokens [t0, t1) of head h. The scores of a query past its own position
@@ -289,11 +390,12 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
 }
 
 static void battn_worker(void *arg, int ith, int nth) {
-    const battn_task *a = arg;
+    battn_task *a = arg;
     float *sc = a->scratch + (size_t)ith * cpu_fast_attn_scratch_floats(a->n_ctx, a->c->head_dim);
     const int64_t n_blocks = (a->n_tokens + ATTN_BLOCK_TOKENS - 1) / ATTN_BLOCK_TOKENS;
-    /* units dealt in turn, last blocks (the costliest) first */
-    for (int64_t u = ith; u < n_blocks * a->c->n_head; u += nth) {
+    (void)nth;
+    /* units from a counter, last blocks (the costliest) first */
+    for (int64_t u; (u = atomic_fetch_add(&a->next, 1)) < n_blocks * a->c->n_head;) {
         const int64_t b = n_blocks - 1 - u / a->c->n_head, h = u % a->c->n_head;
         const int64_t t0 = b * ATTN_BLOCK_TOKENS;
         battn_unit(a, sc, h, t0, t0 + ATTN_BLOCK_TOKENS < a->n_tokens ? t0 + ATTN_BLOCK_TOKENS : a->n_tokens);
@@ -306,30 +408,11 @@ void cpu_fast_attention(cpu_pool *pool, float *out, const float *q, const cpu_kv
     /* the blocked path has no window: it runs only while every query sees all rows */
     const int windowed = window > 0 && pos0 + n_tokens > window;
     if (n_tokens >= CPU_SGEMM_MIN_TOKENS && block_scratch && !windowed) {
-        battn_task b = {out, q, *kv, pos0, n_tokens, n_ctx, c, block_scratch, cpu_sgemm_get()};
+        battn_task b = {out, q, *kv, pos0, n_tokens, n_ctx, c, block_scratch, cpu_sgemm_get(), 0};
+        atomic_init(&b.next, 0);
         cpu_pool_run(pool, battn_worker, &b);
         return;
     }
     const cpu_attn_seq one = {0, n_tokens, pos0, *kv};
     cpu_fast_attention_seqs(pool, out, q, &one, 1, c, scores, n_ctx, window);
-}
-
-typedef struct swiglu_task {
-    float *gate;
-    const float *up;
-    int64_t n;
-} swiglu_task;
-
-static void swiglu_worker(void *arg, int ith, int nth) {
-    const swiglu_task *s = arg;
-    /* 16-float (64-byte) aligned ranges: no shared lines */
-    const int64_t per = ((s->n + nth - 1) / nth + 15) / 16 * 16;
-    const int64_t i0 = per * ith < s->n ? per * ith : s->n, i1 = i0 + per < s->n ? i0 + per : s->n;
-    if (i1 > i0)
-        cpu_swiglu(s->gate + i0, s->up + i0, i1 - i0);
-}
-
-void cpu_fast_swiglu(cpu_pool *pool, float *gate, const float *up, int64_t n) {
-    swiglu_task s = {gate, up, n};
-    cpu_pool_run(pool, swiglu_worker, &s);
 }

@@ -31,6 +31,24 @@ size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in, int n_threads);
 void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
                      int64_t y_stride, void *act);
 
+/* One product of cpu_fast_matmuls: y (n_tokens, y_stride)[:, 0..w->n_out) = x @ W^T. */
+typedef struct cpu_mm_out {
+    const er_weight *w;
+    float *y;
+    int64_t y_stride;
+} cpu_mm_out;
+enum { CPU_MM_MAX_OUTS = 3 };
+
+/* Several products of the same activations x (n_tokens, n_in) in one pool run (Q, K, V;
+ * gate, up): the activations are converted once, and the threads meet once instead of
+ * once per weight. Every output is computed as cpu_fast_matmul computes it alone.
+ * swiglu: outs = {gate, up}, of one shape; each chunk of the gate's rows is followed by
+ * the up's same rows and gate = silu(gate) * up on them (cpu_fast_swiglu_get), so the
+ * elementwise pass needs no run of its own. Weights that differ in n_in or in the
+ * activations' format run one after the other (then the SwiGLU after both). */
+void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const float *x, int64_t n_tokens,
+                      void *act, int swiglu);
+
 /* The KV cache's element types (F32, F16) and what attention does with their rows; one
  * table per type, as kernels.h has per weight type. F16 rows are converted to f32 as they
  * are read (F16C on AVX2: 8 per vcvtph2ps), so every sum is still an f32 sum; storing
@@ -87,9 +105,6 @@ void cpu_fast_attention_seqs(cpu_pool *pool, float *out, const float *q, const c
 /* Floats of one thread's block_scratch for a context of n_ctx tokens. */
 size_t cpu_fast_attn_scratch_floats(int64_t n_ctx, int64_t head_dim);
 
-/* gate[i] = silu(gate[i]) * up[i], the same per-element arithmetic as cpu_swiglu */
-void cpu_fast_swiglu(cpu_pool *pool, float *gate, const float *up, int64_t n);
-
 /* ---- kernels (fast_avx2.c), exposed for the unit tests ---- */
 
 /* y[t * y_stride + r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok;
@@ -105,6 +120,13 @@ cpu_gemm_fn cpu_gemm_get(uint32_t type);
  * CPU/build cannot run it (the tests compare them). */
 cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
 cpu_gemm_fn cpu_gemm_vnni(uint32_t type);
+
+/* gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i] for i < n. */
+typedef void (*cpu_swiglu_fn)(float *gate, const float *up, int64_t n);
+/* The fast path's: exp in AVX2 vectors (within a few ulp of cpu_swiglu, which calls libm's
+ * expf per element), else cpu_swiglu. Each element's value depends on nothing but its
+ * two inputs (not on n or on where a range starts). */
+cpu_swiglu_fn cpu_fast_swiglu_get(void);
 
 /* Batches of at least this many tokens multiply in f32 on dequantized weights (as the
  * reference computes); smaller ones quantize their activations for the integer dots. */

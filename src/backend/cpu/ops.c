@@ -6,13 +6,14 @@
  *
  * Threads: matmul and attention split their outputs over the context's pool, so that
  * every output element is computed by one thread, by the same code and in the same
- * order as on one thread: matmul an equal range of output rows per thread, attention
- * (token, head) pairs dealt in turn. The results are bit-identical for any thread count
+ * order as on one thread: matmul ranges of output rows, attention (token, head) pairs,
+ * each taken from a counter by whichever thread is free (threadpool.h). The results are bit-identical for any thread count
  * (tests/unit/test_cpu.c). The other operations are cheap beside these and stay serial.
  */
 #include "backend/cpu/ops.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps) {
@@ -58,19 +59,26 @@ typedef struct matmul_task {
     float *y;
     int64_t y_stride;
     float *row; /* (threads, n_in) */
+    int64_t chunk; /* output rows per work item */
+    atomic_llong next; /* the next item's first row */
 } matmul_task;
 
-/* Thread ith of nth: the ith of nth equal ranges of output rows. */
+/* Ranges of output rows from a counter (threadpool.h: whoever arrives takes part). */
 static void matmul_worker(void *arg, int ith, int nth) {
-    const matmul_task *j = arg;
+    matmul_task *j = arg;
     const int64_t n_out = j->w->n_out;
-    matmul_rows(j->w, j->x, j->n_tokens, j->y, j->y_stride, j->row + (size_t)ith * (size_t)j->w->n_in,
-                n_out * ith / nth, n_out * (ith + 1) / nth);
+    (void)nth;
+    for (int64_t r0; (r0 = atomic_fetch_add(&j->next, j->chunk)) < n_out;)
+        matmul_rows(j->w, j->x, j->n_tokens, j->y, j->y_stride, j->row + (size_t)ith * (size_t)j->w->n_in, r0,
+                    r0 + j->chunk < n_out ? r0 + j->chunk : n_out);
 }
 
 void cpu_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
                 float *row) {
-    matmul_task j = {w, x, n_tokens, y, y_stride, row};
+    /* 16-row multiples (no shared 64-byte lines of y), about 4 per thread */
+    const int64_t per = 4 * (int64_t)cpu_pool_size(pool);
+    matmul_task j = {w, x, n_tokens, y, y_stride, row, ((w->n_out + per - 1) / per + 15) / 16 * 16, 0};
+    atomic_init(&j.next, 0);
     if (cpu_pool_size(pool) == 1)
         matmul_worker(&j, 0, 1);
     else
@@ -147,15 +155,16 @@ typedef struct attention_task {
     const model_config *c;
     float *scores; /* (threads, n_ctx) */
     int64_t n_ctx, window;
+    atomic_llong next; /* the next (token, head) pair */
 } attention_task;
 
-/* Thread ith of nth: every nth (token, head) pair from the ith (later tokens cost more,
- * so pairs are dealt in turn rather than in ranges). */
+/* (token, head) pairs one at a time from a counter (later tokens cost more: no ranges). */
 static void attention_worker(void *arg, int ith, int nth) {
-    const attention_task *a = arg;
+    attention_task *a = arg;
     const model_config *c = a->c;
     float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
-    for (int64_t p = ith; p < a->n_tokens * c->n_head; p += nth) {
+    (void)nth;
+    for (int64_t p; (p = atomic_fetch_add(&a->next, 1)) < a->n_tokens * c->n_head;) {
         const int64_t t = p / c->n_head, h = p % c->n_head;
         attention_head(a->out + t * c->n_head * c->head_dim_v, a->q + t * c->n_head * c->head_dim, a->k_cache,
                        a->v_cache, a->pos0 + t, c, scores, a->window, h);
@@ -165,7 +174,8 @@ static void attention_worker(void *arg, int ith, int nth) {
 void cpu_attention_tokens(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
                           int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
                           int64_t window) {
-    attention_task a = {out, q, k_cache, v_cache, pos0, n_tokens, c, scores, n_ctx, window};
+    attention_task a = {out, q, k_cache, v_cache, pos0, n_tokens, c, scores, n_ctx, window, 0};
+    atomic_init(&a.next, 0);
     if (cpu_pool_size(pool) == 1)
         attention_worker(&a, 0, 1);
     else

@@ -18,8 +18,8 @@
 /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n_rows rows of n elements */
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps);
 
-/* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T, output rows split in
- * equal ranges over the pool's threads. `row` is scratch for one dequantized row per
+/* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T, ranges of output rows
+ * shared out over the pool's threads. `row` is scratch for one dequantized row per
  * thread (pool size, n_in). The result for a token depends neither on n_tokens nor on
  * the thread count: prefill and decode give bit-identical logits. */
 void cpu_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,

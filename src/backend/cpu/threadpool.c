@@ -1,14 +1,23 @@
 /*
  * threadpool.c - see threadpool.h.
  *
- * Synchronisation: the caller publishes a task by storing it and bumping `gen` (seq_cst);
- * workers spin on `gen` (yielding the CPU at each step after YIELD_AFTER, as every wait
- * here does), then sleep once they have spun SPIN_ITERS times without news. A
- * worker increments `n_sleeping` under the mutex and re-checks `gen` before waiting; the
- * caller reads `n_sleeping` after bumping `gen` and broadcasts under the mutex when it is
- * non-zero, so a wake-up is never lost (both sides use seq_cst: one of them sees the other).
- * Completion is a counter the caller spins on. The in-task barrier is a sense-reversing
- * counter. Each shared counter sits on its own cache line.
+ * The task word `task` holds (generation << GEN_SHIFT) | OPEN | workers inside fn. The
+ * caller publishes a task by storing fn and arg, then a new generation with OPEN and no
+ * worker inside (seq_cst). A worker that sees a new generation joins by a compare-and-swap
+ * that adds one to the inside count, which succeeds only while the word still shows that
+ * generation and OPEN; only then does it read fn and arg. When the caller's own fn returns,
+ * every work item has been taken: it clears OPEN (no one joins after that) and spins until
+ * the inside count is zero, i.e. only on workers that are running the task's last items.
+ * The next task's fn and arg are written only after that, so no worker reads them torn.
+ * The generation wraps at 2^16; a worker that missed exactly 2^16 tasks and joins a task
+ * it takes for an old one is harmless, since joining any open task is correct.
+ *
+ * Workers spin on the word (yielding the CPU at each step after YIELD_AFTER, as the
+ * caller's wait does), then sleep once they have spun SPIN_ITERS times without news. A
+ * worker increments `n_sleeping` under the mutex and re-checks the generation before
+ * waiting; the caller reads `n_sleeping` after publishing and broadcasts under the mutex
+ * when it is non-zero, so a wake-up is never lost (both sides use seq_cst: one of them
+ * sees the other). Each shared word sits on its own cache line.
  */
 #define _GNU_SOURCE
 
@@ -24,6 +33,11 @@
 
 enum { MAX_THREADS = 256, SPIN_ITERS = 1 << 17, YIELD_AFTER = 1 << 14, LINE = 64 };
 
+/* the task word's fields */
+#define GEN_SHIFT 16u
+#define OPEN (1u << 15)
+#define INSIDE (OPEN - 1u) /* > MAX_THREADS */
+
 typedef struct worker {
     cpu_pool *pool;
     pthread_t thread;
@@ -35,10 +49,7 @@ struct cpu_pool {
     int n_threads;
     cpu_task_fn fn;
     void *arg;
-    _Alignas(LINE) atomic_uint gen;     /* bumped per task */
-    _Alignas(LINE) atomic_int n_done;   /* workers finished with the current task */
-    _Alignas(LINE) atomic_int n_barrier; /* threads arrived at the current barrier */
-    _Alignas(LINE) atomic_uint barrier_gen;
+    _Alignas(LINE) atomic_uint task; /* (generation << GEN_SHIFT) | OPEN | workers inside fn */
     _Alignas(LINE) atomic_int n_sleeping;
     atomic_int stop;
     pthread_mutex_t mutex;
@@ -60,8 +71,8 @@ static inline void spin_step(int *spins) {
 
 /* Pins the calling thread to the ith CPU this process may run on, when there are enough
  * and EDGERUNNER_PIN=1. Off by default: on a machine shared with other jobs (ours is) a
- * pinned thread cannot move off a core another process is using, and one slow thread
- * holds up every barrier; llama.cpp does not pin by default either. */
+ * pinned thread cannot move off a core another process is using, and a task's last
+ * items wait for it; llama.cpp does not pin by default either. */
 static void pin(int ith, int n_threads) {
     const char *env = getenv("EDGERUNNER_PIN");
     cpu_set_t allowed;
@@ -82,22 +93,24 @@ static void pin(int ith, int n_threads) {
     }
 }
 
+static unsigned gen_of(unsigned task) { return task >> GEN_SHIFT; }
+
 static void *worker_main(void *p) {
     worker *w = p;
     cpu_pool *pool = w->pool;
-    unsigned seen = 0;
+    unsigned seen = 0; /* the generation of the last task this worker saw */
     pin(w->ith, pool->n_threads);
     for (;;) {
-        unsigned g;
+        unsigned s;
         int spins = 0;
-        while ((g = atomic_load(&pool->gen)) == seen && !atomic_load(&pool->stop)) {
+        while (gen_of(s = atomic_load(&pool->task)) == seen && !atomic_load(&pool->stop)) {
             if (spins < SPIN_ITERS) {
                 spin_step(&spins);
                 continue;
             }
             pthread_mutex_lock(&pool->mutex);
             atomic_fetch_add(&pool->n_sleeping, 1);
-            while (atomic_load(&pool->gen) == seen && !atomic_load(&pool->stop))
+            while (gen_of(atomic_load(&pool->task)) == seen && !atomic_load(&pool->stop))
                 pthread_cond_wait(&pool->cond, &pool->mutex);
             atomic_fetch_sub(&pool->n_sleeping, 1);
             pthread_mutex_unlock(&pool->mutex);
@@ -105,9 +118,15 @@ static void *worker_main(void *p) {
         }
         if (atomic_load(&pool->stop))
             return NULL;
-        seen = g;
-        pool->fn(pool->arg, w->ith, pool->n_threads);
-        atomic_fetch_add(&pool->n_done, 1);
+        seen = gen_of(s);
+        /* join while the task is open; a failed exchange reloads s */
+        while ((s & OPEN) && gen_of(s) == seen) {
+            if (atomic_compare_exchange_weak(&pool->task, &s, s + 1)) {
+                pool->fn(pool->arg, w->ith, pool->n_threads);
+                atomic_fetch_sub(&pool->task, 1);
+                break;
+            }
+        }
     }
 }
 
@@ -130,10 +149,7 @@ er_status cpu_pool_create(int n_threads, cpu_pool **out) {
         return er_fail(ER_ERR_NO_MEMORY, "cpu_pool_create: out of memory");
     *pool = (cpu_pool){0};
     pool->n_threads = n_threads;
-    atomic_init(&pool->gen, 0);
-    atomic_init(&pool->n_done, 0);
-    atomic_init(&pool->n_barrier, 0);
-    atomic_init(&pool->barrier_gen, 0);
+    atomic_init(&pool->task, 0);
     atomic_init(&pool->n_sleeping, 0);
     atomic_init(&pool->stop, 0);
     pthread_mutex_init(&pool->mutex, NULL);
@@ -179,6 +195,8 @@ void cpu_pool_free(cpu_pool *pool) {
 
 int cpu_pool_size(const cpu_pool *pool) { return pool ? pool->n_threads : 1; }
 
+void cpu_pool_spin(int *spins) { spin_step(spins); }
+
 void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *arg) {
     if (pool->n_threads == 1) {
         fn(arg, 0, 1);
@@ -186,26 +204,15 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *arg) {
     }
     pool->fn = fn;
     pool->arg = arg;
-    atomic_store(&pool->n_done, 0);
-    atomic_fetch_add(&pool->gen, 1);
+    /* no worker is inside (the last run waited for that): a new generation, open */
+    atomic_store(&pool->task, (gen_of(atomic_load(&pool->task)) + 1u) << GEN_SHIFT | OPEN);
     wake_all(pool);
     fn(arg, 0, pool->n_threads);
+    /* every item is taken: close, then wait for the workers still on their last items */
+    unsigned s = atomic_fetch_and(&pool->task, ~OPEN);
     int spins = 0;
-    while (atomic_load(&pool->n_done) != pool->n_threads - 1)
+    while (s & INSIDE) {
         spin_step(&spins);
-}
-
-void cpu_pool_barrier(cpu_pool *pool) {
-    const int n = pool->n_threads;
-    if (n == 1)
-        return;
-    const unsigned g = atomic_load(&pool->barrier_gen);
-    if (atomic_fetch_add(&pool->n_barrier, 1) == n - 1) {
-        atomic_store(&pool->n_barrier, 0);
-        atomic_fetch_add(&pool->barrier_gen, 1);
-        return;
+        s = atomic_load(&pool->task);
     }
-    int spins = 0;
-    while (atomic_load(&pool->barrier_gen) == g)
-        spin_step(&spins);
 }
