@@ -3,12 +3,13 @@
 Load: 64 concurrent clients send 1,000 greedy requests in all over 4 slots (so most
 wait in the queue); every tenth client leaves after the first chunk of a stream. Every
 completed request must be whole (its text == the text of the same prompt asked alone,
-finish_reason and usage right), none lost, and the server's RSS after the run within 5%
-of its RSS after a warm-up (not checked with --asan: its quarantine holds freed memory;
-there LeakSanitizer checks at exit instead).
+finish_reason and usage right), none lost, and the server's RSS may grow by at most 5%
+of its RSS after a warm-up in one of two such rounds (not checked with --asan: its
+quarantine holds freed memory; there LeakSanitizer checks at exit instead).
 SIGTERM: 16 streams in flight when the signal comes; each finishes whole, a new
 connection is refused, the exit code is 0."""
 import json
+import os
 import socket
 import sys
 import threading
@@ -49,7 +50,11 @@ def whole(client, url, prompt):
     return j["choices"][0]["text"], j["choices"][0]["finish_reason"], j["usage"]["completion_tokens"]
 
 
-srv = Server(BIN, MODEL, "-np", "4")
+# one malloc arena: with the default (up to 8 per core), which arena a connection
+# thread lands in varies with the scheduling, and the arenas' unreturned free space moved
+# the RSS by up to 10% between two equal load rounds on a busy machine (a flaky leak check,
+# CI of 2026-12-02); leaks still accumulate in the one arena
+srv = Server(BIN, MODEL, "-np", "4", env={**os.environ, "MALLOC_ARENA_MAX": "1"})
 try:
     with httpx.Client(timeout=300) as cl:
         want = {p: whole(cl, srv.url, p) for p in PROMPTS}
@@ -123,9 +128,16 @@ try:
                                            if l.startswith(("vllm:num_requests_running{", "vllm:num_requests_waiting{"))), m[:300])
         c.check("/health after the load", cl.get(srv.url + "/health").status_code == 200)
     rss_after = srv.rss_kb()
-    print(f"# RSS {rss_before} kB after the warm-up, {rss_after} kB after the load", flush=True)
+    # a leak grows the RSS in every round; what a round's peak of connection threads
+    # touches (stacks, arena space) grows it once, in whichever round first reaches it:
+    # so one more round, and the smaller of the two rounds' growths is the leak's
+    load_round(N_REQUESTS)
+    rss_again = srv.rss_kb()
+    print(f"# RSS {rss_before} kB after the warm-up, {rss_after} kB after the load, {rss_again} kB after "
+          f"another", flush=True)
     if not ASAN:
-        c.check("RSS within 5% after the load", rss_after <= rss_before * 1.05, (rss_before, rss_after))
+        growth = min(rss_after - rss_before, rss_again - rss_after)
+        c.check("RSS within 5% after the load", growth <= rss_before * 0.05, (rss_before, rss_after, rss_again))
 
     # SIGTERM under load
     streams = [None] * 16
