@@ -1,9 +1,17 @@
 /*
  * test_batch.c - several sequences in one context (er_context_decode_batch) on
- * stories260K, on the CPU reference and the fast path: each sequence's logits are
- * bit-identical alone and in any batch, prefixes copied between sequences reproduce them,
- * removal frees positions, and hostile batches fail with a message, changing nothing.
+ * stories260K, on the CPU reference, the fast path and (where a device is present) CUDA:
+ * each sequence's logits are bit-identical alone and in any batch, prefixes copied
+ * between sequences reproduce them, removal frees positions, and hostile batches fail
+ * with a message, changing nothing. CUDA's batches also match the CPU reference's logits
+ * within the rounding of its F16 GEMM inputs.
+ *
+ * "Alone" is one context of one sequence: er_context_decode on the CPU (whose batches run
+ * the same kernels), on CUDA batches holding only that sequence (its one-sequence decode
+ * runs other kernels: matrix-vector products with other roundings).
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,17 +22,21 @@
 
 enum { N_SEQ = 3, N_GEN = 8, N_CTX = 96, MAX_PROMPT = 64 };
 
+/* The three paths under test. */
+enum { FAST = 0, REFERENCE = 1, CUDA = 2 };
+static const char *const path_name[] = {"fast path", "reference", "CUDA"};
+
 /* Three prompts: short, long enough for the fast path's f32 matmul (>= 32 tokens), and
  * in between; ids from the vocabulary's ordinary range. */
 static int64_t prompt_len[N_SEQ] = {3, 40, 10};
 
 static int32_t prompt_token(int s, int64_t i) { return (int32_t)(3 + (s * 131 + i * 37) % 500); }
 
-static er_context *make_context(er_model *m, int reference, int n_seq) {
+static er_context *make_context(er_model *m, int path, int n_seq) {
     er_context_params cp = er_context_default_params();
     cp.n_ctx = N_CTX;
     cp.n_batch = 128;
-    cp.reference = reference;
+    cp.reference = path == REFERENCE;
     cp.n_seq_max = n_seq;
     er_context *ctx = NULL;
     CHECK(er_context_create(m, &cp, &ctx) == ER_OK, "context of %d sequences: %s", n_seq, er_last_error());
@@ -33,18 +45,21 @@ static er_context *make_context(er_model *m, int reference, int n_seq) {
 
 /* Sequence s alone in its own context: the prompt in one call, then N_GEN greedy tokens
  * one at a time; logits (N_GEN + 1, n_vocab): the prompt's last, then every step's. */
-static void run_alone(er_model *m, int reference, int s, float *logits) {
+static er_status feed_ids(er_context *ctx, int path, const int32_t *ids, int64_t pos, int64_t n, int64_t n_vocab,
+                          float *out);
+
+static void run_alone(er_model *m, int path, int s, float *logits) {
     const int64_t n_vocab = er_model_n_vocab(m);
-    er_context *ctx = make_context(m, reference, 1);
+    er_context *ctx = make_context(m, path, 1);
     int32_t ids[MAX_PROMPT];
     for (int64_t i = 0; i < prompt_len[s]; i++)
         ids[i] = prompt_token(s, i);
-    CHECK(ctx && er_context_decode(ctx, ids, prompt_len[s], NULL) == ER_OK, "alone: %s", er_last_error());
+    CHECK(ctx && feed_ids(ctx, path, ids, 0, prompt_len[s], n_vocab, logits) == ER_OK, "alone: %s", er_last_error());
     for (int g = 0; ctx && g <= N_GEN; g++) {
-        memcpy(logits + g * n_vocab, er_context_logits(ctx), (size_t)n_vocab * sizeof(float));
         const int32_t next = er_argmax(logits + g * n_vocab, n_vocab);
         if (g < N_GEN)
-            er_context_decode(ctx, &next, 1, NULL);
+            CHECK(feed_ids(ctx, path, &next, prompt_len[s] + g, 1, n_vocab, logits + (g + 1) * n_vocab) == ER_OK,
+                  "alone, step %d: %s", g, er_last_error());
     }
     er_context_free(ctx);
 }
@@ -69,12 +84,29 @@ static void batch_clear(batch_buf *bb) {
     bb->b = (er_batch){0, bb->tokens, bb->seq, bb->pos, bb->want};
 }
 
+/* n ids at positions pos.. of a one-sequence context, the last one's logits into out:
+ * er_context_decode, or on CUDA one batch of sequence 0. */
+static er_status feed_ids(er_context *ctx, int path, const int32_t *ids, int64_t pos, int64_t n, int64_t n_vocab,
+                          float *out) {
+    if (path != CUDA) {
+        const er_status st = er_context_decode(ctx, ids, n, NULL);
+        if (st == ER_OK)
+            memcpy(out, er_context_logits(ctx), (size_t)n_vocab * sizeof(float));
+        return st;
+    }
+    batch_buf bb;
+    batch_clear(&bb);
+    for (int64_t i = 0; i < n; i++)
+        batch_add(&bb, ids[i], 0, pos + i, i == n - 1);
+    return er_context_decode_batch(ctx, &bb.b, out);
+}
+
 /* All three in one context, joining at different steps (sequence 1's prompt comes while
  * 0 generates, 2's a step later), each step one batch; every row of got (N_SEQ, N_GEN +
  * 1, n_vocab) as run_alone fills it. */
-static void run_batched(er_model *m, int reference, float *got) {
+static void run_batched(er_model *m, int path, float *got) {
     const int64_t n_vocab = er_model_n_vocab(m);
-    er_context *ctx = make_context(m, reference, N_SEQ);
+    er_context *ctx = make_context(m, path, N_SEQ);
     float *out = malloc((size_t)(N_SEQ * n_vocab) * sizeof(float)); /* (N_SEQ, n_vocab) */
     batch_buf bb;
     int step_of[N_SEQ] = {0, 1, 2}; /* the step each sequence's prompt goes in */
@@ -107,34 +139,65 @@ static void run_batched(er_model *m, int reference, float *got) {
     er_context_free(ctx);
 }
 
-static void test_invariance(er_model *m, int reference) {
+/* Each sequence's logits alone and batched, bit for bit. Where reference_of is not NULL
+ * (CUDA): against the CPU reference's (N_SEQ, N_GEN + 1, n_vocab), within tol of the
+ * largest, row by row while both chose the same greedy ids (after a tie broken the other
+ * way they are fed different ids). */
+static void test_invariance(er_model *m, int path, const float *reference_of, float *alone_out) {
     const int64_t n_vocab = er_model_n_vocab(m);
     const size_t per_seq = (size_t)(N_GEN + 1) * (size_t)n_vocab;
     float *alone = malloc(N_SEQ * per_seq * sizeof(float)), *batched = calloc(N_SEQ * per_seq, sizeof(float));
     for (int s = 0; s < N_SEQ; s++)
-        run_alone(m, reference, s, alone + s * per_seq);
-    run_batched(m, reference, batched);
+        run_alone(m, path, s, alone + s * per_seq);
+    run_batched(m, path, batched);
     for (int s = 0; s < N_SEQ; s++)
         CHECK(!memcmp(alone + s * per_seq, batched + s * per_seq, per_seq * sizeof(float)),
               "%s: sequence %d (a %lld-token prompt, %d greedy steps) has the same logits alone and batched",
-              reference ? "reference" : "fast path", s, (long long)prompt_len[s], N_GEN);
+              path_name[path], s, (long long)prompt_len[s], N_GEN);
+    if (reference_of) {
+        double worst = 0.0, largest = 0.0;
+        int rows = 0;
+        for (int s = 0; s < N_SEQ; s++) {
+            for (int g = 0; g <= N_GEN; g++) {
+                const float *got = batched + s * per_seq + (size_t)g * n_vocab, *ref = reference_of + s * per_seq + (size_t)g * n_vocab;
+                for (int64_t i = 0; i < n_vocab; i++) {
+                    const double d = fabs((double)got[i] - (double)ref[i]);
+                    worst = d > worst || isnan(d) ? d : worst;
+                    largest = fabs((double)ref[i]) > largest ? fabs((double)ref[i]) : largest;
+                }
+                rows++;
+                if (er_argmax(got, n_vocab) != er_argmax(ref, n_vocab))
+                    break;
+            }
+        }
+        CHECK(worst <= 2e-2 * largest, "%s batched against the CPU reference: largest difference %.3g of %.3g (%d rows)",
+              path_name[path], worst, largest, rows);
+        printf("  batch: CUDA logits within %.2e of the largest against the CPU reference (%d of %d rows)\n",
+               worst / largest, rows, N_SEQ * (N_GEN + 1));
+    }
+    if (alone_out)
+        memcpy(alone_out, alone, N_SEQ * per_seq * sizeof(float));
     free(alone);
     free(batched);
 }
 
 /* The server feeds a long prompt in chunks: chunks of 32 or more tokens give the logits
  * of one call (each row's products do not depend on the others). */
-static void test_chunks(er_model *m, int reference) {
+static void test_chunks(er_model *m, int path) {
     const int64_t n_vocab = er_model_n_vocab(m);
     int32_t ids[MAX_PROMPT];
+    float *one = malloc((size_t)n_vocab * sizeof(float)), *two = malloc((size_t)n_vocab * sizeof(float));
     for (int64_t i = 0; i < MAX_PROMPT; i++)
         ids[i] = prompt_token(1, i);
-    er_context *whole = make_context(m, reference, 1), *chunked = make_context(m, reference, 1);
-    CHECK(er_context_decode(whole, ids, MAX_PROMPT, NULL) == ER_OK &&
-              er_context_decode(chunked, ids, 32, NULL) == ER_OK && er_context_decode(chunked, ids + 32, 32, NULL) == ER_OK,
+    er_context *whole = make_context(m, path, 1), *chunked = make_context(m, path, 1);
+    CHECK(feed_ids(whole, path, ids, 0, MAX_PROMPT, n_vocab, one) == ER_OK &&
+              feed_ids(chunked, path, ids, 0, 32, n_vocab, two) == ER_OK &&
+              feed_ids(chunked, path, ids + 32, 32, 32, n_vocab, two) == ER_OK,
           "decode: %s", er_last_error());
-    CHECK(!memcmp(er_context_logits(whole), er_context_logits(chunked), (size_t)n_vocab * sizeof(float)),
-          "%s: a 64-token prompt in two chunks of 32 gives the logits of one call", reference ? "reference" : "fast path");
+    CHECK(!memcmp(one, two, (size_t)n_vocab * sizeof(float)),
+          "%s: a 64-token prompt in two chunks of 32 gives the logits of one call", path_name[path]);
+    free(one);
+    free(two);
     er_context_free(whole);
     er_context_free(chunked);
 }
@@ -151,17 +214,17 @@ static er_status feed(er_context *ctx, int32_t seq, int64_t from, int64_t to, fl
 
 /* A prefix copied to another sequence, and a sequence cut back and fed again, give the
  * logits of the sequence computed whole, fed in the same chunks (36 then 4). */
-static void test_copy_remove(er_model *m, int reference) {
+static void test_copy_remove(er_model *m, int path) {
     const int64_t n_vocab = er_model_n_vocab(m);
     const size_t bytes = (size_t)n_vocab * sizeof(float);
-    er_context *ctx = make_context(m, reference, N_SEQ);
+    er_context *ctx = make_context(m, path, N_SEQ);
     float *ref = malloc(bytes), *out = malloc(bytes);
     CHECK(feed(ctx, 0, 0, 36, out) == ER_OK && feed(ctx, 0, 36, 40, ref) == ER_OK, "prompt: %s", er_last_error());
     CHECK(er_context_seq_copy(ctx, 0, 2, 36) == ER_OK && er_context_seq_pos(ctx, 2) == 36, "copy 36: %s",
           er_last_error());
     CHECK(feed(ctx, 2, 36, 40, out) == ER_OK && !memcmp(ref, out, bytes),
           "%s: a copied 36-token prefix plus the last 4 gives the logits of the whole prompt",
-          reference ? "reference" : "fast path");
+          path_name[path]);
     CHECK(er_context_seq_remove(ctx, 2, 0) == ER_OK && er_context_seq_pos(ctx, 2) == 0 &&
               er_context_seq_pos(ctx, 0) == 40,
           "removing sequence 2 leaves sequence 0");
@@ -248,11 +311,26 @@ void test_batch(void) {
     CHECK(er_model_load(STORIES, NULL, &m) == ER_OK, "load: %s", er_last_error());
     if (!m)
         return;
-    for (int reference = 0; reference <= 1; reference++) {
-        test_invariance(m, reference);
-        test_chunks(m, reference);
-        test_copy_remove(m, reference);
+    const size_t all = (size_t)N_SEQ * (N_GEN + 1) * (size_t)er_model_n_vocab(m);
+    float *reference_of = malloc(all * sizeof(float)); /* (N_SEQ, N_GEN + 1, n_vocab) the reference alone */
+    for (int path = FAST; path <= REFERENCE; path++) {
+        test_invariance(m, path, NULL, path == REFERENCE ? reference_of : NULL);
+        test_chunks(m, path);
+        test_copy_remove(m, path);
     }
     test_hostile(m);
     er_model_free(m);
+    if (er_cuda_available()) {
+        er_model_params mp = er_model_default_params();
+        er_model *mc = NULL;
+        mp.backend = ER_BACKEND_CUDA;
+        CHECK(er_model_load(STORIES, &mp, &mc) == ER_OK, "load on CUDA: %s", er_last_error());
+        if (mc) {
+            test_invariance(mc, CUDA, reference_of, NULL);
+            test_chunks(mc, CUDA);
+            test_copy_remove(mc, CUDA);
+        }
+        er_model_free(mc);
+    }
+    free(reference_of);
 }

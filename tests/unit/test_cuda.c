@@ -1011,7 +1011,15 @@ done:
  * with W's values rounded to F16 as the kernel rounds them: worst |error| over
  * sum_k |x w| (the scale of F32 rounding in the sums). ldy = n_out + 1 when `odd_ldy`:
  * the element-by-element stores. */
-static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy) {
+/* y = x w^T (+ y0) through cuda_gemm, or with `batch` through cuda_gemm_batch (split over
+ * K, its shares in passes of 7 tokens), against doubles of x and w rounded to F16. */
+static cudaError_t gemm_run(const cuda_weight *dw, const uint16_t *dx, int T, float *dy, int ldy, int accumulate,
+                            int batch, float *part, size_t part_floats) {
+    return batch ? cuda_gemm_batch(dw, dx, T, dy, ldy, accumulate, part, part_floats, 0)
+                 : cuda_gemm(dw, dx, T, dy, ldy, accumulate, 0);
+}
+
+static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy, int batch) {
     const int K = m->n_in, N = m->n_out, ldy = N + (odd_ldy ? 1 : 0);
     const size_t ny = (size_t)T * ldy;
     uint16_t *x = malloc((size_t)T * K * sizeof(uint16_t));
@@ -1019,7 +1027,8 @@ static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy
     double *w16 = malloc((size_t)N * K * sizeof(double));
     cuda_weight dw = {m->type, K, N, NULL, NULL, NULL};
     uint16_t *dx = NULL;
-    float *dy = NULL;
+    float *dy = NULL, *part = NULL;
+    const size_t part_floats = (size_t)cuda_gemm_split_count(&dw) * (size_t)N * 7;
     double worst = INFINITY;
     if (!x || !y0 || !y || !w16)
         goto done;
@@ -1030,11 +1039,13 @@ static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy
     for (size_t i = 0; i < (size_t)N * K; i++)
         w16[i] = er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
     if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)T * K * sizeof(uint16_t)) != cudaSuccess ||
-        cudaMalloc((void **)&dy, ny * sizeof(float)) != cudaSuccess)
+        cudaMalloc((void **)&dy, ny * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&part, part_floats * sizeof(float)) != cudaSuccess)
         goto done;
     cudaMemcpy(dx, x, (size_t)T * K * sizeof(uint16_t), cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y0, ny * sizeof(float), cudaMemcpyHostToDevice);
-    if (cuda_gemm(&dw, dx, T, dy, ldy, accumulate, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+    if (gemm_run(&dw, dx, T, dy, ldy, accumulate, batch, part, part_floats) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(y, dy, ny * sizeof(float), cudaMemcpyDeviceToHost);
     worst = 0.0;
@@ -1051,11 +1062,21 @@ static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy
             worst = e > worst || isnan(e) ? e : worst;
         }
     }
+    /* batch invariance: a token alone gives its row of the batch bit for bit (the first,
+     * a middle and the last token; the batch may take larger tiles than one token) */
+    for (int k = 0; !accumulate && k < 3 && T > 1; k++) {
+        const int t = k == 0 ? 0 : k == 1 ? T / 2 : T - 1;
+        if (gemm_run(&dw, dx + (size_t)t * K, 1, dy, ldy, 0, batch, part, part_floats) != cudaSuccess ||
+            cudaMemcpy(y0, dy, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
+            memcmp(y0, y + (size_t)t * ldy, (size_t)N * sizeof(float)) != 0)
+            worst = INFINITY;
+    }
 done:
     cudaFree(dw.w);
     cudaFree(dw.d);
     cudaFree(dx);
     cudaFree(dy);
+    cudaFree(part);
     free(x);
     free(y0);
     free(y);
@@ -1221,22 +1242,26 @@ void test_cuda(void) {
             free_matrix(&m);
         }
     }
-    /* prefill GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles of tokens
-     * and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and 44
-     * elements, the element-by-element stages); the residual add and odd row strides */
+    /* prefill and batch GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles
+     * of tokens and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and
+     * 44 elements, the element-by-element stages); the residual add and odd row strides;
+     * each tile height (128, 64, 32 tokens) against a token alone */
     static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
-                                {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256}};
+                                {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256},
+                                {24, 160, 512}};
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
             if (gm[s][2] % cuda_wtype_block(t) != 0)
                 continue;
             host_matrix m;
             CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0, "out of memory");
-            for (int variant = 0; variant < 2; variant++) {
+            for (int variant = 0; variant < 4; variant++) {
                 /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
-                const double err = gemm_case(&m, gm[s][0], variant, variant);
-                CHECK(err <= 1e-5, "%s GEMM %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t), gm[s][0],
-                      gm[s][1], gm[s][2], variant ? " (accumulate, odd ldy)" : "", err);
+                const int acc = variant & 1, batch = variant >> 1;
+                const double err = gemm_case(&m, gm[s][0], acc, acc, batch);
+                CHECK(err <= 1e-5, "%s %s %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t),
+                      batch ? "batch GEMM (split over K)" : "GEMM", gm[s][0], gm[s][1], gm[s][2],
+                      acc ? " (accumulate, odd ldy)" : "", err);
                 if (s == 0 && variant == 0)
                     printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", cuda_wtype_name(t), gm[s][0], gm[s][1],
                            gm[s][2], err);

@@ -6,10 +6,13 @@
  *
  * Columns as llama-batched-bench prints them: PP, TG, B, N_KV (every token held), T_PP and
  * S_PP (the prompts: time, tokens/s), T_TG and S_TG (the generation: time, B * TG / T_TG),
- * T and S (both). Before any number, the greedy ids of the first and last sequence must
- * equal those they give alone in a one-sequence context (batch invariance); else FAIL and
- * no number, exit 1. Prompts are token ids spread over the vocabulary, different for each
- * sequence.
+ * T and S (both). The times are those spent in er_context_decode_batch (the logits
+ * copied to the host included), as llama-batched-bench times its llama_decode calls; the
+ * greedy argmax of each row on the host, which checks the ids, is outside them. Before
+ * any number, the greedy ids of the first and last sequence must equal those they give
+ * alone, in a one-sequence context whose batches hold only them (batch invariance); else
+ * FAIL and no number, exit 1. Prompts are token ids spread over the vocabulary, different
+ * for each sequence.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -31,31 +34,12 @@ static int32_t prompt_id(int64_t seq, int64_t i, int64_t n_vocab) {
     return (int32_t)(1 + (seq * 7919 + i * 104729) % (n_vocab - 1));
 }
 
-/* Sequence seq alone: its prompt in one context of its own, then n greedy ids. */
-static er_status run_alone(er_model *model, er_context_params cp, int64_t seq, int64_t npp, int64_t n, int32_t *prompt,
-                           int32_t *ids) {
-    er_context *ctx = NULL;
-    const int64_t n_vocab = er_model_n_vocab(model);
-    cp.n_seq_max = 1;
-    er_status st = er_context_create(model, &cp, &ctx);
-    for (int64_t i = 0; i < npp; i++)
-        prompt[i] = prompt_id(seq, i, n_vocab);
-    if (st == ER_OK)
-        st = er_context_decode(ctx, prompt, npp, NULL);
-    for (int64_t g = 0; st == ER_OK && g < n; g++) {
-        ids[g] = er_argmax(er_context_logits(ctx), n_vocab);
-        if (g + 1 < n)
-            st = er_context_decode(ctx, &ids[g], 1, NULL);
-    }
-    er_context_free(ctx);
-    return st;
-}
-
 typedef struct batch_buf {
     int32_t *tokens, *seq; /* (n_batch) */
     int64_t *pos;          /* (n_batch) */
     int8_t *want;          /* (n_batch) */
     int64_t n;
+    double seconds; /* spent in er_context_decode_batch */
 } batch_buf;
 
 static void add(batch_buf *b, int32_t token, int64_t seq, int64_t pos, int want) {
@@ -66,10 +50,37 @@ static void add(batch_buf *b, int32_t token, int64_t seq, int64_t pos, int want)
     b->n++;
 }
 
+/* One er_context_decode_batch of what b holds; its time added to b->seconds. */
 static er_status decode(er_context *ctx, batch_buf *b, float *logits) {
     const er_batch eb = {b->n, b->tokens, b->seq, b->pos, b->want};
+    const double t0 = now_s();
     const er_status st = er_context_decode_batch(ctx, &eb, logits);
+    b->seconds += now_s() - t0;
     b->n = 0;
+    return st;
+}
+
+/* Sequence seq alone: its prompt in one context of its own (whole, n_batch holds it),
+ * then n greedy ids, each batch holding only this sequence, as a server's request alone
+ * (CUDA's one-sequence decode runs other kernels, with other roundings). */
+static er_status run_alone(er_model *model, er_context_params cp, int64_t seq, int64_t npp, int64_t n, batch_buf *b,
+                           int32_t *ids, float *logits) {
+    er_context *ctx = NULL;
+    const int64_t n_vocab = er_model_n_vocab(model);
+    cp.n_seq_max = 1;
+    er_status st = er_context_create(model, &cp, &ctx);
+    for (int64_t i = 0; i < npp; i++)
+        add(b, prompt_id(seq, i, n_vocab), 0, i, i == npp - 1);
+    if (st == ER_OK)
+        st = decode(ctx, b, logits);
+    for (int64_t g = 0; st == ER_OK && g < n; g++) {
+        ids[g] = er_argmax(logits, n_vocab);
+        add(b, ids[g], 0, npp + g, 1);
+        if (g + 1 < n)
+            st = decode(ctx, b, logits);
+    }
+    b->n = 0;
+    er_context_free(ctx);
     return st;
 }
 
@@ -89,7 +100,6 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
     float *logits = NULL;       /* (n_par, n_vocab) */
     int32_t *ids = NULL;        /* (n_par, ntg + 1) the batched run's greedy ids */
     int32_t *alone = NULL;      /* (ntg + 1) one sequence's ids alone */
-    int32_t *prompt = NULL;     /* (npp) */
     if ((st = er_model_load(mo->path, &mo->model, &model)) != ER_OK || (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
         rc = cli_fail_status(st);
         goto done;
@@ -102,14 +112,12 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
     logits = malloc((size_t)(n_par * n_vocab) * sizeof(float));
     ids = malloc((size_t)(n_par * (ntg + 1)) * sizeof(int32_t));
     alone = malloc((size_t)(ntg + 1) * sizeof(int32_t));
-    prompt = malloc((size_t)npp * sizeof(int32_t));
-    if (!b.tokens || !b.seq || !b.pos || !b.want || !logits || !ids || !alone || !prompt) {
+    if (!b.tokens || !b.seq || !b.pos || !b.want || !logits || !ids || !alone) {
         cli_fail("bench: out of memory");
         goto done;
     }
 
     /* the prompts, whole ones per batch; each sequence's first id from its logits */
-    const double t0 = now_s();
     for (int64_t s = 0, first = 0; st == ER_OK && s < n_par; s++) {
         for (int64_t i = 0; i < npp; i++)
             add(&b, prompt_id(s, i, n_vocab), s, i, i == npp - 1);
@@ -120,7 +128,7 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
                 ids[k * (ntg + 1)] = er_argmax(logits + (k - first) * n_vocab, n_vocab);
         first = s + 1;
     }
-    const double t_pp = now_s() - t0;
+    const double t_pp = b.seconds;
     /* ntg steps of one token per sequence, as llama-batched-bench counts them */
     for (int64_t g = 1; st == ER_OK && g <= ntg; g++) {
         for (int64_t s = 0; s < n_par; s++)
@@ -129,13 +137,13 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
             for (int64_t s = 0; s < n_par; s++)
                 ids[s * (ntg + 1) + g] = er_argmax(logits + s * n_vocab, n_vocab);
     }
-    const double t_tg = now_s() - t0 - t_pp;
+    const double t_tg = b.seconds - t_pp;
     if (st != ER_OK) {
         rc = cli_fail_status(st);
         goto done;
     }
     for (int64_t s = 0; s < n_par; s += n_par - 1 > 0 ? n_par - 1 : 1) {
-        if ((st = run_alone(model, cp, s, npp, ntg + 1, prompt, alone)) != ER_OK) {
+        if ((st = run_alone(model, cp, s, npp, ntg + 1, &b, alone, logits)) != ER_OK) {
             rc = cli_fail_status(st);
             goto done;
         }
@@ -168,7 +176,6 @@ done:
     free(logits);
     free(ids);
     free(alone);
-    free(prompt);
     er_context_free(ctx);
     er_model_free(model);
     return rc;

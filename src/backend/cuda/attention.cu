@@ -931,10 +931,23 @@ k_attention_merge(const float *__restrict__ part, int n_split, int hd, float *__
     }
 }
 
+/* Token t's position and its sequence's caches: pos0 + t in the caches given, or with
+ * br.pos (a batch of several sequences) br.pos[t] in sequence br.seq[t]'s. */
+static __device__ __forceinline__ int token_rows(const cuda_batch_rows &br, int t, int pos0, const void **k_cache,
+                                                 const void **v_cache) {
+    if (!br.pos)
+        return pos0 + t;
+    const size_t off = (size_t)br.seq[t] * br.seq_bytes;
+    *k_cache = static_cast<const uint8_t *>(*k_cache) + off;
+    *v_cache = static_cast<const uint8_t *>(*v_cache) + off;
+    return br.pos[t];
+}
+
 /* grid (n_tokens, ceil((n_head + n_head_kv) / 8)), 8 warps: warp y norms and rotates
  * q head 8 blockIdx.y + y in place, or a k head (stored to the cache, with its v). */
 template <int DPL, int KV>
-__global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, void *k_cache, void *v_cache) {
+__global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, const cuda_batch_rows br,
+                                void *k_cache_l, void *v_cache_l) {
     __shared__ float bufs[8][32 * DPL];
     const int t = blockIdx.x, hh = blockIdx.y * 8 + threadIdx.y, lane = threadIdx.x;
     if (hh >= p.n_head + p.n_head_kv)
@@ -942,7 +955,9 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
     float *buf = bufs[threadIdx.y];
     const int hd = p.head_dim, kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
     float *row = qkv + (size_t)t * (q_dim + 2 * kv_dim);
-    const int pos = pos0 + t;
+    const void *kc = k_cache_l, *vc = v_cache_l;
+    const int pos = token_rows(br, t, pos0, &kc, &vc);
+    void *k_cache = const_cast<void *>(kc), *v_cache = const_cast<void *>(vc);
     const bool is_q = hh < p.n_head;
     const float *norm_w = is_q ? p.q_norm : p.k_norm;
     float nw[DPL];
@@ -965,15 +980,18 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
 }
 
 /* grid (n_head, ceil(n_tokens / 4)): warp w takes query blockIdx.y * 4 + w, over the keys
- * of its window */
+ * of its window. Each query's sums run in the same order whatever else the batch holds. */
 template <int DPL, int KV>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int n_tokens, int pos0,
-                    const void *__restrict__ k_cache, const void *__restrict__ v_cache, __half *__restrict__ out) {
+                    const cuda_batch_rows br, const void *__restrict__ k_cache_l,
+                    const void *__restrict__ v_cache_l, __half *__restrict__ out) {
     const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int t = blockIdx.y * ATT_WARPS + warp;
     if (t >= n_tokens)
         return;
+    const void *k_cache = k_cache_l, *v_cache = v_cache_l;
+    const int qpos = token_rows(br, t, pos0, &k_cache, &v_cache);
     const int hd = p.head_dim, kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
     const int kvh = h / (p.n_head / p.n_head_kv);
     const float *q = qkv + (size_t)t * (q_dim + 2 * kv_dim) + h * hd;
@@ -982,7 +1000,7 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
 #pragma unroll
     for (int j = 0; j < DPL; j++)
         acc[j] = 0.0f;
-    const int qpos = pos0 + t, j0 = p.window > 0 ? max(0, qpos - p.window + 1) : 0;
+    const int j0 = p.window > 0 ? max(0, qpos - p.window + 1) : 0;
     const __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
     for (int j = j0; j <= qpos; j++)
         attend_row<DPL, KV>(q, k_cache, k_d, v_cache, v_d, (size_t)j * kv_dim + kvh * hd, hd, scale, lane, &m, &l, acc);
@@ -1349,10 +1367,12 @@ extern "C" cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, co
 }
 
 template <int KV>
-static cudaError_t launch_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0, void *k_cache,
-                                        void *v_cache, cudaStream_t stream) {
+static cudaError_t launch_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0,
+                                        const cuda_batch_rows &br, void *k_cache, void *v_cache, cudaStream_t stream) {
     const dim3 grid(n_tokens, (p->n_head + p->n_head_kv + 7) / 8);
-#define CALL(D) k_qk_rope_store<D, KV><<<grid, dim3(32, 8), 0, stream>>>(*p, qkv, pos0, k_cache, v_cache)
+    if (n_tokens <= 0)
+        return cudaErrorInvalidValue;
+#define CALL(D) k_qk_rope_store<D, KV><<<grid, dim3(32, 8), 0, stream>>>(*p, qkv, pos0, br, k_cache, v_cache)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
     return ER_CUDA_LAUNCH_CHECK();
@@ -1360,9 +1380,35 @@ static cudaError_t launch_qk_rope_store(const cuda_attn_params *p, float *qkv, i
 
 extern "C" cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0,
                                           void *k_cache, void *v_cache, cudaStream_t stream) {
-#define CALL(KV) return launch_qk_rope_store<KV>(p, qkv, n_tokens, pos0, k_cache, v_cache, stream)
+    const cuda_batch_rows one = {nullptr, nullptr, 0};
+#define CALL(KV) return launch_qk_rope_store<KV>(p, qkv, n_tokens, pos0, one, k_cache, v_cache, stream)
     DISPATCH_KV(p->kv_type, CALL);
 #undef CALL
+}
+
+extern "C" cudaError_t cuda_qk_rope_store_batch(const cuda_attn_params *p, float *qkv, int n_tokens,
+                                                const cuda_batch_rows *br, void *k_cache, void *v_cache,
+                                                cudaStream_t stream) {
+    if (!br->pos || !br->seq)
+        return cudaErrorInvalidValue;
+#define CALL(KV) return launch_qk_rope_store<KV>(p, qkv, n_tokens, 0, *br, k_cache, v_cache, stream)
+    DISPATCH_KV(p->kv_type, CALL);
+#undef CALL
+}
+
+/* k_attention_prefill: one warp per query on the CUDA cores */
+template <int KV>
+static cudaError_t launch_attention_rows(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
+                                         const cuda_batch_rows &br, const void *k_cache, const void *v_cache,
+                                         __half *o, cudaStream_t stream) {
+    const dim3 grid(p->n_head, (n_tokens + ATT_WARPS - 1) / ATT_WARPS);
+    if (n_tokens <= 0)
+        return cudaErrorInvalidValue;
+#define CALL(D) \
+    k_attention_prefill<D, KV><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, n_tokens, pos0, br, k_cache, v_cache, o)
+    DISPATCH_DPL(p->head_dim, CALL);
+#undef CALL
+    return ER_CUDA_LAUNCH_CHECK();
 }
 
 template <int KV>
@@ -1377,18 +1423,26 @@ static cudaError_t launch_prefill(const cuda_attn_params *p, const float *qkv, i
         return ER_CUDA_LAUNCH_CHECK();
     }
     /* other head sizes: one warp per query on the CUDA cores */
-    const dim3 grid(p->n_head, (n_tokens + ATT_WARPS - 1) / ATT_WARPS);
-#define CALL(D) \
-    k_attention_prefill<D, KV><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o)
-    DISPATCH_DPL(p->head_dim, CALL);
-#undef CALL
-    return ER_CUDA_LAUNCH_CHECK();
+    const cuda_batch_rows one = {nullptr, nullptr, 0};
+    return launch_attention_rows<KV>(p, qkv, n_tokens, pos0, one, k_cache, v_cache, o, stream);
 }
 
 extern "C" cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
                                               const void *k_cache, const void *v_cache, uint16_t *out,
                                               cudaStream_t stream) {
 #define CALL(KV) return launch_prefill<KV>(p, qkv, n_tokens, pos0, k_cache, v_cache, reinterpret_cast<__half *>(out), stream)
+    DISPATCH_KV(p->kv_type, CALL);
+#undef CALL
+}
+
+extern "C" cudaError_t cuda_attention_batch(const cuda_attn_params *p, const float *qkv, int n_tokens,
+                                            const cuda_batch_rows *br, const void *k_cache, const void *v_cache,
+                                            uint16_t *out, cudaStream_t stream) {
+    if (!br->pos || !br->seq)
+        return cudaErrorInvalidValue;
+#define CALL(KV)                                                                                                  \
+    return launch_attention_rows<KV>(p, qkv, n_tokens, 0, *br, k_cache, v_cache, reinterpret_cast<__half *>(out), \
+                                     stream)
     DISPATCH_KV(p->kv_type, CALL);
 #undef CALL
 }

@@ -42,6 +42,7 @@ void cuda_context_free(void *ctx) {
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     cudaFreeHost(cc->logits_host);
+    cudaFreeHost(cc->batch_host);
     cudaFree(cc->k_cache);
     cudaFree(cc->v_cache);
     cudaFree(cc->arena);
@@ -85,14 +86,30 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     cc->n_ctx = n_ctx;
     cc->n_batch = n_batch;
     cc->kv_type = kv_type;
+    cc->n_seq = p->n_seq > 1 ? p->n_seq : 1;
     cc->kv_layer_bytes = cuda_kv_layer_bytes(kv_type, n_ctx, kv_dim);
+    cc->kv_layer_stride = (size_t)cc->n_seq * cc->kv_layer_bytes;
     cc->split_min = env_int("EDGERUNNER_CUDA_SPLIT_MIN", CUDA_SPLIT_MIN);
     {
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
         cc->n_split = cuda_attention_split_count(&ap);
     }
+    /* cuda_gemm_batch's shares of K, for up to 256 tokens a pass (its largest matrix) */
+    {
+        const cuda_layer *l = &((const cuda_model *)dev)->layers[0];
+        const cuda_weight *ws[5] = {&l->qkv, &l->wo, &l->gate_up, &l->down, &((const cuda_model *)dev)->output};
+        const int64_t pass = n_batch < 256 ? n_batch : 256;
+        for (int i = 0; i < 5; i++) {
+            const int n_split = cuda_gemm_split_count(ws[i]);
+            int64_t rows = 0;
+            for (const cuda_weight *w = ws[i]; w; w = w->next)
+                rows = max64(rows, w->n_out);
+            if (n_split > 1 && (size_t)(n_split * rows * pass) > cc->split_part_floats)
+                cc->split_part_floats = (size_t)(n_split * rows * pass);
+        }
+    }
     const size_t f = sizeof(float);
-    const size_t kv_bytes = (size_t)c->n_layer * cc->kv_layer_bytes;
+    const size_t kv_bytes = (size_t)c->n_layer * cc->kv_layer_stride;
     const size_t rope_bytes = (size_t)(n_ctx * (c->n_rot / 2) * 2) * f;
     if ((st = cuda_alloc((void **)&cc->k_cache, kv_bytes, "the K cache")) != ER_OK ||
         (st = cuda_alloc((void **)&cc->v_cache, kv_bytes, "the V cache")) != ER_OK)
@@ -110,7 +127,9 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->post = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
         cc->gu = cuda_arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
         cc->xh = cuda_arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
-        cc->logits = cuda_arena_take(a, &used, (size_t)c->n_vocab * f);
+        cc->logits = cuda_arena_take(a, &used, (size_t)(cc->n_seq * c->n_vocab) * f);
+        cc->batch = cuda_arena_take(a, &used, (size_t)(4 * n_batch) * sizeof(int32_t));
+        cc->split_part = cuda_arena_take(a, &used, cc->split_part_floats * f);
         cc->rope_cs = cuda_arena_take(a, &used, rope_bytes);
         cc->rope_cs_swa = p->rope_cs[1] ? cuda_arena_take(a, &used, rope_bytes) : cc->rope_cs;
         cc->tokens = cuda_arena_take(a, &used, (size_t)n_batch * sizeof(int32_t));
@@ -123,6 +142,7 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     if (p->rope_cs[1])
         CUDA_TRY(cudaMemcpy(cc->rope_cs_swa, p->rope_cs[1], rope_bytes, cudaMemcpyHostToDevice));
     CUDA_TRY(cudaMallocHost((void **)&cc->logits_host, (size_t)c->n_vocab * f));
+    CUDA_TRY(cudaMallocHost((void **)&cc->batch_host, (size_t)(4 * n_batch) * sizeof(int32_t)));
     CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
     CUDA_TRY(cudaMemset(cc->acc, 0, (size_t)c->n_embd * sizeof(unsigned long long))); /* each step leaves it 0 */
     CUDA_TRY(cudaStreamCreateWithFlags(&cc->stream, cudaStreamNonBlocking));
@@ -130,5 +150,30 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     return ER_OK;
 fail:
     cuda_context_free(cc);
+    return st;
+}
+
+er_status cuda_seq_copy(void *ctx, int src, int dst, int64_t n) {
+    cuda_context *cc = ctx;
+    er_status st = ER_OK;
+    const model_config *c = &cc->cm->m->config;
+    const size_t kv_dim = (size_t)(c->n_head_kv * c->head_dim), rows = (size_t)n;
+    /* a sequence's rows of a layer: the elements (n_ctx, kv_dim), then for Q8_0 the
+     * scales (n_ctx, kv_dim / 32) halves (cuda_kv_layer_bytes) */
+    const size_t elem = cc->kv_type == CUDA_KV_F32 ? 4 : cc->kv_type == CUDA_KV_F16 ? 2 : 1;
+    const size_t scales_at = (size_t)cc->n_ctx * kv_dim, scale_bytes = cc->kv_type == CUDA_KV_Q8_0 ? kv_dim / 32 * 2 : 0;
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        uint8_t *caches[2] = {cc->k_cache + il * cc->kv_layer_stride, cc->v_cache + il * cc->kv_layer_stride};
+        for (int k = 0; k < 2; k++) {
+            const uint8_t *from = caches[k] + (size_t)src * cc->kv_layer_bytes;
+            uint8_t *to = caches[k] + (size_t)dst * cc->kv_layer_bytes;
+            CUDA_TRY(cudaMemcpyAsync(to, from, rows * kv_dim * elem, cudaMemcpyDeviceToDevice, cc->stream));
+            if (scale_bytes)
+                CUDA_TRY(cudaMemcpyAsync(to + scales_at, from + scales_at, rows * scale_bytes,
+                                         cudaMemcpyDeviceToDevice, cc->stream));
+        }
+    }
+    CUDA_TRY(cudaStreamSynchronize(cc->stream));
+fail:
     return st;
 }

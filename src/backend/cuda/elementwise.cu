@@ -47,9 +47,10 @@ __global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
     state->pos += 1;
 }
 
-__global__ void k_rmsnorm(const float *x, const float *w, int n, float eps, __half *y) {
+/* one block per row of y: row rows[blockIdx.x] of x, or row blockIdx.x without rows */
+__global__ void k_rmsnorm(const float *x, const int32_t *rows, const float *w, int n, float eps, __half *y) {
     __shared__ float red[32];
-    const float *xr = x + (size_t)blockIdx.x * n;
+    const float *xr = x + (size_t)(rows ? rows[blockIdx.x] : (int)blockIdx.x) * n;
     __half *yr = y + (size_t)blockIdx.x * n;
     float ss = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -141,7 +142,13 @@ extern "C" cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cud
 
 extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,
                                     cudaStream_t stream) {
-    k_rmsnorm<<<n_rows, 256, 0, stream>>>(x, w, n, eps, reinterpret_cast<__half *>(y));
+    k_rmsnorm<<<n_rows, 256, 0, stream>>>(x, nullptr, w, n, eps, reinterpret_cast<__half *>(y));
+    return ER_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t cuda_rmsnorm_rows(const float *x, const int32_t *rows, const float *w, int n_rows, int n,
+                                         float eps, uint16_t *y, cudaStream_t stream) {
+    k_rmsnorm<<<n_rows, 256, 0, stream>>>(x, rows, w, n, eps, reinterpret_cast<__half *>(y));
     return ER_CUDA_LAUNCH_CHECK();
 }
 

@@ -11,6 +11,8 @@
  * F16 GEMM would (llama.cpp's cuBLAS path); for Q8_0 / Q4_0 it is exact integer
  * arithmetic in F16 and one rounded multiply.
  */
+#include <stdlib.h>
+
 #include "backend/cuda/common.cuh"
 
 #define GM_BK 32  /* K per stage: one quant block */
@@ -70,16 +72,21 @@ static __device__ void load_stage_ragged(const cuda_weight &w, const __half *X, 
     }
 }
 
-/* grid (ceil(N / BN), ceil(T / BT)), GM_THREADS threads. Each thread loads X in 16-byte
- * chunks (BT / 32 of them per stage) and W in runs of 16 elements of one row (BN / 64). */
+/* grid (ceil(N / BN), ceil(T / BT), n_split), GM_THREADS threads. Each thread loads X in
+ * 16-byte chunks (BT / 32 of them per stage) and W in runs of 16 elements of one row
+ * (BN / 64). Split over K (n_split > 1): block z sums steps [z split_steps, (z + 1)
+ * split_steps) of K into its own (T, ldy) plane of Y, split_plane floats after z - 1's. */
 template <int WT, int BT, int BN>
 __global__ void __launch_bounds__(GM_THREADS)
-k_gemm(const cuda_weight w, const __half *__restrict__ X, int T, float *__restrict__ Y, int64_t ldy, int accumulate) {
+k_gemm(const cuda_weight w, const __half *__restrict__ X, int T, float *__restrict__ Y, int64_t ldy, int accumulate,
+       int split_steps, size_t split_plane) {
     constexpr int MI = BT / 32, NI = BN / 16;          /* m16 and n8 tiles of a warp */
     constexpr int XC = BT * 4 / GM_THREADS;             /* X chunks per thread and stage */
     constexpr int WR = BN * 2 > GM_THREADS ? BN * 2 / GM_THREADS : 1; /* W runs per thread */
     __shared__ __align__(16) gemm_stage<BT, BN> st[2];
-    const int K = (int)w.n_in, n_steps = (K + GM_BK - 1) / GM_BK;
+    const int K = (int)w.n_in, kt_begin = (int)blockIdx.z * split_steps;
+    const int n_steps = min((K + GM_BK - 1) / GM_BK, kt_begin + split_steps); /* this block's end */
+    Y += blockIdx.z * split_plane;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const int64_t n0 = (int64_t)blockIdx.x * BN, t0 = (int64_t)blockIdx.y * BT;
     /* 16-byte loads need 16-byte aligned rows of X (and W); F16/BF16/F32 matrices of
@@ -109,26 +116,27 @@ k_gemm(const cuda_weight w, const __half *__restrict__ X, int T, float *__restri
     float acc[MI][NI][4] = {};
     w_regs wreg[WR];
 
-    /* stage 0 */
-    if (vec_rows && GM_BK <= K) {
+    /* the first stage */
+    const int k_first = kt_begin * GM_BK;
+    if (vec_rows && k_first + GM_BK <= K) {
 #pragma unroll
         for (int i = 0; i < XC; i++)
-            cp_async16(&st[0].x[xr[i]][8 * xq], x_src[i], x_bytes[i]);
+            cp_async16(&st[0].x[xr[i]][8 * xq], x_src[i] + k_first, x_bytes[i]);
         cp_async_commit();
 #pragma unroll
         for (int i = 0; i < WR; i++)
             if (w_active) {
-                load_w<WT>(w, w_row[i], 0, part, wreg[i]);
+                load_w<WT>(w, w_row[i], k_first, part, wreg[i]);
                 store_w<WT>(wreg[i], part, &st[0].w[wr_row[i]][16 * part]);
             }
         cp_async_wait_all();
     } else {
-        load_stage_ragged<WT, BT, BN>(w, X, T, t0, n0, 0, &st[0]);
+        load_stage_ragged<WT, BT, BN>(w, X, T, t0, n0, k_first, &st[0]);
     }
     __syncthreads();
 
-    for (int kt = 0; kt < n_steps; kt++) {
-        gemm_stage<BT, BN> *cur = &st[kt & 1], *next = &st[(kt + 1) & 1];
+    for (int kt = kt_begin; kt < n_steps; kt++) {
+        gemm_stage<BT, BN> *cur = &st[(kt - kt_begin) & 1], *next = &st[(kt - kt_begin + 1) & 1];
         const int k_next = (kt + 1) * GM_BK;
         const bool more = kt + 1 < n_steps, fast = vec_rows && k_next + GM_BK <= K;
         if (more && fast) {
@@ -198,34 +206,116 @@ k_gemm(const cuda_weight w, const __half *__restrict__ X, int T, float *__restri
             }
 }
 
-/* One tile size for every weight type. */
+/* y (T, ldy) (+)= X w^T, or with n_split > 1 the split's sums into n_split planes of
+ * (T, ldy) floats at y. One tile size for every weight type. */
 template <int BT, int BN>
 static cudaError_t launch_gemm(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
-                               cudaStream_t stream) {
-    const dim3 grid((unsigned int)((w->n_out + BN - 1) / BN), (unsigned int)((T + BT - 1) / BT));
-    if (T <= 0 || grid.y > 65535u)
+                               int n_split, cudaStream_t stream) {
+    const int n_steps = (int)((w->n_in + GM_BK - 1) / GM_BK), split_steps = (n_steps + n_split - 1) / n_split;
+    const dim3 grid((unsigned int)((w->n_out + BN - 1) / BN), (unsigned int)((T + BT - 1) / BT),
+                    (unsigned int)n_split);
+    const size_t plane = (size_t)T * (size_t)ldy;
+    if (T <= 0 || grid.y > 65535u || n_split < 1 || n_split > n_steps)
         return cudaErrorInvalidValue;
-#define CALL(WT)                                                                         \
-    k_gemm<WT, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate); \
+#define CALL(WT)                                                                                                \
+    k_gemm<WT, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate, split_steps, plane); \
     return ER_CUDA_LAUNCH_CHECK()
     CUDA_WTYPE_SWITCH(w->type, CALL);
 #undef CALL
     return cudaErrorInvalidValue;
 }
 
-extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
-                                 int accumulate, cudaStream_t stream) {
+/* y (T, ldy)[:, :n] (+)= the sum of n_split planes (T, n) of part, in plane order */
+__global__ void k_split_sum(const float *__restrict__ part, int n_split, int T, int n, float *__restrict__ y,
+                            int64_t ldy, int accumulate) {
+    const size_t plane = (size_t)T * (size_t)n;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (size_t)gridDim.x * blockDim.x) {
+        float sum = part[i];
+        for (int z = 1; z < n_split; z++)
+            sum += part[(size_t)z * plane + i];
+        float *dst = y + (i / (size_t)n) * (size_t)ldy + i % (size_t)n;
+        *dst = accumulate ? *dst + sum : sum;
+    }
+}
+
+/* The tile height for T tokens of a matrix of n_out rows. */
+template <int BN>
+static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
+                                int n_split, cudaStream_t stream) {
     /* 128 tokens per block halve the conversions of each weight, but leave too few
      * blocks for the 132 SMs below ~4096 rows (bench/gemm_bench.cu: 28 vs 33 us for
-     * qkv, 31 vs 35 us for wo, 512 tokens) */
+     * qkv, 31 vs 35 us for wo, 512 tokens); 32 tokens for the batches of a few
+     * sequences' decode steps: half the tensor-core work of 64 on rows no token fills */
+    return T > 64 && w->n_out >= 4096 ? launch_gemm<128, BN>(w, X, T, y, ldy, accumulate, n_split, stream)
+           : T > 32                    ? launch_gemm<64, BN>(w, X, T, y, ldy, accumulate, n_split, stream)
+                                       : launch_gemm<32, BN>(w, X, T, y, ldy, accumulate, n_split, stream);
+}
+
+extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
+                                 int accumulate, cudaStream_t stream) {
     const __half *X = reinterpret_cast<const __half *>(x);
     /* a stacked matrix of several types (w->next): each part into its columns of y */
     for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
-        const cudaError_t e = n_tokens > 64 && w->n_out >= 4096
-                                  ? launch_gemm<128, 64>(w, X, n_tokens, y + col0, ldy, accumulate, stream)
-                                  : launch_gemm<64, 64>(w, X, n_tokens, y + col0, ldy, accumulate, stream);
+        const cudaError_t e = launch_tiles<64>(w, X, n_tokens, y + col0, ldy, accumulate, 1, stream);
         if (e != cudaSuccess)
             return e;
+    }
+    return cudaSuccess;
+}
+
+/* Blocks a batch GEMM aims at: 8 per SM of the H200 (132 SMs), where a block's steps
+ * wait mostly on their loads; the environment variable EDGERUNNER_CUDA_SPLIT_BLOCKS
+ * overrides it (read once), for measurements. */
+enum { SPLIT_TARGET_BLOCKS = 8 * 132, SPLIT_MIN_STEPS = 8 };
+
+static int64_t split_target_blocks(void) {
+    static int64_t target = 0;
+    if (!target) {
+        const char *env = getenv("EDGERUNNER_CUDA_SPLIT_BLOCKS");
+        const long long v = env ? atoll(env) : 0;
+        target = v > 0 ? (int64_t)v : SPLIT_TARGET_BLOCKS;
+    }
+    return target;
+}
+
+extern "C" int cuda_gemm_split_count(const cuda_weight *w) {
+    int n = 1;
+    const int64_t target = split_target_blocks();
+    for (; w; w = w->next) {
+        const int64_t n_steps = (w->n_in + GM_BK - 1) / GM_BK, n_blocks = (w->n_out + 63) / 64;
+        int64_t s = (target + n_blocks - 1) / n_blocks;
+        s = s < n_steps / SPLIT_MIN_STEPS ? s : n_steps / SPLIT_MIN_STEPS;
+        if (s > 1) /* no split without steps: (s - 1) whole shares and the rest */
+            s = (n_steps + (n_steps + s - 1) / s - 1) / ((n_steps + s - 1) / s);
+        n = s > n ? (int)s : n;
+    }
+    return n;
+}
+
+extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
+                                       int accumulate, float *part, size_t part_floats, cudaStream_t stream) {
+    const __half *X = reinterpret_cast<const __half *>(x);
+    const int n_split = cuda_gemm_split_count(w);
+    if (n_split == 1)
+        return cuda_gemm(w, x, n_tokens, y, ldy, accumulate, stream);
+    for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
+        const int n = (int)w->n_out;
+        /* tokens per pass: as many as part holds (each pass's sums are those of one) */
+        const int64_t fit = (int64_t)(part_floats / ((size_t)n_split * (size_t)n));
+        if (fit < 1)
+            return cudaErrorInvalidValue;
+        for (int t0 = 0; t0 < n_tokens; t0 += (int)fit) {
+            const int T = n_tokens - t0 < fit ? n_tokens - t0 : (int)fit;
+            cudaError_t e = launch_tiles<64>(w, X + (size_t)t0 * (size_t)w->n_in, T, part, n, 0, n_split, stream);
+            if (e != cudaSuccess)
+                return e;
+            const size_t plane = (size_t)T * (size_t)n;
+            const unsigned int blocks = (unsigned int)((plane + 255) / 256 < 1024 ? (plane + 255) / 256 : 1024);
+            k_split_sum<<<blocks, 256, 0, stream>>>(part, n_split, T, n, y + (size_t)t0 * (size_t)ldy + col0, ldy,
+                                                    accumulate);
+            if ((e = ER_CUDA_LAUNCH_CHECK()) != cudaSuccess)
+                return e;
+        }
     }
     return cudaSuccess;
 }

@@ -61,9 +61,12 @@ typedef struct cuda_context {
     int64_t n_ctx, n_batch;
     cudaStream_t stream;
     int kv_type;             /* enum cuda_kv_type of both caches */
-    size_t kv_layer_bytes;   /* one layer's K (or V) cache: cuda_kv_layer_bytes */
-    uint8_t *k_cache;        /* (n_layer, kv_layer_bytes): (n_ctx, kv_dim) elements of kv_type per layer */
-    uint8_t *v_cache;        /* (n_layer, kv_layer_bytes) */
+    int n_seq;               /* sequences, each with n_ctx positions (decode_batch) */
+    size_t kv_layer_bytes;   /* one sequence's rows of one layer's K (or V) cache: cuda_kv_layer_bytes */
+    size_t kv_layer_stride;  /* one layer's K (or V) cache, every sequence: n_seq * kv_layer_bytes */
+    uint8_t *k_cache;        /* (n_layer, n_seq, kv_layer_bytes): (n_ctx, kv_dim) elements of kv_type per layer
+                              * and sequence; sequence 0's rows are those of decode */
+    uint8_t *v_cache;        /* (n_layer, n_seq, kv_layer_bytes) */
     float *x;                /* (n_batch, n_embd) residual stream */
     float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
     float *attn;             /* (q_dim) decode: attention output, where wo is not folded into attention */
@@ -73,7 +76,13 @@ typedef struct cuda_context {
     float *post;             /* (n_batch, n_embd) the attention's or the FFN's output before its post-norm */
     float *gu;               /* (n_batch, 2 n_ff) prefill: gate | up */
     uint16_t *xh;            /* (n_batch, max(n_embd, q_dim, n_ff)) f16 prefill: the input of the next GEMM */
-    float *logits;           /* (n_vocab) of the last token */
+    float *logits;           /* (n_seq, n_vocab) decode: row 0, the last token's; decode_batch: a chunk of
+                              * the output head's rows */
+    float *split_part;       /* (split_part_floats) decode_batch: the K shares of cuda_gemm_batch */
+    size_t split_part_floats;
+    int32_t *batch;          /* (4, n_batch) decode_batch: each token's id, sequence and position, then the
+                              * tokens whose logits are asked */
+    int32_t *batch_host;     /* (4, n_batch) pinned: what is copied into batch */
     float *logits_host;      /* (n_vocab) pinned: a copy from pageable memory takes much longer */
     float *rope_cs;          /* (n_ctx, n_rot / 2, 2) cos, sin of every RoPE angle (the model layer's table) */
     float *rope_cs_swa;      /* the same for sliding-window layers with a RoPE base of their own, else rope_cs */
@@ -129,6 +138,12 @@ er_status cuda_step_graph(cuda_context *cc, int64_t pos, cudaGraphExec_t *graph)
 er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float *logits_all);
 er_status cuda_decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
                       float *logits_last);
+/* backend_ops.decode_batch: every token through the same kernels whatever the batch
+ * holds (GEMMs, one warp per query's attention), so that a sequence's logits do not
+ * depend on the others in its batch. */
+er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits);
+/* backend_ops.seq_copy */
+er_status cuda_seq_copy(void *ctx, int src, int dst, int64_t n);
 /* dst (host, n_vocab) = the last step's logits; waits. */
 er_status cuda_copy_logits(cuda_context *cc, float *dst);
 

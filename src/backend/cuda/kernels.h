@@ -153,9 +153,31 @@ cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_toke
 cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
                                    const void *k_cache, const void *v_cache, uint16_t *out, cudaStream_t stream);
 
+/* Where the tokens of a batch of several sequences go (decode_batch): token t is at
+ * position pos[t] of sequence seq[t], whose rows of a layer's cache begin seq_bytes *
+ * seq[t] bytes after the layer's (each sequence's rows laid out as one context's). */
+typedef struct cuda_batch_rows {
+    const int32_t *pos; /* (n_tokens) device */
+    const int32_t *seq; /* (n_tokens) device */
+    size_t seq_bytes;
+} cuda_batch_rows;
+
+/* cuda_qk_rope_store for a batch of several sequences (br): each token at its own
+ * position, its K and V into its sequence's rows of the layer's caches. */
+cudaError_t cuda_qk_rope_store_batch(const cuda_attn_params *p, float *qkv, int n_tokens, const cuda_batch_rows *br,
+                                     void *k_cache, void *v_cache, cudaStream_t stream);
+/* Attention of a batch of several sequences: out (n_tokens, n_head * head_dim_v) f16,
+ * token t over rows 0..br->pos[t] (or its window) of sequence br->seq[t]. One warp per
+ * query, whose sums run in one order whatever else the batch holds (batch invariance). */
+cudaError_t cuda_attention_batch(const cuda_attn_params *p, const float *qkv, int n_tokens, const cuda_batch_rows *br,
+                                 const void *k_cache, const void *v_cache, uint16_t *out, cudaStream_t stream);
+
 /* y (n_rows, n) f16 = rmsnorm(x) * w */
 cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,
                          cudaStream_t stream);
+/* y (n_rows, n) f16 = rmsnorm(x[rows[i]]) * w: the rows of x (device indices) gathered */
+cudaError_t cuda_rmsnorm_rows(const float *x, const int32_t *rows, const float *w, int n_rows, int n, float eps,
+                              uint16_t *y, cudaStream_t stream);
 /* y (n_rows, n_ff) f16 = act(gu[:, :n_ff]) * gu[:, n_ff:] for gu (n_rows, 2 n_ff): act is
  * silu (SwiGLU), or with `gelu` GELU's tanh approximation (GeGLU, Gemma-3) */
 cudaError_t cuda_glu(const float *gu, int n_rows, int n_ff, int gelu, uint16_t *y, cudaStream_t stream);
@@ -168,6 +190,16 @@ cudaError_t cuda_add_rmsnorm(const float *y, const float *w, int n_rows, int n, 
  * . w^T, or += it when accumulate; w's elements are rounded to F16, sums are F32. */
 cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy, int accumulate,
                       cudaStream_t stream);
+/* cuda_gemm for a batch of several sequences' tokens: K split into the shares of
+ * cuda_gemm_split_count(w), each share's sums into part, then added in share order, so
+ * that a token's row of y is the same whatever else the batch holds, and a batch of a
+ * few tokens still keeps every SM busy (without a split: one block per 64 rows, each
+ * over all of K). part (part_floats) holds the shares of at least one token; larger
+ * batches go through in passes. */
+cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
+                            int accumulate, float *part, size_t part_floats, cudaStream_t stream);
+/* The shares of K for cuda_gemm_batch, from w's shape only (1: no split). */
+int cuda_gemm_split_count(const cuda_weight *w);
 /* The upload's repack on the device, for the types with cuda_wtype_repack_bytes > 0:
  * raw GGUF blocks (n_rows * n_in / block, of that many bytes each) -> the device layout,
  * quants qs and scales d. cudaErrorInvalidValue for the other types (a plain copy). */

@@ -50,7 +50,7 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
-    const size_t layer_kv = cc->kv_layer_bytes;
+    const size_t layer_kv = cc->kv_layer_stride;
     const int n_embd = (int)c->n_embd;
     CUDA_TRY(cuda_embed_state(&cm->token_embd, embd_scale(c), cc->state, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
@@ -138,7 +138,7 @@ er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float 
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
-    const size_t layer_kv = cc->kv_layer_bytes;
+    const size_t layer_kv = cc->kv_layer_stride;
     const int n = (int)T;
     CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), cc->tokens, n, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
@@ -225,6 +225,93 @@ er_status cuda_decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_pas
         }
     }
     return cuda_copy_logits(cc, logits_last);
+fail:
+    return st;
+}
+
+/* y (n, ldy) (+)= cc->xh w: a batch's GEMM (cuda_gemm_batch, split over K) */
+static cudaError_t batch_gemm(cuda_context *cc, const cuda_weight *w, int n, float *y, int64_t ldy, int accumulate) {
+    return cuda_gemm_batch(w, cc->xh, n, y, ldy, accumulate, cc->split_part, cc->split_part_floats, cc->stream);
+}
+
+/* prefill_residual with batch_gemm */
+static er_status batch_residual(cuda_context *cc, const cuda_weight *w, const float *post_norm, int n) {
+    er_status st = ER_OK;
+    const model_config *c = &cc->cm->m->config;
+    if (!post_norm) {
+        CUDA_TRY(batch_gemm(cc, w, n, cc->x, c->n_embd, 1));
+    } else {
+        CUDA_TRY(batch_gemm(cc, w, n, cc->post, c->n_embd, 0));
+        CUDA_TRY(cuda_add_rmsnorm(cc->post, post_norm, n, (int)c->n_embd, c->norm_eps, cc->x, cc->stream));
+    }
+    return ER_OK;
+fail:
+    return st;
+}
+
+/* The forward pass of a batch of several sequences (n tokens, their ids, sequences and
+ * positions in cc->batch), on cc->stream: the prefill's kernels with each token's K and V
+ * in its sequence's rows and its attention over them (cuda_batch_rows). */
+static er_status enqueue_batch(cuda_context *cc, int n) {
+    er_status st = ER_OK;
+    const cuda_model *cm = cc->cm;
+    const model_config *c = &cm->m->config;
+    const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
+    const int32_t *tokens = cc->batch, *seq = cc->batch + cc->n_batch, *pos = cc->batch + 2 * cc->n_batch;
+    const cuda_batch_rows br = {pos, seq, cc->kv_layer_bytes};
+    CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), tokens, n, cc->x, cc->stream));
+    for (int64_t il = 0; il < c->n_layer; il++) {
+        const cuda_layer *l = &cm->layers[il];
+        const cuda_attn_params ap = cuda_layer_attn(cc, il);
+        uint8_t *kc = cc->k_cache + il * cc->kv_layer_stride, *vc = cc->v_cache + il * cc->kv_layer_stride;
+        CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
+        CUDA_TRY(batch_gemm(cc, &l->qkv, n, cc->qkv, q_dim + 2 * kv_dim, 0));
+        CUDA_TRY(cuda_qk_rope_store_batch(&ap, cc->qkv, n, &br, kc, vc, cc->stream));
+        CUDA_TRY(cuda_attention_batch(&ap, cc->qkv, n, &br, kc, vc, cc->xh, cc->stream));
+        if ((st = batch_residual(cc, &l->wo, l->post_attn_norm, n)) != ER_OK)
+            return st;
+        CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
+        CUDA_TRY(batch_gemm(cc, &l->gate_up, n, cc->gu, 2 * c->n_ff, 0));
+        CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, (c->features & ER_FEAT_GEGLU) != 0, cc->xh, cc->stream));
+        if ((st = batch_residual(cc, &l->down, l->post_ffn_norm, n)) != ER_OK)
+            return st;
+    }
+    return ER_OK;
+fail:
+    return st;
+}
+
+er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits) {
+    cuda_context *cc = ctx;
+    er_status st = ER_OK;
+    const cuda_model *cm = cc->cm;
+    const model_config *c = &cm->m->config;
+    const int n = (int)b->n_tokens;
+    const int64_t n_vocab = c->n_vocab;
+    /* batch_host (4, n_batch): ids, sequences, positions, the rows asking for logits */
+    int32_t *ids = cc->batch_host, *seq = ids + cc->n_batch, *pos = seq + cc->n_batch, *rows = pos + cc->n_batch;
+    int n_rows = 0;
+    for (int i = 0; i < n; i++) {
+        ids[i] = b->tokens[i];
+        seq[i] = b->seq_ids[i];
+        pos[i] = (int32_t)b->pos[i];
+        if (b->logits[i])
+            rows[n_rows++] = i;
+    }
+    CUDA_TRY(cudaMemcpyAsync(cc->batch, cc->batch_host, (size_t)(4 * cc->n_batch) * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, cc->stream));
+    if ((st = enqueue_batch(cc, n)) != ER_OK)
+        return st;
+    /* the output head over the rows asking, n_seq of them at a time (cc->logits' rows) */
+    for (int r0 = 0; r0 < n_rows; r0 += cc->n_seq) {
+        const int m = n_rows - r0 < cc->n_seq ? n_rows - r0 : cc->n_seq;
+        CUDA_TRY(cuda_rmsnorm_rows(cc->x, cc->batch + 3 * cc->n_batch + r0, cm->output_norm, m, (int)c->n_embd,
+                                   c->norm_eps, cc->xh, cc->stream));
+        CUDA_TRY(batch_gemm(cc, &cm->output, m, cc->logits, n_vocab, 0));
+        CUDA_TRY(cudaMemcpyAsync(logits + (size_t)r0 * (size_t)n_vocab, cc->logits,
+                                 (size_t)m * (size_t)n_vocab * sizeof(float), cudaMemcpyDeviceToHost, cc->stream));
+    }
+    CUDA_TRY(cudaStreamSynchronize(cc->stream));
 fail:
     return st;
 }
