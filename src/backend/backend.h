@@ -187,6 +187,10 @@ typedef struct backend_ops {
     /* Sequence dst's first n positions become a copy of src's (prefix reuse); NULL where
      * decode_batch is. */
     er_status (*seq_copy)(void *ctx, int src, int dst, int64_t n);
+    /* Host memory of n_rows logits rows the backend copies into fastest (CUDA: page-locked),
+     * owned by the context, valid until the next call; NULL with a message when it cannot
+     * be had. NULL op: the model layer uses its own. */
+    float *(*logits_buffer)(void *ctx, int64_t n_rows);
 
     /* The greedy loop without the host, straight after a decode (its last token at n_past
      * - 1): tokens are generated until n_predict, EOS (not reported) or a full context,

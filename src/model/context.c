@@ -127,6 +127,7 @@ void er_context_free(er_context *ctx) {
     free(ctx->n_pos);
     free(ctx->next_pos);
     free(ctx->no_logits);
+    free(ctx->own_batch_logits);
     free(ctx);
 }
 
@@ -254,23 +255,55 @@ static er_status decode_one_sequence(er_context *ctx, const er_batch *b, int64_t
     return st;
 }
 
+/* Where a batch's n_rows logits rows go when the caller keeps none: the backend's
+ * buffer, else the context's own, grown to fit. */
+static er_status kept_logits(er_context *ctx, int64_t n_rows, float **out) {
+    const size_t row = (size_t)ctx->model->view.config.n_vocab * sizeof(float);
+    float *buf = NULL;
+    if (ctx->ops->logits_buffer) {
+        if (!(buf = ctx->ops->logits_buffer(ctx->bctx, n_rows)))
+            return ER_ERR_NO_MEMORY; /* the backend's message */
+    } else {
+        if (n_rows > ctx->own_batch_rows) {
+            float *grown = realloc(ctx->own_batch_logits, (size_t)n_rows * row);
+            if (!grown)
+                return er_fail(ER_ERR_NO_MEMORY, "er_context_decode_batch: out of memory for %lld rows of logits",
+                               (long long)n_rows);
+            ctx->own_batch_logits = grown;
+            ctx->own_batch_rows = n_rows;
+        }
+        buf = ctx->own_batch_logits;
+    }
+    ctx->batch_logits = *out = buf;
+    ctx->n_batch_logits = n_rows;
+    return ER_OK;
+}
+
+const float *er_context_batch_logits(const er_context *ctx, int64_t i) {
+    if (!ctx || i < 0 || i >= ctx->n_batch_logits)
+        return NULL;
+    return ctx->batch_logits + i * ctx->model->view.config.n_vocab;
+}
+
 er_status er_context_decode_batch(er_context *ctx, const er_batch *batch, float *logits) {
     int64_t n_logits = 0;
     er_status st;
     if (!ctx)
         return er_fail(ER_ERR_INVALID_ARG, "er_context_decode_batch: NULL context");
+    ctx->n_batch_logits = 0;
     if ((st = check_batch(ctx, batch, &n_logits)) != ER_OK)
         return st;
-    if (n_logits > 0 && !logits)
-        return er_fail(ER_ERR_INVALID_ARG, "er_context_decode_batch: %lld tokens ask for logits, but logits is NULL",
-                       (long long)n_logits);
+    if (n_logits > 0 && !logits && (st = kept_logits(ctx, n_logits, &logits)) != ER_OK)
+        return st;
     /* no flags: none asks, and the backend reads the context's zeros */
     const backend_batch b = {batch->n_tokens, batch->tokens, batch->seq_ids, batch->pos,
                              batch->logits ? batch->logits : ctx->no_logits};
     st = ctx->ops->decode_batch ? ctx->ops->decode_batch(ctx->bctx, &b, logits)
                                 : decode_one_sequence(ctx, batch, n_logits, logits);
-    if (st != ER_OK)
+    if (st != ER_OK) {
+        ctx->n_batch_logits = 0;
         return st;
+    }
     for (int64_t i = 0; i < batch->n_tokens; i++)
         ctx->n_pos[batch->seq_ids[i]] = batch->pos[i] + 1;
     ctx->has_logits = 0;

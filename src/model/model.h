@@ -49,6 +49,11 @@ struct er_context {
     uint32_t type_k, type_v; /* the KV cache's element types (enum er_type) */
     int has_logits;
     float *logits;  /* (n_vocab) of the last token decoded */
+    float *batch_logits;     /* (n_batch_logits, n_vocab) of the last batch decoded with logits NULL: the
+                              * backend's (logits_buffer) or own_batch_logits */
+    int64_t n_batch_logits;
+    float *own_batch_logits; /* (own_batch_rows, n_vocab) where the backend has no logits_buffer */
+    int64_t own_batch_rows;
     float *rope_cs; /* (1 or 2, n_ctx, n_rot / 2, 2) the RoPE tables handed to the backend */
 };
 

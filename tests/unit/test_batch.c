@@ -235,6 +235,36 @@ static void test_copy_remove(er_model *m, int path) {
     er_context_free(ctx);
 }
 
+/* A batch decoded with logits NULL keeps its rows in the context (er_context_batch_logits),
+ * the same as those copied out; none past the rows asked, none after a failed batch. */
+static void test_kept_logits(er_model *m, int path) {
+    const int64_t n_vocab = er_model_n_vocab(m);
+    const size_t bytes = (size_t)n_vocab * sizeof(float);
+    er_context *out_ctx = make_context(m, path, 2), *kept_ctx = make_context(m, path, 2);
+    float *out = malloc(2 * bytes);
+    batch_buf bb;
+    batch_clear(&bb);
+    batch_add(&bb, 5, 0, 0, 1);
+    batch_add(&bb, 6, 0, 1, 0);
+    batch_add(&bb, 7, 1, 0, 1);
+    CHECK(er_context_decode_batch(out_ctx, &bb.b, out) == ER_OK && er_context_decode_batch(kept_ctx, &bb.b, NULL) == ER_OK,
+          "decode: %s", er_last_error());
+    CHECK(er_context_batch_logits(kept_ctx, 0) && er_context_batch_logits(kept_ctx, 1) &&
+              !memcmp(er_context_batch_logits(kept_ctx, 0), out, bytes) &&
+              !memcmp(er_context_batch_logits(kept_ctx, 1), out + n_vocab, bytes),
+          "%s: the rows kept in the context are those copied out", path_name[path]);
+    CHECK(!er_context_batch_logits(kept_ctx, 2) && !er_context_batch_logits(kept_ctx, -1) &&
+              !er_context_batch_logits(out_ctx, 0) && !er_context_batch_logits(NULL, 0),
+          "no row past those asked, nor of a batch copied out");
+    batch_clear(&bb);
+    batch_add(&bb, 5, 0, 7, 1);
+    CHECK(er_context_decode_batch(kept_ctx, &bb.b, NULL) == ER_ERR_INVALID_ARG && !er_context_batch_logits(kept_ctx, 0),
+          "no rows after a failed batch");
+    free(out);
+    er_context_free(out_ctx);
+    er_context_free(kept_ctx);
+}
+
 /* Hostile batches and sequence calls: each fails with its status and a message, and the
  * positions the sequences hold stay as they were. */
 static void test_hostile(er_model *m) {
@@ -273,7 +303,6 @@ static void test_hostile(er_model *m) {
           "a sequence's tokens split by another's: %s", er_last_error());
     batch_clear(&bb);
     batch_add(&bb, 5, 0, 1, 1);
-    CHECK(er_context_decode_batch(ctx, &bb.b, NULL) == ER_ERR_INVALID_ARG, "logits asked, nowhere to put them");
     CHECK(er_context_decode_batch(ctx, NULL, out) == ER_ERR_INVALID_ARG && er_context_decode_batch(NULL, &bb.b, out) ==
                                                                               ER_ERR_INVALID_ARG,
           "NULL batch or context");
@@ -317,6 +346,7 @@ void test_batch(void) {
         test_invariance(m, path, NULL, path == REFERENCE ? reference_of : NULL);
         test_chunks(m, path);
         test_copy_remove(m, path);
+        test_kept_logits(m, path);
     }
     test_hostile(m);
     er_model_free(m);
@@ -329,6 +359,7 @@ void test_batch(void) {
             test_invariance(mc, CUDA, reference_of, NULL);
             test_chunks(mc, CUDA);
             test_copy_remove(mc, CUDA);
+            test_kept_logits(mc, CUDA);
         }
         er_model_free(mc);
     }

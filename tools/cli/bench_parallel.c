@@ -7,7 +7,7 @@
  * Columns as llama-batched-bench prints them: PP, TG, B, N_KV (every token held), T_PP and
  * S_PP (the prompts: time, tokens/s), T_TG and S_TG (the generation: time, B * TG / T_TG),
  * T and S (both). The times are those spent in er_context_decode_batch (the logits
- * copied to the host included), as llama-batched-bench times its llama_decode calls; the
+ * copied to the host included, kept in the context's buffer as llama.cpp keeps them), as llama-batched-bench times its llama_decode calls; the
  * greedy argmax of each row on the host, which checks the ids, is outside them. Before
  * any number, the greedy ids of the first and last sequence must equal those they give
  * alone, in a one-sequence context whose batches hold only them (batch invariance); else
@@ -51,10 +51,10 @@ static void add(batch_buf *b, int32_t token, int64_t seq, int64_t pos, int want)
 }
 
 /* One er_context_decode_batch of what b holds; its time added to b->seconds. */
-static er_status decode(er_context *ctx, batch_buf *b, float *logits) {
+static er_status decode(er_context *ctx, batch_buf *b) {
     const er_batch eb = {b->n, b->tokens, b->seq, b->pos, b->want};
     const double t0 = now_s();
-    const er_status st = er_context_decode_batch(ctx, &eb, logits);
+    const er_status st = er_context_decode_batch(ctx, &eb, NULL); /* rows read in place */
     b->seconds += now_s() - t0;
     b->n = 0;
     return st;
@@ -64,7 +64,7 @@ static er_status decode(er_context *ctx, batch_buf *b, float *logits) {
  * then n greedy ids, each batch holding only this sequence, as a server's request alone
  * (CUDA's one-sequence decode runs other kernels, with other roundings). */
 static er_status run_alone(er_model *model, er_context_params cp, int64_t seq, int64_t npp, int64_t n, batch_buf *b,
-                           int32_t *ids, float *logits) {
+                           int32_t *ids) {
     er_context *ctx = NULL;
     const int64_t n_vocab = er_model_n_vocab(model);
     cp.n_seq_max = 1;
@@ -72,12 +72,12 @@ static er_status run_alone(er_model *model, er_context_params cp, int64_t seq, i
     for (int64_t i = 0; i < npp; i++)
         add(b, prompt_id(seq, i, n_vocab), 0, i, i == npp - 1);
     if (st == ER_OK)
-        st = decode(ctx, b, logits);
+        st = decode(ctx, b);
     for (int64_t g = 0; st == ER_OK && g < n; g++) {
-        ids[g] = er_argmax(logits, n_vocab);
+        ids[g] = er_argmax(er_context_batch_logits(ctx, 0), n_vocab);
         add(b, ids[g], 0, npp + g, 1);
         if (g + 1 < n)
-            st = decode(ctx, b, logits);
+            st = decode(ctx, b);
     }
     b->n = 0;
     er_context_free(ctx);
@@ -97,7 +97,6 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
     if (cp.n_batch < (n_par > npp ? n_par : npp)) /* a whole prompt, or one token of each sequence */
         cp.n_batch = n_par > npp ? n_par : npp;
     batch_buf b = {0};
-    float *logits = NULL;       /* (n_par, n_vocab) */
     int32_t *ids = NULL;        /* (n_par, ntg + 1) the batched run's greedy ids */
     int32_t *alone = NULL;      /* (ntg + 1) one sequence's ids alone */
     if ((st = er_model_load(mo->path, &mo->model, &model)) != ER_OK || (st = er_context_create(model, &cp, &ctx)) != ER_OK) {
@@ -109,10 +108,9 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
     b.seq = malloc((size_t)n_batch * sizeof(int32_t));
     b.pos = malloc((size_t)n_batch * sizeof(int64_t));
     b.want = malloc((size_t)n_batch);
-    logits = malloc((size_t)(n_par * n_vocab) * sizeof(float));
     ids = malloc((size_t)(n_par * (ntg + 1)) * sizeof(int32_t));
     alone = malloc((size_t)(ntg + 1) * sizeof(int32_t));
-    if (!b.tokens || !b.seq || !b.pos || !b.want || !logits || !ids || !alone) {
+    if (!b.tokens || !b.seq || !b.pos || !b.want || !ids || !alone) {
         cli_fail("bench: out of memory");
         goto done;
     }
@@ -123,9 +121,9 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
             add(&b, prompt_id(s, i, n_vocab), s, i, i == npp - 1);
         if (s < n_par - 1 && b.n + npp <= n_batch)
             continue;
-        if ((st = decode(ctx, &b, logits)) == ER_OK)
+        if ((st = decode(ctx, &b)) == ER_OK)
             for (int64_t k = first; k <= s; k++)
-                ids[k * (ntg + 1)] = er_argmax(logits + (k - first) * n_vocab, n_vocab);
+                ids[k * (ntg + 1)] = er_argmax(er_context_batch_logits(ctx, k - first), n_vocab);
         first = s + 1;
     }
     const double t_pp = b.seconds;
@@ -133,9 +131,9 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
     for (int64_t g = 1; st == ER_OK && g <= ntg; g++) {
         for (int64_t s = 0; s < n_par; s++)
             add(&b, ids[s * (ntg + 1) + g - 1], s, npp + g - 1, 1);
-        if ((st = decode(ctx, &b, logits)) == ER_OK)
+        if ((st = decode(ctx, &b)) == ER_OK)
             for (int64_t s = 0; s < n_par; s++)
-                ids[s * (ntg + 1) + g] = er_argmax(logits + s * n_vocab, n_vocab);
+                ids[s * (ntg + 1) + g] = er_argmax(er_context_batch_logits(ctx, s), n_vocab);
     }
     const double t_tg = b.seconds - t_pp;
     if (st != ER_OK) {
@@ -143,7 +141,7 @@ int bench_parallel(const cli_model_opts *mo, int64_t n_par, int64_t npp, int64_t
         goto done;
     }
     for (int64_t s = 0; s < n_par; s += n_par - 1 > 0 ? n_par - 1 : 1) {
-        if ((st = run_alone(model, cp, s, npp, ntg + 1, &b, alone, logits)) != ER_OK) {
+        if ((st = run_alone(model, cp, s, npp, ntg + 1, &b, alone)) != ER_OK) {
             rc = cli_fail_status(st);
             goto done;
         }
@@ -173,7 +171,6 @@ done:
     free(b.seq);
     free(b.pos);
     free(b.want);
-    free(logits);
     free(ids);
     free(alone);
     er_context_free(ctx);

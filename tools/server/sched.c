@@ -184,7 +184,8 @@ static void step(server *srv) {
     if (n == 0)
         return;
     const er_batch b = {n, srv->b_tokens, srv->b_seq, srv->b_pos, srv->b_want};
-    const er_status st = er_context_decode_batch(srv->ctx, &b, srv->logits);
+    /* the logits rows stay in the context (page-locked on CUDA), read in place */
+    const er_status st = er_context_decode_batch(srv->ctx, &b, NULL);
     pthread_mutex_lock(&srv->mu);
     srv->m.steps++;
     pthread_mutex_unlock(&srv->mu);
@@ -195,7 +196,6 @@ static void step(server *srv) {
         return;
     }
     count_kv(srv, n);
-    const int64_t n_vocab = er_model_n_vocab(srv->model);
     int64_t row = 0;
     for (int64_t t = 0; t < n; t++) {
         slot *s = &srv->slots[srv->b_slot[t]];
@@ -208,7 +208,7 @@ static void step(server *srv) {
             continue;
         int32_t token = 0;
         int done = 0;
-        const er_status gst = er_text_gen_step(s->gen, srv->logits + row++ * n_vocab, &token, &done);
+        const er_status gst = er_text_gen_step(s->gen, er_context_batch_logits(srv->ctx, row++), &token, &done);
         s->generating = 1;
         if (gst != ER_OK || done)
             end_job(srv, s, gst, ER_STOP_NONE);
@@ -269,13 +269,12 @@ int pool_start(server *srv) {
     srv->n_batch = er_context_n_batch(srv->ctx);
     srv->chunk = min64(PROMPT_CHUNK, srv->n_batch - srv->n_slots);
     const size_t n_b = (size_t)srv->n_batch;
-    srv->logits = malloc((size_t)srv->n_slots * (size_t)er_model_n_vocab(srv->model) * sizeof(float));
     srv->b_tokens = malloc(n_b * sizeof(int32_t));
     srv->b_seq = malloc(n_b * sizeof(int32_t));
     srv->b_slot = malloc(n_b * sizeof(int32_t));
     srv->b_pos = malloc(n_b * sizeof(int64_t));
     srv->b_want = malloc(n_b);
-    int ok = srv->logits && srv->b_tokens && srv->b_seq && srv->b_slot && srv->b_pos && srv->b_want;
+    int ok = srv->b_tokens && srv->b_seq && srv->b_slot && srv->b_pos && srv->b_want;
     for (int i = 0; ok && i < srv->n_slots; i++) {
         srv->slots[i].seq = i;
         ok = (srv->slots[i].tokens = malloc((size_t)srv->n_ctx * sizeof(int32_t))) != NULL;
@@ -296,7 +295,6 @@ void pool_stop(server *srv) {
     srv->sched_started = 0;
     for (int i = 0; srv->slots && i < srv->n_slots; i++)
         free(srv->slots[i].tokens);
-    free(srv->logits);
     free(srv->b_tokens);
     free(srv->b_seq);
     free(srv->b_slot);

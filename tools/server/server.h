@@ -185,7 +185,6 @@ struct server {
     er_context *ctx;     /* one sequence per slot */
     int64_t n_batch;     /* most tokens in one step */
     int64_t chunk;       /* most prompt tokens of one slot in one step */
-    float *logits;       /* (n_slots, n_vocab) one step's */
     int32_t *b_tokens, *b_seq; /* (n_batch) the step's batch */
     int64_t *b_pos;      /* (n_batch) */
     int8_t *b_want;      /* (n_batch) */

@@ -979,17 +979,16 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
     }
 }
 
-/* grid (n_head, ceil(n_tokens / 4)): warp w takes query blockIdx.y * 4 + w, over the keys
- * of its window. Each query's sums run in the same order whatever else the batch holds. */
+/* grid (n_head, n_tokens): block (h, t) takes query t of head h, its warp w every
+ * ATT_WARPS-th key of the query's window from the w-th, and the warps' states are merged
+ * in warp order: each query's sums run in the same order whatever else the batch holds. */
 template <int DPL, int KV>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
-k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int n_tokens, int pos0,
-                    const cuda_batch_rows br, const void *__restrict__ k_cache_l,
-                    const void *__restrict__ v_cache_l, __half *__restrict__ out) {
-    const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int t = blockIdx.y * ATT_WARPS + warp;
-    if (t >= n_tokens)
-        return;
+k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int pos0, const cuda_batch_rows br,
+                    const void *__restrict__ k_cache_l, const void *__restrict__ v_cache_l,
+                    __half *__restrict__ out) {
+    __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const void *k_cache = k_cache_l, *v_cache = v_cache_l;
     const int qpos = token_rows(br, t, pos0, &k_cache, &v_cache);
     const int hd = p.head_dim, kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
@@ -1002,14 +1001,12 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
         acc[j] = 0.0f;
     const int j0 = p.window > 0 ? max(0, qpos - p.window + 1) : 0;
     const __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
-    for (int j = j0; j <= qpos; j++)
+    for (int j = j0 + warp; j <= qpos; j += ATT_WARPS)
         attend_row<DPL, KV>(q, k_cache, k_d, v_cache, v_d, (size_t)j * kv_dim + kvh * hd, hd, scale, lane, &m, &l, acc);
-#pragma unroll
-    for (int j = 0; j < DPL; j++) {
-        const int i = lane + 32 * j;
-        if (i < hd)
-            out[(size_t)t * p.n_head * hd + h * hd + i] = __float2half_rn(acc[j] / l);
-    }
+    float bm, bl;
+    block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, &bm, &bl);
+    for (int i = threadIdx.x; i < hd; i += ATT_WARPS * 32)
+        out[(size_t)t * q_dim + h * hd + i] = __float2half_rn(block_acc<DPL>(w_m, w_acc, bm, i) / bl);
 }
 
 /* Prefill attention on the tensor cores (head_dim 64 or 128), FlashAttention-2 style:
@@ -1401,11 +1398,10 @@ template <int KV>
 static cudaError_t launch_attention_rows(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
                                          const cuda_batch_rows &br, const void *k_cache, const void *v_cache,
                                          __half *o, cudaStream_t stream) {
-    const dim3 grid(p->n_head, (n_tokens + ATT_WARPS - 1) / ATT_WARPS);
-    if (n_tokens <= 0)
+    const dim3 grid(p->n_head, n_tokens);
+    if (n_tokens <= 0 || n_tokens > 65535)
         return cudaErrorInvalidValue;
-#define CALL(D) \
-    k_attention_prefill<D, KV><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, n_tokens, pos0, br, k_cache, v_cache, o)
+#define CALL(D) k_attention_prefill<D, KV><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, pos0, br, k_cache, v_cache, o)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
     return ER_CUDA_LAUNCH_CHECK();

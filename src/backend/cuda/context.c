@@ -39,6 +39,10 @@ void cuda_context_free(void *ctx) {
         cudaGraphExecDestroy(cc->step);
     if (cc->step_long)
         cudaGraphExecDestroy(cc->step_long);
+    for (int i = 0; i < CUDA_BATCH_GRAPHS; i++)
+        if (cc->batch_graphs[i].exec)
+            cudaGraphExecDestroy(cc->batch_graphs[i].exec);
+    cudaFreeHost(cc->batch_logits);
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     cudaFreeHost(cc->logits_host);
@@ -176,4 +180,22 @@ er_status cuda_seq_copy(void *ctx, int src, int dst, int64_t n) {
     CUDA_TRY(cudaStreamSynchronize(cc->stream));
 fail:
     return st;
+}
+
+float *cuda_logits_buffer(void *ctx, int64_t n_rows) {
+    cuda_context *cc = ctx;
+    const size_t row = (size_t)cc->cm->m->config.n_vocab * sizeof(float);
+    if (n_rows > cc->batch_logits_rows) {
+        cudaFreeHost(cc->batch_logits);
+        cc->batch_logits_rows = 0;
+        if (cudaMallocHost((void **)&cc->batch_logits, (size_t)n_rows * row) != cudaSuccess) {
+            cc->batch_logits = NULL;
+            cudaGetLastError();
+            er_fail(ER_ERR_NO_MEMORY, "CUDA: no page-locked host memory for %lld rows of logits (%.1f MiB)",
+                    (long long)n_rows, (double)((size_t)n_rows * row) / 1048576.0);
+            return NULL;
+        }
+        cc->batch_logits_rows = n_rows;
+    }
+    return cc->batch_logits;
 }

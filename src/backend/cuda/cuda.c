@@ -78,6 +78,7 @@ const backend_ops cuda_ops = {
     .decode = cuda_decode,
     .decode_batch = cuda_decode_batch,
     .seq_copy = cuda_seq_copy,
+    .logits_buffer = cuda_logits_buffer,
     .generate_greedy = cuda_generate_greedy,
     .device_bytes_in_use = device_bytes_in_use,
     .copy_bandwidth = copy_bandwidth,

@@ -61,9 +61,11 @@ __global__ void k_rmsnorm(const float *x, const int32_t *rows, const float *w, i
         yr[i] = __float2half_rn(xr[i] * scale * w[i]);
 }
 
+/* grid (n_rows, chunks): block (r, c) takes every chunks-th run of blockDim.x elements
+ * of row r from the c-th (a batch of a few rows still fills the device) */
 __global__ void k_glu(const float *gu, int n_ff, int gelu, __half *y) {
     const float *g = gu + (size_t)blockIdx.x * 2 * n_ff;
-    for (int i = threadIdx.x; i < n_ff; i += blockDim.x) {
+    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < n_ff; i += gridDim.y * blockDim.x) {
         const float gi = g[i];
         y[(size_t)blockIdx.x * n_ff + i] = __float2half_rn((gelu ? gelu_tanh(gi) : silu(gi)) * g[n_ff + i]);
     }
@@ -153,7 +155,8 @@ extern "C" cudaError_t cuda_rmsnorm_rows(const float *x, const int32_t *rows, co
 }
 
 extern "C" cudaError_t cuda_glu(const float *gu, int n_rows, int n_ff, int gelu, uint16_t *y, cudaStream_t stream) {
-    k_glu<<<n_rows, 256, 0, stream>>>(gu, n_ff, gelu, reinterpret_cast<__half *>(y));
+    const int chunks = (n_ff + 1023) / 1024; /* 4 elements a thread */
+    k_glu<<<dim3(n_rows, chunks), 256, 0, stream>>>(gu, n_ff, gelu, reinterpret_cast<__half *>(y));
     return ER_CUDA_LAUNCH_CHECK();
 }
 

@@ -238,6 +238,18 @@ __global__ void k_split_sum(const float *__restrict__ part, int n_split, int T, 
     }
 }
 
+/* Weight rows a block for 32 tokens or fewer: 128, or EDGERUNNER_CUDA_SMALL_BN (64 or
+ * 256; read once), for measurements. */
+static int small_bn(void) {
+    static int bn = 0;
+    if (!bn) {
+        const char *env = getenv("EDGERUNNER_CUDA_SMALL_BN");
+        const int v = env ? atoi(env) : 0;
+        bn = v == 64 || v == 256 ? v : 128;
+    }
+    return bn;
+}
+
 /* The tile height for T tokens of a matrix of n_out rows. */
 template <int BN>
 static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
@@ -246,9 +258,16 @@ static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, fl
      * blocks for the 132 SMs below ~4096 rows (bench/gemm_bench.cu: 28 vs 33 us for
      * qkv, 31 vs 35 us for wo, 512 tokens); 32 tokens for the batches of a few
      * sequences' decode steps: half the tensor-core work of 64 on rows no token fills */
-    return T > 64 && w->n_out >= 4096 ? launch_gemm<128, BN>(w, X, T, y, ldy, accumulate, n_split, stream)
-           : T > 32                    ? launch_gemm<64, BN>(w, X, T, y, ldy, accumulate, n_split, stream)
-                                       : launch_gemm<32, BN>(w, X, T, y, ldy, accumulate, n_split, stream);
+    if (T > 32)
+        return T > 64 && w->n_out >= 4096 ? launch_gemm<128, BN>(w, X, T, y, ldy, accumulate, n_split, stream)
+                                          : launch_gemm<64, BN>(w, X, T, y, ldy, accumulate, n_split, stream);
+    /* a few tokens: the blocks wait on their weight loads, one stage after another; 128
+     * rows a block put twice the bytes in flight of 64 (the sums are the same: each
+     * token's row of y is the same chain of products over K whatever the tile) */
+    const int bn = small_bn();
+    return bn == 64    ? launch_gemm<32, 64>(w, X, T, y, ldy, accumulate, n_split, stream)
+           : bn == 256 ? launch_gemm<32, 256>(w, X, T, y, ldy, accumulate, n_split, stream)
+                       : launch_gemm<32, 128>(w, X, T, y, ldy, accumulate, n_split, stream);
 }
 
 extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,

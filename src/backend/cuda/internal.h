@@ -56,6 +56,10 @@ typedef struct cuda_model {
     size_t weight_bytes;
 } cuda_model;
 
+/* Decode steps of a batch (one token of each of n sequences, every one asking for its
+ * logits) replay a CUDA graph captured per n; this many are kept (the oldest replaced). */
+enum { CUDA_BATCH_GRAPHS = 8 };
+
 typedef struct cuda_context {
     const cuda_model *cm;
     int64_t n_ctx, n_batch;
@@ -83,6 +87,13 @@ typedef struct cuda_context {
     int32_t *batch;          /* (4, n_batch) decode_batch: each token's id, sequence and position, then the
                               * tokens whose logits are asked */
     int32_t *batch_host;     /* (4, n_batch) pinned: what is copied into batch */
+    float *batch_logits;     /* (batch_logits_rows, n_vocab) pinned: logits_buffer */
+    int64_t batch_logits_rows;
+    struct {
+        int n;                /* tokens of the batch, each asking for its logits */
+        cudaGraphExec_t exec; /* its forward pass and output head, captured at first use */
+    } batch_graphs[CUDA_BATCH_GRAPHS];
+    int next_batch_graph;    /* the slot the next capture replaces */
     float *logits_host;      /* (n_vocab) pinned: a copy from pageable memory takes much longer */
     float *rope_cs;          /* (n_ctx, n_rot / 2, 2) cos, sin of every RoPE angle (the model layer's table) */
     float *rope_cs_swa;      /* the same for sliding-window layers with a RoPE base of their own, else rope_cs */
@@ -144,6 +155,8 @@ er_status cuda_decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_pas
 er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits);
 /* backend_ops.seq_copy */
 er_status cuda_seq_copy(void *ctx, int src, int dst, int64_t n);
+/* backend_ops.logits_buffer: page-locked rows, grown to fit */
+float *cuda_logits_buffer(void *ctx, int64_t n_rows);
 /* dst (host, n_vocab) = the last step's logits; waits. */
 er_status cuda_copy_logits(cuda_context *cc, float *dst);
 
