@@ -128,11 +128,6 @@ int cmd_serve(int argc, char **argv) {
     /* one context, one sequence per slot, all the CPUs (or -t): one batch per step, room
      * in it for every slot's token and a prompt chunk of at least 2 x 32 */
     er_context_params cp = cli_model_opts_context(&o.mo);
-    if (o.mo.model.backend == ER_BACKEND_CUDA && srv.n_slots > 1) {
-        cli_fail("serve: --backend cuda serves one request at a time for now (--parallel 1): the CUDA backend "
-                 "does not decode several sequences in one batch yet");
-        goto done;
-    }
     cp.n_seq_max = srv.n_slots;
     if (cp.n_batch == 0)
         cp.n_batch = 512;

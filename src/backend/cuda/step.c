@@ -23,6 +23,14 @@
  * device layout and rounds them to F16 on the way in (F16 inputs, F32 sums and
  * outputs, as llama.cpp's cuBLAS path does); attention runs from the cache.
  *
+ * Batches of several sequences (decode_batch) run the prefill's kernels with each
+ * token's position and sequence read from device arrays (cuda_batch_rows): its K and V
+ * into its sequence's rows of the layer's cache (n_seq blocks per layer, sequence 0's
+ * those of decode), its attention over them (a block per query), and every matrix as
+ * cuda_gemm_batch, split over K by the weight's shape alone: a token's numbers do not
+ * depend on what else the batch holds. A decode step (one token of each of n sequences,
+ * all asking for logits) replays a graph captured per n.
+ *
  * The features of backend.h this implements (the ops table in cuda.c says so), in the
  * order of cpu_forward:
  *   Q/K/V biases (Qwen2), Q/K norms, sliding windows: in the attention kernels, from the
