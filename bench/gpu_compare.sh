@@ -7,7 +7,9 @@
 #                                  to what a CUDA build needs, and a Qwen3 vocabulary GGUF
 #                                  into .gpu-carry/ (ignored by git; carry it to the device)
 #   bench/gpu_compare.sh build     (here, optional) builds a static llama-bench into
-#                                  .gpu-carry/bin, so the GPU machine need not compile it
+#                                  .gpu-carry/bin (llama-batched-bench into .gpu-carry/lbb,
+#                                  llama-server into .gpu-carry/ls), so the GPU machine
+#                                  need not compile them
 #   bench/gpu_compare.sh run       (on the GPU machine) builds llama-bench with CUDA for
 #                                  sm_90 unless .gpu-carry/bin has it, makes random Qwen3-0.6B Q8_0 and Q4_0 files with
 #                                  that vocabulary (llama.cpp refuses files without one),
@@ -33,12 +35,16 @@ prepare() {
     cp -r "$dl"/llama_cpp_python-$VERSION/vendor/llama.cpp "$CARRY/llama.cpp"
     # what a CUDA build of llama-bench does not need (the carried tree must stay < 64 MiB)
     local l="$CARRY/llama.cpp"
+    mkdir -p "$dl/keep" && cp "$l/scripts/ui-assets.cmake" "$dl/keep/" # llama-server's UI step
     rm -rf "$l"/{models,docs,media,examples,gguf-py,tests,.devops,scripts,grammars,prompts,benches,conversion}
+    mkdir -p "$l/scripts" && cp "$dl/keep/ui-assets.cmake" "$l/scripts/"
     for b in blas cann et hexagon hip metal musa opencl openvino rpc sycl virtgpu vulkan webgpu zdnn zendnn; do
         rm -rf "$l/ggml/src/ggml-$b"
     done
-    find "$l/tools" -mindepth 1 -maxdepth 1 ! -name llama-bench ! -name batched-bench ! -name CMakeLists.txt -exec rm -rf {} +
-    printf 'llama_add_compile_flags()\nadd_subdirectory(llama-bench)\nadd_subdirectory(batched-bench)\n' > "$l/tools/CMakeLists.txt"
+    find "$l/tools" -mindepth 1 -maxdepth 1 ! -name llama-bench ! -name batched-bench ! -name mtmd ! -name ui \
+        ! -name server ! -name CMakeLists.txt -exec rm -rf {} +
+    printf 'llama_add_compile_flags()\n%s\n' "$(printf 'add_subdirectory(%s)\n' llama-bench batched-bench mtmd ui server)" \
+        > "$l/tools/CMakeLists.txt"
     local vocab
     vocab=$(ls "${XDG_CACHE_HOME:-$HOME/.cache}"/edgerunner/tokenizer-*/qwen3.gguf 2>/dev/null | head -1)
     [ -n "$vocab" ] || { echo "no Qwen3 vocabulary GGUF: run tests/tokenizer/run.sh build first" >&2; exit 1; }
@@ -52,16 +58,28 @@ prepare() {
 build() {
     local b=${XDG_CACHE_HOME:-$HOME/.cache}/edgerunner/llama-cuda-build-$VERSION
     cmake -S "$CARRY/llama.cpp" -B "$b" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF > "$b.cmake.log"
-    cmake --build "$b" --target llama-bench llama-batched-bench -j"$(nproc)" > "$b.build.log"
+        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF > "$b.cmake.log"
+    cmake --build "$b" --target llama-bench llama-batched-bench llama-server -j"$(nproc)" > "$b.build.log"
     mkdir -p "$CARRY/bin" "$CARRY/lbb"
     cp "$b/bin/llama-bench" "$CARRY/bin/" && strip "$CARRY/bin/llama-bench"
     xz -T0 -6 -f "$CARRY/bin/llama-bench" # 70 MB -> 41 MB: under the device's carry limit
     # llama-batched-bench (bench/gpu_batched.sh) apart: both would pass the 64 MiB limit
     cp "$b/bin/llama-batched-bench" "$CARRY/lbb/" && strip "$CARRY/lbb/llama-batched-bench"
     xz -T0 -6 -f "$CARRY/lbb/llama-batched-bench"
-    du -sh "$CARRY/bin/llama-bench.xz" "$CARRY/lbb/llama-batched-bench.xz"
+    # llama-server (bench/serve_compare.sh) apart too, with the shared libraries our
+    # server links (libmicrohttpd, jansson and GnuTLS's chain) for a machine without them
+    mkdir -p "$CARRY/ls"
+    cp "$b/bin/llama-server" "$CARRY/ls/" && strip "$CARRY/ls/llama-server"
+    xz -T0 -6 -f "$CARRY/ls/llama-server"
+    local libs
+    libs=$(mktemp -d)
+    mkdir "$libs/serverlibs"
+    ldd build/edgerunner | awk '/libmicrohttpd|libjansson|libgnutls|libp11|libidn2|libunistring|libtasn1|libnettle|libhogweed|libgmp|libffi/ {print $3}' |
+        xargs -I{} cp -L {} "$libs/serverlibs/"
+    tar -cJf "$CARRY/ls/serverlibs.tar.xz" -C "$libs" serverlibs
+    rm -rf "$libs"
+    du -sh "$CARRY/bin/llama-bench.xz" "$CARRY/lbb/llama-batched-bench.xz" "$CARRY/ls/"*
 }
 
 # With PROFILE set, the step's kernel table from a bench log, to stderr. A run that failed

@@ -4,12 +4,14 @@
 # batching) on the same GGUF file, one after the other, each driven by bench/serve_compare.py
 # (S concurrent streamed greedy completions of N_GEN tokens, S in STREAMS): aggregate
 # tokens/s and the median time to first token. Both listen on 127.0.0.1 only and are
-# stopped here. On the GPU machine: BACKEND=cuda (default); llama-server comes from
-# `bench/gpu_compare.sh prepare` + `build` with tools/server added (see perf-log), or
-# LLAMA_SERVER=- to time ours alone. Extra flags go to `edgerunner serve`.
+# stopped here. On the GPU machine: BACKEND=cuda (default); llama-server and the shared
+# libraries our server links come from `bench/gpu_compare.sh prepare` + `build` (carry
+# .gpu-carry/ls; there: xz -dc llama-server.xz, tar -xJf serverlibs.tar.xz -C /tmp,
+# LD_LIBRARY_PATH=/tmp/serverlibs:...). LLAMA_SERVER "-" times ours alone. Extra flags go
+# to `edgerunner serve`.
 #   STREAMS="1 8 32 64"  N_GEN=128  CTX=512 (positions per slot on both sides)
 set -uo pipefail
-[ $# -ge 3 ] || { sed -n 2,10p "$0"; exit 1; }
+[ $# -ge 3 ] || { sed -n 2,12p "$0"; exit 1; }
 ER=$1 LS=$2 MODEL=$3
 shift 3
 STREAMS=${STREAMS:-1 8 32 64} N_GEN=${N_GEN:-128} CTX=${CTX:-512} BACKEND=${BACKEND:-cuda}
