@@ -1393,7 +1393,7 @@ extern "C" cudaError_t cuda_qk_rope_store_batch(const cuda_attn_params *p, float
 #undef CALL
 }
 
-/* k_attention_prefill: one warp per query on the CUDA cores */
+/* k_attention_prefill: a block per query on the CUDA cores */
 template <int KV>
 static cudaError_t launch_attention_rows(const cuda_attn_params *p, const float *qkv, int n_tokens, int pos0,
                                          const cuda_batch_rows &br, const void *k_cache, const void *v_cache,
@@ -1418,7 +1418,7 @@ static cudaError_t launch_prefill(const cuda_attn_params *p, const float *qkv, i
             k_attention_prefill_mma<64, KV><<<grid, FA_THREADS, 0, stream>>>(*p, qkv, n_tokens, pos0, k_cache, v_cache, o);
         return ER_CUDA_LAUNCH_CHECK();
     }
-    /* other head sizes: one warp per query on the CUDA cores */
+    /* other head sizes: a block per query on the CUDA cores */
     const cuda_batch_rows one = {nullptr, nullptr, 0};
     return launch_attention_rows<KV>(p, qkv, n_tokens, pos0, one, k_cache, v_cache, o, stream);
 }

@@ -161,20 +161,21 @@ er_status cuda_seq_copy(void *ctx, int src, int dst, int64_t n) {
     cuda_context *cc = ctx;
     er_status st = ER_OK;
     const model_config *c = &cc->cm->m->config;
-    const size_t kv_dim = (size_t)(c->n_head_kv * c->head_dim), rows = (size_t)n;
-    /* a sequence's rows of a layer: the elements (n_ctx, kv_dim), then for Q8_0 the
-     * scales (n_ctx, kv_dim / 32) halves (cuda_kv_layer_bytes) */
-    const size_t elem = cc->kv_type == CUDA_KV_F32 ? 4 : cc->kv_type == CUDA_KV_F16 ? 2 : 1;
-    const size_t scales_at = (size_t)cc->n_ctx * kv_dim, scale_bytes = cc->kv_type == CUDA_KV_Q8_0 ? kv_dim / 32 * 2 : 0;
+    const size_t kv_dim = (size_t)(c->n_head_kv * c->head_dim), n_elems = (size_t)n * kv_dim;
+    /* a sequence's rows of a layer: the values of its (n_ctx, kv_dim) elements, then for
+     * Q8_0 their scales (cuda_kv_layer_bytes) */
+    const size_t scales_at = cuda_kv_value_bytes(cc->kv_type, (size_t)cc->n_ctx * kv_dim);
+    const size_t value_bytes = cuda_kv_value_bytes(cc->kv_type, n_elems);
+    const size_t scale_bytes = cuda_kv_scale_bytes(cc->kv_type, n_elems);
     for (int64_t il = 0; il < c->n_layer; il++) {
         uint8_t *caches[2] = {cc->k_cache + il * cc->kv_layer_stride, cc->v_cache + il * cc->kv_layer_stride};
         for (int k = 0; k < 2; k++) {
             const uint8_t *from = caches[k] + (size_t)src * cc->kv_layer_bytes;
             uint8_t *to = caches[k] + (size_t)dst * cc->kv_layer_bytes;
-            CUDA_TRY(cudaMemcpyAsync(to, from, rows * kv_dim * elem, cudaMemcpyDeviceToDevice, cc->stream));
+            CUDA_TRY(cudaMemcpyAsync(to, from, value_bytes, cudaMemcpyDeviceToDevice, cc->stream));
             if (scale_bytes)
-                CUDA_TRY(cudaMemcpyAsync(to + scales_at, from + scales_at, rows * scale_bytes,
-                                         cudaMemcpyDeviceToDevice, cc->stream));
+                CUDA_TRY(cudaMemcpyAsync(to + scales_at, from + scales_at, scale_bytes, cudaMemcpyDeviceToDevice,
+                                         cc->stream));
         }
     }
     CUDA_TRY(cudaStreamSynchronize(cc->stream));

@@ -238,18 +238,6 @@ __global__ void k_split_sum(const float *__restrict__ part, int n_split, int T, 
     }
 }
 
-/* Weight rows a block for 32 tokens or fewer: 128, or EDGERUNNER_CUDA_SMALL_BN (64 or
- * 256; read once), for measurements. */
-static int small_bn(void) {
-    static int bn = 0;
-    if (!bn) {
-        const char *env = getenv("EDGERUNNER_CUDA_SMALL_BN");
-        const int v = env ? atoi(env) : 0;
-        bn = v == 64 || v == 256 ? v : 128;
-    }
-    return bn;
-}
-
 /* The tile height for T tokens of a matrix of n_out rows. */
 template <int BN>
 static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
@@ -263,11 +251,9 @@ static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, fl
                                           : launch_gemm<64, BN>(w, X, T, y, ldy, accumulate, n_split, stream);
     /* a few tokens: the blocks wait on their weight loads, one stage after another; 128
      * rows a block put twice the bytes in flight of 64 (the sums are the same: each
-     * token's row of y is the same chain of products over K whatever the tile) */
-    const int bn = small_bn();
-    return bn == 64    ? launch_gemm<32, 64>(w, X, T, y, ldy, accumulate, n_split, stream)
-           : bn == 256 ? launch_gemm<32, 256>(w, X, T, y, ldy, accumulate, n_split, stream)
-                       : launch_gemm<32, 128>(w, X, T, y, ldy, accumulate, n_split, stream);
+     * token's row of y is the same chain of products over K whatever the tile). 64 and
+     * 256 rows measured no faster (docs/perf-log.md, 2026-12-02 third session) */
+    return launch_gemm<32, 128>(w, X, T, y, ldy, accumulate, n_split, stream);
 }
 
 extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,

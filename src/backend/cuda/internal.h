@@ -150,8 +150,8 @@ er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float 
 er_status cuda_decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
                       float *logits_last);
 /* backend_ops.decode_batch: every token through the same kernels whatever the batch
- * holds (GEMMs, one warp per query's attention), so that a sequence's logits do not
- * depend on the others in its batch. */
+ * holds (GEMMs split over K by the weight's shape, a block per query's attention), so
+ * that a sequence's logits do not depend on the others in its batch. */
 er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits);
 /* backend_ops.seq_copy */
 er_status cuda_seq_copy(void *ctx, int src, int dst, int64_t n);

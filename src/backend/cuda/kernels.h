@@ -99,12 +99,17 @@ cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cudaStream_t s
  * both backends attend over the same numbers. */
 enum cuda_kv_type { CUDA_KV_F32 = 0, CUDA_KV_F16 = 1, CUDA_KV_Q8_0 = 2 };
 
+/* Bytes of n elements of a cache of kv_type: their values, and (Q8_0) their scales */
+static inline size_t cuda_kv_value_bytes(int kv_type, size_t n) {
+    return kv_type == CUDA_KV_F32 ? 4 * n : kv_type == CUDA_KV_F16 ? 2 * n : n;
+}
+static inline size_t cuda_kv_scale_bytes(int kv_type, size_t n) { return kv_type == CUDA_KV_Q8_0 ? n / 32 * 2 : 0; }
+
 /* Bytes of one layer's K or V cache (see enum cuda_kv_type), rounded up to 256 so that
  * every layer starts aligned (a Q8_0 layer of n elements has 17 n / 16 bytes). */
 static inline size_t cuda_kv_layer_bytes(int kv_type, int64_t n_ctx, int64_t kv_dim) {
     const size_t n = (size_t)n_ctx * (size_t)kv_dim;
-    const size_t bytes = kv_type == CUDA_KV_F32 ? 4 * n : kv_type == CUDA_KV_F16 ? 2 * n : n + n / 32 * 2;
-    return (bytes + 255) & ~(size_t)255;
+    return (cuda_kv_value_bytes(kv_type, n) + cuda_kv_scale_bytes(kv_type, n) + 255) & ~(size_t)255;
 }
 
 typedef struct cuda_attn_params {
@@ -167,7 +172,7 @@ typedef struct cuda_batch_rows {
 cudaError_t cuda_qk_rope_store_batch(const cuda_attn_params *p, float *qkv, int n_tokens, const cuda_batch_rows *br,
                                      void *k_cache, void *v_cache, cudaStream_t stream);
 /* Attention of a batch of several sequences: out (n_tokens, n_head * head_dim_v) f16,
- * token t over rows 0..br->pos[t] (or its window) of sequence br->seq[t]. One warp per
+ * token t over rows 0..br->pos[t] (or its window) of sequence br->seq[t]. One block per
  * query, whose sums run in one order whatever else the batch holds (batch invariance). */
 cudaError_t cuda_attention_batch(const cuda_attn_params *p, const float *qkv, int n_tokens, const cuda_batch_rows *br,
                                  const void *k_cache, const void *v_cache, uint16_t *out, cudaStream_t stream);

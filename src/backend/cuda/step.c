@@ -126,14 +126,23 @@ fail:
     return st;
 }
 
-/* x (n, n_embd) += cc->xh w, or += rmsnorm(cc->xh w) * post_norm where the layer has one. */
-static er_status prefill_residual(cuda_context *cc, const cuda_weight *w, const float *post_norm, int n) {
+/* y (n, ldy) (+)= cc->xh w: the prefill's GEMM, or with `batch` a batch's
+ * (cuda_gemm_batch, split over K, so that a token's row does not depend on the batch) */
+static cudaError_t gemm_xh(cuda_context *cc, const cuda_weight *w, int n, float *y, int64_t ldy, int accumulate,
+                           int batch) {
+    return batch ? cuda_gemm_batch(w, cc->xh, n, y, ldy, accumulate, cc->split_part, cc->split_part_floats, cc->stream)
+                 : cuda_gemm(w, cc->xh, n, y, ldy, accumulate, cc->stream);
+}
+
+/* x (n, n_embd) += cc->xh w, or += rmsnorm(cc->xh w) * post_norm where the layer has one;
+ * `batch` as gemm_xh. */
+static er_status residual(cuda_context *cc, const cuda_weight *w, const float *post_norm, int n, int batch) {
     er_status st = ER_OK;
     const model_config *c = &cc->cm->m->config;
     if (!post_norm) {
-        CUDA_TRY(cuda_gemm(w, cc->xh, n, cc->x, c->n_embd, 1, cc->stream));
+        CUDA_TRY(gemm_xh(cc, w, n, cc->x, c->n_embd, 1, batch));
     } else {
-        CUDA_TRY(cuda_gemm(w, cc->xh, n, cc->post, c->n_embd, 0, cc->stream));
+        CUDA_TRY(gemm_xh(cc, w, n, cc->post, c->n_embd, 0, batch));
         CUDA_TRY(cuda_add_rmsnorm(cc->post, post_norm, n, (int)c->n_embd, c->norm_eps, cc->x, cc->stream));
     }
     return ER_OK;
@@ -159,12 +168,12 @@ er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float 
         CUDA_TRY(cuda_gemm(&l->qkv, cc->xh, n, cc->qkv, q_dim + 2 * kv_dim, 0, cc->stream));
         CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->stream));
         CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->xh, cc->stream));
-        if ((st = prefill_residual(cc, &l->wo, l->post_attn_norm, n)) != ER_OK)
+        if ((st = residual(cc, &l->wo, l->post_attn_norm, n, 0)) != ER_OK)
             return st;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         CUDA_TRY(cuda_gemm(&l->gate_up, cc->xh, n, cc->gu, 2 * c->n_ff, 0, cc->stream));
         CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, (c->features & ER_FEAT_GEGLU) != 0, cc->xh, cc->stream));
-        if ((st = prefill_residual(cc, &l->down, l->post_ffn_norm, n)) != ER_OK)
+        if ((st = residual(cc, &l->down, l->post_ffn_norm, n, 0)) != ER_OK)
             return st;
     }
     if (logits_all) {
@@ -237,26 +246,6 @@ fail:
     return st;
 }
 
-/* y (n, ldy) (+)= cc->xh w: a batch's GEMM (cuda_gemm_batch, split over K) */
-static cudaError_t batch_gemm(cuda_context *cc, const cuda_weight *w, int n, float *y, int64_t ldy, int accumulate) {
-    return cuda_gemm_batch(w, cc->xh, n, y, ldy, accumulate, cc->split_part, cc->split_part_floats, cc->stream);
-}
-
-/* prefill_residual with batch_gemm */
-static er_status batch_residual(cuda_context *cc, const cuda_weight *w, const float *post_norm, int n) {
-    er_status st = ER_OK;
-    const model_config *c = &cc->cm->m->config;
-    if (!post_norm) {
-        CUDA_TRY(batch_gemm(cc, w, n, cc->x, c->n_embd, 1));
-    } else {
-        CUDA_TRY(batch_gemm(cc, w, n, cc->post, c->n_embd, 0));
-        CUDA_TRY(cuda_add_rmsnorm(cc->post, post_norm, n, (int)c->n_embd, c->norm_eps, cc->x, cc->stream));
-    }
-    return ER_OK;
-fail:
-    return st;
-}
-
 /* The forward pass of a batch of several sequences (n tokens, their ids, sequences and
  * positions in cc->batch), on cc->stream: the prefill's kernels with each token's K and V
  * in its sequence's rows and its attention over them (cuda_batch_rows). */
@@ -273,15 +262,15 @@ static er_status enqueue_batch(cuda_context *cc, int n) {
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
         uint8_t *kc = cc->k_cache + il * cc->kv_layer_stride, *vc = cc->v_cache + il * cc->kv_layer_stride;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
-        CUDA_TRY(batch_gemm(cc, &l->qkv, n, cc->qkv, q_dim + 2 * kv_dim, 0));
+        CUDA_TRY(gemm_xh(cc, &l->qkv, n, cc->qkv, q_dim + 2 * kv_dim, 0, 1));
         CUDA_TRY(cuda_qk_rope_store_batch(&ap, cc->qkv, n, &br, kc, vc, cc->stream));
         CUDA_TRY(cuda_attention_batch(&ap, cc->qkv, n, &br, kc, vc, cc->xh, cc->stream));
-        if ((st = batch_residual(cc, &l->wo, l->post_attn_norm, n)) != ER_OK)
+        if ((st = residual(cc, &l->wo, l->post_attn_norm, n, 1)) != ER_OK)
             return st;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
-        CUDA_TRY(batch_gemm(cc, &l->gate_up, n, cc->gu, 2 * c->n_ff, 0));
+        CUDA_TRY(gemm_xh(cc, &l->gate_up, n, cc->gu, 2 * c->n_ff, 0, 1));
         CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, (c->features & ER_FEAT_GEGLU) != 0, cc->xh, cc->stream));
-        if ((st = batch_residual(cc, &l->down, l->post_ffn_norm, n)) != ER_OK)
+        if ((st = residual(cc, &l->down, l->post_ffn_norm, n, 1)) != ER_OK)
             return st;
     }
     return ER_OK;
@@ -297,7 +286,7 @@ static er_status enqueue_head(cuda_context *cc, int r0, int m) {
     const model_config *c = &cm->m->config;
     CUDA_TRY(cuda_rmsnorm_rows(cc->x, cc->batch + 3 * cc->n_batch + r0, cm->output_norm, m, (int)c->n_embd,
                                c->norm_eps, cc->xh, cc->stream));
-    CUDA_TRY(batch_gemm(cc, &cm->output, m, cc->logits, c->n_vocab, 0));
+    CUDA_TRY(gemm_xh(cc, &cm->output, m, cc->logits, c->n_vocab, 0, 1));
     return ER_OK;
 fail:
     return st;
