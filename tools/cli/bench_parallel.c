@@ -6,13 +6,13 @@
  *
  * Columns as llama-batched-bench prints them: PP, TG, B, N_KV (every token held), T_PP and
  * S_PP (the prompts: time, tokens/s), T_TG and S_TG (the generation: time, B * TG / T_TG),
- * T and S (both). The times are those spent in er_context_decode_batch (the logits
- * copied to the host included, kept in the context's buffer as llama.cpp keeps them), as llama-batched-bench times its llama_decode calls; the
- * greedy argmax of each row on the host, which checks the ids, is outside them. Before
- * any number, the greedy ids of the first and last sequence must equal those they give
- * alone, in a one-sequence context whose batches hold only them (batch invariance); else
- * FAIL and no number, exit 1. Prompts are token ids spread over the vocabulary, different
- * for each sequence.
+ * T and S (both). The times are those spent in er_context_decode_batch, as
+ * llama-batched-bench times its llama_decode calls: the logits copied to the host (kept
+ * in the context's buffer, as llama.cpp keeps them) are inside, the greedy argmax of
+ * each row on the host, which checks the ids, is outside. Before any number, the greedy
+ * ids of the first and last sequence must equal those they give alone, in a one-sequence
+ * context whose batches hold only them (batch invariance); else FAIL and no number, exit
+ * 1. Prompts are token ids spread over the vocabulary, different for each sequence.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -75,11 +75,12 @@ static er_status run_alone(er_model *model, er_context_params cp, int64_t seq, i
         st = decode(ctx, b);
     for (int64_t g = 0; st == ER_OK && g < n; g++) {
         ids[g] = er_argmax(er_context_batch_logits(ctx, 0), n_vocab);
-        add(b, ids[g], 0, npp + g, 1);
-        if (g + 1 < n)
+        if (g + 1 < n) {
+            add(b, ids[g], 0, npp + g, 1);
             st = decode(ctx, b);
+        }
     }
-    b->n = 0;
+    b->n = 0; /* the prompt, where the context could not be made */
     er_context_free(ctx);
     return st;
 }
