@@ -43,6 +43,7 @@ void cuda_context_free(void *ctx) {
         if (cc->batch_graphs[i].exec)
             cudaGraphExecDestroy(cc->batch_graphs[i].exec);
     cudaFreeHost(cc->batch_logits);
+    cudaFree(cc->split_part);
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     cudaFreeHost(cc->logits_host);
@@ -133,7 +134,6 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->xh = cuda_arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);
         cc->logits = cuda_arena_take(a, &used, (size_t)(cc->n_seq * c->n_vocab) * f);
         cc->batch = cuda_arena_take(a, &used, (size_t)(4 * n_batch) * sizeof(int32_t));
-        cc->split_part = cuda_arena_take(a, &used, cc->split_part_floats * f);
         cc->rope_cs = cuda_arena_take(a, &used, rope_bytes);
         cc->rope_cs_swa = p->rope_cs[1] ? cuda_arena_take(a, &used, rope_bytes) : cc->rope_cs;
         cc->tokens = cuda_arena_take(a, &used, (size_t)n_batch * sizeof(int32_t));

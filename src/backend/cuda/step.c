@@ -344,6 +344,10 @@ er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits) {
         if (b->logits[i])
             rows[n_rows++] = i;
     }
+    if (!cc->split_part && cc->split_part_floats &&
+        (st = cuda_alloc((void **)&cc->split_part, cc->split_part_floats * sizeof(float),
+                         "the shares of the batch GEMMs")) != ER_OK)
+        return st;
     CUDA_TRY(cudaMemcpyAsync(cc->batch, cc->batch_host, (size_t)(4 * cc->n_batch) * sizeof(int32_t),
                              cudaMemcpyHostToDevice, cc->stream));
     if (n_rows == n && n <= cc->n_seq) { /* a decode step: its graph */
