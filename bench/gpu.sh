@@ -24,6 +24,7 @@ grep -h "registers\|spill" build/src/backend/cuda/*.log | sort | uniq -c | sort 
 # the kernels against a double-precision host computation (tests/unit/test_cuda.c)
 [ -x build/unit_tests ] || make -j16 CUDA=1 SERVER=0 build/unit_tests > "$OUT/build-tests.log" 2>&1
 build/unit_tests cuda 2>&1 | tail -3 | tee "$OUT/unit-cuda.txt"
+build/unit_tests cuda_gemm 2>&1 | tail -3 | tee -a "$OUT/unit-cuda.txt"
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
         export PYTHONPATH=/tmp/site

@@ -7,8 +7,11 @@
  * `edgerunner bench --profile`); weights and inputs are constant bytes, so only the time
  * means anything.
  *
- *   gpu_matvec_bench TYPE N_EMBD N_FF Q_DIM KV_DIM N_LAYER
+ *   gpu_matvec_bench TYPE N_EMBD N_FF Q_DIM KV_DIM N_LAYER [T]
  *   e.g. Qwen3-8B: gpu_matvec_bench Q8_0 4096 12288 4096 1024 36
+ * With T (tokens), the same matrices through the batch GEMM (cuda_gemm_batch, the
+ * decode_batch path: its shares of K and their sums included) on T tokens of F16 input,
+ * without the norm or activation kernels around them.
  *
  * Prints one line per matrix (its N_LAYER launches in one graph: microseconds a launch,
  * weight bytes read per second) and one for the four in sequence. Build (after
@@ -43,7 +46,7 @@ static int make_weight(cuda_weight *w, int t, int64_t n_out, int64_t n_in) {
 
 int main(int argc, char **argv) {
     if (argc < 7) {
-        fprintf(stderr, "usage: gpu_matvec_bench TYPE N_EMBD N_FF Q_DIM KV_DIM N_LAYER\n");
+        fprintf(stderr, "usage: gpu_matvec_bench TYPE N_EMBD N_FF Q_DIM KV_DIM N_LAYER [T]\n");
         return 2;
     }
     int t = -1;
@@ -51,8 +54,8 @@ int main(int argc, char **argv) {
         if (strcasecmp(argv[1], cuda_wtype_name(i)) == 0)
             t = i;
     const int64_t n_embd = atoll(argv[2]), n_ff = atoll(argv[3]), q_dim = atoll(argv[4]), kv_dim = atoll(argv[5]);
-    const int n_layer = atoi(argv[6]);
-    if (t < 0 || n_embd <= 0 || n_ff <= 0 || q_dim <= 0 || kv_dim <= 0 || n_layer <= 0) {
+    const int n_layer = atoi(argv[6]), T = argc > 7 ? atoi(argv[7]) : 0;
+    if (T < 0 || t < 0 || n_embd <= 0 || n_ff <= 0 || q_dim <= 0 || kv_dim <= 0 || n_layer <= 0) {
         fprintf(stderr, "gpu_matvec_bench: bad arguments\n");
         return 2;
     }
@@ -72,6 +75,26 @@ int main(int argc, char **argv) {
     cudaMemset(nw, 0, (size_t)n_max * 4);
     cudaMemset(qkv, 0, (size_t)shape[0][0] * 4);
     cudaMemset(ff, 0, (size_t)n_ff * 4);
+    /* T > 0: xh (T, max n_in) F16, y (T, max n_out) f32, part: the shares of K */
+    uint16_t *xh = NULL;
+    float *y = NULL, *part = NULL;
+    size_t part_floats = 0;
+    if (T > 0) {
+        int64_t out_max = 0;
+        for (int m = 0; m < N_MAT; m++) {
+            const cuda_weight probe = {.type = t, .n_in = shape[m][1], .n_out = shape[m][0]};
+            const size_t f = (size_t)cuda_gemm_split_count(&probe) * (size_t)shape[m][0] * (size_t)T;
+            part_floats = f > part_floats ? f : part_floats;
+            out_max = shape[m][0] > out_max ? shape[m][0] : out_max;
+        }
+        if (cudaMalloc((void **)&xh, (size_t)T * (size_t)n_max * 2) != cudaSuccess ||
+            cudaMalloc((void **)&y, (size_t)T * (size_t)out_max * 4) != cudaSuccess ||
+            cudaMalloc((void **)&part, part_floats * 4) != cudaSuccess) {
+            fprintf(stderr, "gpu_matvec_bench: out of memory\n");
+            return 1;
+        }
+        cudaMemset(xh, 0x30, (size_t)T * (size_t)n_max * 2); /* 0x3030: ~0.13 */
+    }
     for (int l = 0; l < n_layer; l++)
         for (int m = 0; m < N_MAT; m++)
             if (make_weight(&w[l * N_MAT + m], t, shape[m][0], shape[m][1]) != 0) {
@@ -95,7 +118,9 @@ int main(int argc, char **argv) {
             for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
                 const float *in = k == 1 ? qkv : k == 3 ? ff : x;
                 float *out = k == 0 ? qkv : k == 2 ? ff : x;
-                e = cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, NULL, st);
+                e = T > 0 ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, part,
+                                            part_floats, st)
+                          : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, NULL, st);
             }
         const cudaError_t ec = cudaStreamEndCapture(st, &g);
         e = e != cudaSuccess ? e : ec;
@@ -121,7 +146,7 @@ int main(int argc, char **argv) {
         }
         const double us = 1e3 * ms / REPS / n_layer; /* per launch, or per layer */
         const double bytes = m < N_MAT ? (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1]) : layer_bytes;
-        printf("%s %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s\n", cuda_wtype_name(t), (long long)(m < N_MAT ? shape[m][0] : 0),
+        printf("%s T=%d %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s\n", cuda_wtype_name(t), T, (long long)(m < N_MAT ? shape[m][0] : 0),
                (long long)(m < N_MAT ? shape[m][1] : 0), m < N_MAT ? mat_names[m] : "layer", us, bytes / (us * 1e3));
         cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);

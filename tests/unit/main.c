@@ -25,6 +25,7 @@ int main(int argc, char **argv) {
         {"sampler", test_sampler},
         {"cpu", test_cpu},
         {"cuda", test_cuda},
+        {"cuda_gemm", test_cuda_gemm},
     };
     int n_suites_passed = 0, n_suites_failed = 0;
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {

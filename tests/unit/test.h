@@ -49,5 +49,6 @@ long test_resident_kb(const char *file);
 
 int test_reference_threads(er_model *m, const char *name, const int32_t *prompt, int64_t n_prompt, int64_t n_gen);
 void test_cuda(void);
+void test_cuda_gemm(void);
 
 #endif

@@ -18,12 +18,13 @@
  * and test_cpu.c's to bound.
  *
  * Built when the CUDA backend is; passes with a note on machines without a GPU (CI),
- * and is run on the GPU machine by bench/gpu.sh (`build/unit_tests cuda`).
+ * and is run on the GPU machine by bench/gpu.sh (`build/unit_tests cuda` and `cuda_gemm`).
  */
 #include "test.h"
 
 #ifndef ER_HAVE_CUDA
 void test_cuda(void) { printf("cuda: built without CUDA, nothing to test\n"); }
+void test_cuda_gemm(void) { printf("cuda_gemm: built without CUDA, nothing to test\n"); }
 #else
 
 #include <math.h>
@@ -1159,6 +1160,41 @@ done:
     return worst;
 }
 
+/* The prefill's and the batches' GEMMs (a suite of its own: `unit_tests cuda_gemm`). */
+void test_cuda_gemm(void) {
+    if (!er_cuda_available()) {
+        printf("cuda_gemm: no CUDA device here, nothing to test\n");
+        return;
+    }
+    /* prefill and batch GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles
+     * of tokens and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and
+     * 44 elements, the element-by-element stages); the residual add and odd row strides;
+     * each tile height (128, 64, 32 tokens) against a token alone */
+    static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
+                                {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256},
+                                {24, 160, 512},    {8, 1024, 3072}};
+    for (int t = 0; t < CUDA_W_COUNT; t++) {
+        for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
+            if (gm[s][2] % cuda_wtype_block(t) != 0)
+                continue;
+            host_matrix m;
+            CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0, "out of memory");
+            for (int variant = 0; variant < 4; variant++) {
+                /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
+                const int acc = variant & 1, batch = variant >> 1;
+                const double err = gemm_case(&m, gm[s][0], acc, acc, batch);
+                CHECK(err <= 1e-5, "%s %s %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t),
+                      batch ? "batch GEMM (split over K)" : "GEMM", gm[s][0], gm[s][1], gm[s][2],
+                      acc ? " (accumulate, odd ldy)" : "", err);
+                if (s == 0 && variant == 0)
+                    printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", cuda_wtype_name(t), gm[s][0], gm[s][1],
+                           gm[s][2], err);
+            }
+            free_matrix(&m);
+        }
+    }
+}
+
 void test_cuda(void) {
     if (!er_cuda_available()) {
         printf("cuda: no CUDA device here, nothing to test\n");
@@ -1239,33 +1275,6 @@ void test_cuda(void) {
             const double err = run_case(&m, mat[k][2], 1, &argmax_ok);
             CHECK(err <= 1e-5, "Q4_0 %s + acc (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|)", mode_name(mat[k][2]),
                   mat[k][0], mat[k][1], e, err);
-            free_matrix(&m);
-        }
-    }
-    /* prefill and batch GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles
-     * of tokens and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and
-     * 44 elements, the element-by-element stages); the residual add and odd row strides;
-     * each tile height (128, 64, 32 tokens) against a token alone */
-    static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
-                                {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256},
-                                {24, 160, 512}};
-    for (int t = 0; t < CUDA_W_COUNT; t++) {
-        for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
-            if (gm[s][2] % cuda_wtype_block(t) != 0)
-                continue;
-            host_matrix m;
-            CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0, "out of memory");
-            for (int variant = 0; variant < 4; variant++) {
-                /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
-                const int acc = variant & 1, batch = variant >> 1;
-                const double err = gemm_case(&m, gm[s][0], acc, acc, batch);
-                CHECK(err <= 1e-5, "%s %s %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t),
-                      batch ? "batch GEMM (split over K)" : "GEMM", gm[s][0], gm[s][1], gm[s][2],
-                      acc ? " (accumulate, odd ldy)" : "", err);
-                if (s == 0 && variant == 0)
-                    printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", cuda_wtype_name(t), gm[s][0], gm[s][1],
-                           gm[s][2], err);
-            }
             free_matrix(&m);
         }
     }
