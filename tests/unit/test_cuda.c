@@ -1020,30 +1020,68 @@ static cudaError_t gemm_run(const cuda_weight *dw, const uint16_t *dx, int T, fl
                  : cuda_gemm(dw, dx, T, dy, ldy, accumulate, 0);
 }
 
-static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy, int batch) {
-    const int K = m->n_in, N = m->n_out, ldy = N + (odd_ldy ? 1 : 0);
-    const size_t ny = (size_t)T * ldy;
-    uint16_t *x = malloc((size_t)T * K * sizeof(uint16_t));
-    float *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
+/* The host side of a GEMM case, shared by its variants: x (T, K) F16, and in doubles
+ * (x w^T) and sum_k |x w| (T, N), W's values rounded to F16 as the kernel rounds them. */
+typedef struct gemm_ref {
+    int T;
+    uint16_t *x;
+    double *dot, *mag;
+} gemm_ref;
+
+static int gemm_ref_make(const host_matrix *m, int T, gemm_ref *r) {
+    const int K = m->n_in, N = m->n_out;
     double *w16 = malloc((size_t)N * K * sizeof(double));
+    r->T = T;
+    r->x = malloc((size_t)T * K * sizeof(uint16_t));
+    r->dot = malloc((size_t)T * N * sizeof(double));
+    r->mag = malloc((size_t)T * N * sizeof(double));
+    if (!w16 || !r->x || !r->dot || !r->mag) {
+        free(w16);
+        return -1;
+    }
+    for (size_t i = 0; i < (size_t)T * K; i++)
+        r->x[i] = quant_f16_sat(2.0f * rndf());
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w16[i] = er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double dot = 0.0, mag = 1e-30;
+            for (int k = 0; k < K; k++) {
+                const double p = er_f16_to_f32(r->x[(size_t)t * K + k]) * w16[(size_t)n * K + k];
+                dot += p;
+                mag += fabs(p);
+            }
+            r->dot[(size_t)t * N + n] = dot;
+            r->mag[(size_t)t * N + n] = mag;
+        }
+    free(w16);
+    return 0;
+}
+
+static void gemm_ref_free(gemm_ref *r) {
+    free(r->x);
+    free(r->dot);
+    free(r->mag);
+}
+
+static double gemm_case(const host_matrix *m, const gemm_ref *r, int accumulate, int odd_ldy, int batch) {
+    const int K = m->n_in, N = m->n_out, T = r->T, ldy = N + (odd_ldy ? 1 : 0);
+    const size_t ny = (size_t)T * ldy;
+    float *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
     cuda_weight dw = {m->type, K, N, NULL, NULL, NULL};
     uint16_t *dx = NULL;
     float *dy = NULL, *part = NULL;
     const size_t part_floats = (size_t)cuda_gemm_split_count(&dw) * (size_t)N * 7;
     double worst = INFINITY;
-    if (!x || !y0 || !y || !w16)
+    if (!y0 || !y)
         goto done;
-    for (size_t i = 0; i < (size_t)T * K; i++)
-        x[i] = quant_f16_sat(2.0f * rndf());
     for (size_t i = 0; i < ny; i++)
         y0[i] = rndf();
-    for (size_t i = 0; i < (size_t)N * K; i++)
-        w16[i] = er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
     if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)T * K * sizeof(uint16_t)) != cudaSuccess ||
         cudaMalloc((void **)&dy, ny * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&part, part_floats * sizeof(float)) != cudaSuccess)
         goto done;
-    cudaMemcpy(dx, x, (size_t)T * K * sizeof(uint16_t), cudaMemcpyHostToDevice);
+    cudaMemcpy(dx, r->x, (size_t)T * K * sizeof(uint16_t), cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y0, ny * sizeof(float), cudaMemcpyHostToDevice);
     if (gemm_run(&dw, dx, T, dy, ldy, accumulate, batch, part, part_floats) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
@@ -1053,13 +1091,12 @@ static double gemm_case(const host_matrix *m, int T, int accumulate, int odd_ldy
     for (int t = 0; t < T; t++) {
         for (int n = 0; n < ldy; n++) {
             const size_t at = (size_t)t * ldy + n;
-            double ref = accumulate || n >= N ? y0[at] : 0.0, mag = 1e-30;
-            for (int k = 0; n < N && k < K; k++) {
-                const double p = er_f16_to_f32(x[(size_t)t * K + k]) * w16[(size_t)n * K + k];
-                ref += p;
-                mag += fabs(p);
+            if (n >= N) { /* the odd stride's spare column: untouched */
+                worst = y[at] == y0[at] ? worst : INFINITY;
+                continue;
             }
-            const double e = n < N ? fabs((double)y[at] - ref) / mag : (y[at] == y0[at] ? 0.0 : INFINITY);
+            const double ref = (accumulate ? y0[at] : 0.0) + r->dot[(size_t)t * N + n];
+            const double e = fabs((double)y[at] - ref) / r->mag[(size_t)t * N + n];
             worst = e > worst || isnan(e) ? e : worst;
         }
     }
@@ -1078,10 +1115,8 @@ done:
     cudaFree(dx);
     cudaFree(dy);
     cudaFree(part);
-    free(x);
     free(y0);
     free(y);
-    free(w16);
     return worst;
 }
 
@@ -1178,11 +1213,13 @@ void test_cuda_gemm(void) {
             if (gm[s][2] % cuda_wtype_block(t) != 0)
                 continue;
             host_matrix m;
-            CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0, "out of memory");
+            gemm_ref ref = {0, NULL, NULL, NULL};
+            CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0 && gemm_ref_make(&m, gm[s][0], &ref) == 0,
+                  "out of memory");
             for (int variant = 0; variant < 4; variant++) {
                 /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
                 const int acc = variant & 1, batch = variant >> 1;
-                const double err = gemm_case(&m, gm[s][0], acc, acc, batch);
+                const double err = gemm_case(&m, &ref, acc, acc, batch);
                 CHECK(err <= 1e-5, "%s %s %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t),
                       batch ? "batch GEMM (split over K)" : "GEMM", gm[s][0], gm[s][1], gm[s][2],
                       acc ? " (accumulate, odd ldy)" : "", err);
@@ -1190,6 +1227,7 @@ void test_cuda_gemm(void) {
                     printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", cuda_wtype_name(t), gm[s][0], gm[s][1],
                            gm[s][2], err);
             }
+            gemm_ref_free(&ref);
             free_matrix(&m);
         }
     }
