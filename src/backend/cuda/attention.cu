@@ -949,6 +949,8 @@ template <int DPL, int KV>
 __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, const cuda_batch_rows br,
                                 void *k_cache_l, void *v_cache_l) {
     __shared__ float bufs[8][32 * DPL];
+    pdl_wait();
+    pdl_launch_next();
     const int t = blockIdx.x, hh = blockIdx.y * 8 + threadIdx.y, lane = threadIdx.x;
     if (hh >= p.n_head + p.n_head_kv)
         return;
@@ -988,6 +990,8 @@ k_attention_prefill(const cuda_attn_params p, const float *__restrict__ qkv, int
                     const void *__restrict__ k_cache_l, const void *__restrict__ v_cache_l,
                     __half *__restrict__ out) {
     __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
+    pdl_wait();
+    pdl_launch_next();
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const void *k_cache = k_cache_l, *v_cache = v_cache_l;
     const int qpos = token_rows(br, t, pos0, &k_cache, &v_cache);
@@ -1369,10 +1373,11 @@ static cudaError_t launch_qk_rope_store(const cuda_attn_params *p, float *qkv, i
     const dim3 grid(n_tokens, (p->n_head + p->n_head_kv + 7) / 8);
     if (n_tokens <= 0)
         return cudaErrorInvalidValue;
-#define CALL(D) k_qk_rope_store<D, KV><<<grid, dim3(32, 8), 0, stream>>>(*p, qkv, pos0, br, k_cache, v_cache)
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(32, 8), 0, stream, &attr);
+#define CALL(D) return cudaLaunchKernelEx(&cfg, k_qk_rope_store<D, KV>, *p, qkv, pos0, br, k_cache, v_cache)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
-    return ER_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" cudaError_t cuda_qk_rope_store(const cuda_attn_params *p, float *qkv, int n_tokens, int pos0,
@@ -1401,10 +1406,11 @@ static cudaError_t launch_attention_rows(const cuda_attn_params *p, const float 
     const dim3 grid(p->n_head, n_tokens);
     if (n_tokens <= 0 || n_tokens > 65535)
         return cudaErrorInvalidValue;
-#define CALL(D) k_attention_prefill<D, KV><<<grid, ATT_WARPS * 32, 0, stream>>>(*p, qkv, pos0, br, k_cache, v_cache, o)
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(ATT_WARPS * 32), 0, stream, &attr);
+#define CALL(D) return cudaLaunchKernelEx(&cfg, k_attention_prefill<D, KV>, *p, qkv, pos0, br, k_cache, v_cache, o)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
-    return ER_CUDA_LAUNCH_CHECK();
 }
 
 template <int KV>

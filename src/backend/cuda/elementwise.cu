@@ -50,6 +50,8 @@ __global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
 /* one block per row of y: row rows[blockIdx.x] of x, or row blockIdx.x without rows */
 __global__ void k_rmsnorm(const float *x, const int32_t *rows, const float *w, int n, float eps, __half *y) {
     __shared__ float red[32];
+    pdl_wait();
+    pdl_launch_next();
     const float *xr = x + (size_t)(rows ? rows[blockIdx.x] : (int)blockIdx.x) * n;
     __half *yr = y + (size_t)blockIdx.x * n;
     float ss = 0.0f;
@@ -64,6 +66,8 @@ __global__ void k_rmsnorm(const float *x, const int32_t *rows, const float *w, i
 /* grid (n_rows, chunks): block (r, c) takes every chunks-th run of blockDim.x elements
  * of row r from the c-th (a batch of a few rows still fills the device) */
 __global__ void k_glu(const float *gu, int n_ff, int gelu, __half *y) {
+    pdl_wait();
+    pdl_launch_next();
     const float *g = gu + (size_t)blockIdx.x * 2 * n_ff;
     for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < n_ff; i += gridDim.y * blockDim.x) {
         const float gi = g[i];
@@ -144,20 +148,23 @@ extern "C" cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cud
 
 extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,
                                     cudaStream_t stream) {
-    k_rmsnorm<<<n_rows, 256, 0, stream>>>(x, nullptr, w, n, eps, reinterpret_cast<__half *>(y));
-    return ER_CUDA_LAUNCH_CHECK();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_rows), dim3(256), 0, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_rmsnorm, x, (const int32_t *)nullptr, w, n, eps, reinterpret_cast<__half *>(y));
 }
 
 extern "C" cudaError_t cuda_rmsnorm_rows(const float *x, const int32_t *rows, const float *w, int n_rows, int n,
                                          float eps, uint16_t *y, cudaStream_t stream) {
-    k_rmsnorm<<<n_rows, 256, 0, stream>>>(x, rows, w, n, eps, reinterpret_cast<__half *>(y));
-    return ER_CUDA_LAUNCH_CHECK();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_rows), dim3(256), 0, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_rmsnorm, x, rows, w, n, eps, reinterpret_cast<__half *>(y));
 }
 
 extern "C" cudaError_t cuda_glu(const float *gu, int n_rows, int n_ff, int gelu, uint16_t *y, cudaStream_t stream) {
     const int chunks = (n_ff + 1023) / 1024; /* 4 elements a thread */
-    k_glu<<<dim3(n_rows, chunks), 256, 0, stream>>>(gu, n_ff, gelu, reinterpret_cast<__half *>(y));
-    return ER_CUDA_LAUNCH_CHECK();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_rows, chunks), dim3(256), 0, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_glu, gu, n_ff, gelu, reinterpret_cast<__half *>(y));
 }
 
 extern "C" cudaError_t cuda_add_rmsnorm(const float *y, const float *w, int n_rows, int n, float eps, float *x,

@@ -116,19 +116,27 @@ k_gemm(const cuda_weight w, const __half *__restrict__ X, int T, float *__restri
     float acc[MI][NI][4] = {};
     w_regs wreg[WR];
 
-    /* the first stage */
+    /* the first stage: its weights (read-only) load while the previous kernel ends,
+     * then X, which that kernel writes */
     const int k_first = kt_begin * GM_BK;
-    if (vec_rows && k_first + GM_BK <= K) {
+    const bool first_fast = vec_rows && k_first + GM_BK <= K;
+    if (first_fast) {
+#pragma unroll
+        for (int i = 0; i < WR; i++)
+            if (w_active)
+                load_w<WT>(w, w_row[i], k_first, part, wreg[i]);
+    }
+    pdl_wait();
+    pdl_launch_next();
+    if (first_fast) {
 #pragma unroll
         for (int i = 0; i < XC; i++)
             cp_async16(&st[0].x[xr[i]][8 * xq], x_src[i] + k_first, x_bytes[i]);
         cp_async_commit();
 #pragma unroll
         for (int i = 0; i < WR; i++)
-            if (w_active) {
-                load_w<WT>(w, w_row[i], k_first, part, wreg[i]);
+            if (w_active)
                 store_w<WT>(wreg[i], part, &st[0].w[wr_row[i]][16 * part]);
-            }
         cp_async_wait_all();
     } else {
         load_stage_ragged<WT, BT, BN>(w, X, T, t0, n0, k_first, &st[0]);
@@ -217,9 +225,9 @@ static cudaError_t launch_gemm(const cuda_weight *w, const __half *X, int T, flo
     const size_t plane = (size_t)T * (size_t)ldy;
     if (T <= 0 || grid.y > 65535u || n_split < 1 || n_split > n_steps)
         return cudaErrorInvalidValue;
-#define CALL(WT)                                                                                                \
-    k_gemm<WT, BT, BN><<<grid, GM_THREADS, 0, stream>>>(*w, X, T, y, ldy, accumulate, split_steps, plane); \
-    return ER_CUDA_LAUNCH_CHECK()
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(GM_THREADS), 0, stream, &attr);
+#define CALL(WT) return cudaLaunchKernelEx(&cfg, k_gemm<WT, BT, BN>, *w, X, T, y, ldy, accumulate, split_steps, plane)
     CUDA_WTYPE_SWITCH(w->type, CALL);
 #undef CALL
     return cudaErrorInvalidValue;
@@ -228,6 +236,8 @@ static cudaError_t launch_gemm(const cuda_weight *w, const __half *X, int T, flo
 /* y (T, ldy)[:, :n] (+)= the sum of n_split planes (T, n) of part, in plane order */
 __global__ void k_split_sum(const float *__restrict__ part, int n_split, int T, int n, float *__restrict__ y,
                             int64_t ldy, int accumulate) {
+    pdl_wait();
+    pdl_launch_next();
     const size_t plane = (size_t)T * (size_t)n;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (size_t)gridDim.x * blockDim.x) {
         float sum = part[i];
@@ -316,9 +326,10 @@ extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, 
                 return e;
             const size_t plane = (size_t)T * (size_t)n;
             const unsigned int blocks = (unsigned int)((plane + 255) / 256 < 1024 ? (plane + 255) / 256 : 1024);
-            k_split_sum<<<blocks, 256, 0, stream>>>(part, n_split, T, n, y + (size_t)t0 * (size_t)ldy + col0, ldy,
-                                                    accumulate);
-            if ((e = ER_CUDA_LAUNCH_CHECK()) != cudaSuccess)
+            cudaLaunchAttribute attr;
+            const cudaLaunchConfig_t cfg = pdl_config(dim3(blocks), dim3(256), 0, stream, &attr);
+            if ((e = cudaLaunchKernelEx(&cfg, k_split_sum, (const float *)part, n_split, T, n,
+                                        y + (size_t)t0 * (size_t)ldy + col0, ldy, accumulate)) != cudaSuccess)
                 return e;
         }
     }
