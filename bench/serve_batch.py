@@ -1,8 +1,9 @@
 """serve_batch.py BIN MODEL [SERVE FLAGS...] - continuous batching and the prefix cache of `edgerunner serve`,
 measured on one server in one run (run through bench/serve_batch.sh):
 
-  1. aggregate decode: 8 concurrent greedy requests of 128 tokens each (--parallel 8)
-     against one request alone: generated tokens per second of wall time, and their ratio
+  1. aggregate decode: 8 concurrent greedy requests of 128 tokens each (--parallel 8), the
+     best of 3 such rounds, against the best of 8 requests alone: generated tokens per
+     second of wall time, and their ratio
      (issue 21's target: >= 3x on SmolLM2-135M). Each concurrent text is checked against
      the text the same request gives alone (batch invariance); a difference prints FAIL.
   2. prefix cache: time to first token of a request with a ~2,000-token system prompt,
@@ -21,7 +22,7 @@ sys.path.insert(0, "tests/server")
 from harness import Server  # noqa: E402
 
 BIN, MODEL, SERVE_FLAGS = sys.argv[1], sys.argv[2], sys.argv[3:]
-N_PAR, N_GEN = 8, 128
+N_PAR, N_GEN, N_ROUNDS = 8, 128, 3
 failed = False
 
 
@@ -58,25 +59,29 @@ try:
         alone_text.append(text)
         alone_s.append(s)
     one_tps = N_GEN / min(alone_s)
-    together = [None] * N_PAR
+    # the concurrent run N_ROUNDS times, its best against the best request alone: a best
+    # against a best (the first version set the best of 8 alone against one concurrent run)
+    walls, same = [], [True] * N_PAR
+    for _ in range(N_ROUNDS):
+        together = [None] * N_PAR
 
-    def run(i):
-        together[i] = complete(url, prompts[i], N_GEN)
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(N_PAR)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    agg_tps = N_PAR * N_GEN / wall
-    same = [together[i][0] == alone_text[i] for i in range(N_PAR)]
+        def run(i):
+            together[i] = complete(url, prompts[i], N_GEN)
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(N_PAR)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        walls.append(time.perf_counter() - t0)
+        same = [same[i] and together[i][0] == alone_text[i] for i in range(N_PAR)]
+    agg_tps = N_PAR * N_GEN / min(walls)
     if not all(same):
         failed = True
         print(f"FAIL  batch invariance: requests {[i for i, s in enumerate(same) if not s]} differ from alone")
     print(f"decode: 1 request alone {one_tps:.1f} tok/s (best of {N_PAR}); {N_PAR} concurrent x {N_GEN} tokens "
-          f"{agg_tps:.1f} tok/s aggregate ({wall:.2f} s); ratio {agg_tps / one_tps:.2f}x; "
-          f"texts equal alone: {sum(same)}/{N_PAR}")
+          f"{agg_tps:.1f} tok/s aggregate (best of {N_ROUNDS}: {', '.join(f'{w:.2f}' for w in walls)} s); ratio "
+          f"{agg_tps / one_tps:.2f}x; texts equal alone: {sum(same)}/{N_PAR} in every round")
 
     # ~2,000 tokens of system prompt, unique to this run so that the first request is cold
     nonce = int(time.time())
