@@ -146,18 +146,16 @@ extern "C" cudaError_t cuda_commit(cuda_step_state *state, int32_t *out_ids, cud
     return cudaLaunchKernelEx(&cfg, k_commit, state, out_ids);
 }
 
-extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,
-                                    cudaStream_t stream) {
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_rows), dim3(256), 0, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_rmsnorm, x, (const int32_t *)nullptr, w, n, eps, reinterpret_cast<__half *>(y));
-}
-
 extern "C" cudaError_t cuda_rmsnorm_rows(const float *x, const int32_t *rows, const float *w, int n_rows, int n,
                                          float eps, uint16_t *y, cudaStream_t stream) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_rows), dim3(256), 0, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_rmsnorm, x, rows, w, n, eps, reinterpret_cast<__half *>(y));
+}
+
+extern "C" cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,
+                                    cudaStream_t stream) {
+    return cuda_rmsnorm_rows(x, nullptr, w, n_rows, n, eps, y, stream);
 }
 
 extern "C" cudaError_t cuda_glu(const float *gu, int n_rows, int n_ff, int gelu, uint16_t *y, cudaStream_t stream) {

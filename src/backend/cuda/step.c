@@ -150,32 +150,54 @@ fail:
     return st;
 }
 
-er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float *logits_all) {
+/* The layers over n tokens whose ids are at tokens (device): a prompt at positions pos0..
+ * of sequence 0 (br NULL: the prefill's GEMMs and tensor-core attention), or a batch of
+ * several sequences, each token at its own position and sequence (br: cuda_gemm_batch,
+ * RoPE and attention by cuda_batch_rows). */
+static er_status enqueue_layers(cuda_context *cc, const int32_t *tokens, int n, int64_t pos0,
+                                const cuda_batch_rows *br) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
-    const size_t layer_kv = cc->kv_layer_stride;
-    const int n = (int)T;
-    CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), cc->tokens, n, cc->x, cc->stream));
+    const int batch = br != NULL;
+    CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), tokens, n, cc->x, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
-        uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
+        uint8_t *kc = cc->k_cache + il * cc->kv_layer_stride, *vc = cc->v_cache + il * cc->kv_layer_stride;
         /* x += attention(rmsnorm(x) Wqkv) Wo ; x += glu(rmsnorm(x) Wgate|up) Wdown; with
          * post-norms each product is normalized before it is added */
         CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
-        CUDA_TRY(cuda_gemm(&l->qkv, cc->xh, n, cc->qkv, q_dim + 2 * kv_dim, 0, cc->stream));
-        CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->stream));
-        CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->xh, cc->stream));
-        if ((st = residual(cc, &l->wo, l->post_attn_norm, n, 0)) != ER_OK)
+        CUDA_TRY(gemm_xh(cc, &l->qkv, n, cc->qkv, q_dim + 2 * kv_dim, 0, batch));
+        if (batch) {
+            CUDA_TRY(cuda_qk_rope_store_batch(&ap, cc->qkv, n, br, kc, vc, cc->stream));
+            CUDA_TRY(cuda_attention_batch(&ap, cc->qkv, n, br, kc, vc, cc->xh, cc->stream));
+        } else {
+            CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->stream));
+            CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->xh, cc->stream));
+        }
+        if ((st = residual(cc, &l->wo, l->post_attn_norm, n, batch)) != ER_OK)
             return st;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
-        CUDA_TRY(cuda_gemm(&l->gate_up, cc->xh, n, cc->gu, 2 * c->n_ff, 0, cc->stream));
+        CUDA_TRY(gemm_xh(cc, &l->gate_up, n, cc->gu, 2 * c->n_ff, 0, batch));
         CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, (c->features & ER_FEAT_GEGLU) != 0, cc->xh, cc->stream));
-        if ((st = residual(cc, &l->down, l->post_ffn_norm, n, 0)) != ER_OK)
+        if ((st = residual(cc, &l->down, l->post_ffn_norm, n, batch)) != ER_OK)
             return st;
     }
+    return ER_OK;
+fail:
+    return st;
+}
+
+er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float *logits_all) {
+    er_status st = ER_OK;
+    const cuda_model *cm = cc->cm;
+    const model_config *c = &cm->m->config;
+    const int64_t n_embd = c->n_embd;
+    const int n = (int)T;
+    if ((st = enqueue_layers(cc, cc->tokens, n, pos0, NULL)) != ER_OK)
+        return st;
     if (logits_all) {
         CUDA_TRY(cuda_rmsnorm(cc->x, cm->output_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         CUDA_TRY(cuda_gemm(&cm->output, cc->xh, n, logits_all, c->n_vocab, 0, cc->stream));
@@ -247,35 +269,12 @@ fail:
 }
 
 /* The forward pass of a batch of several sequences (n tokens, their ids, sequences and
- * positions in cc->batch), on cc->stream: the prefill's kernels with each token's K and V
- * in its sequence's rows and its attention over them (cuda_batch_rows). */
+ * positions in cc->batch), on cc->stream: each token's K and V in its sequence's rows and
+ * its attention over them (cuda_batch_rows). */
 static er_status enqueue_batch(cuda_context *cc, int n) {
-    er_status st = ER_OK;
-    const cuda_model *cm = cc->cm;
-    const model_config *c = &cm->m->config;
-    const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
-    const int32_t *tokens = cc->batch, *seq = cc->batch + cc->n_batch, *pos = cc->batch + 2 * cc->n_batch;
+    const int32_t *seq = cc->batch + cc->n_batch, *pos = cc->batch + 2 * cc->n_batch;
     const cuda_batch_rows br = {pos, seq, cc->kv_layer_bytes};
-    CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), tokens, n, cc->x, cc->stream));
-    for (int64_t il = 0; il < c->n_layer; il++) {
-        const cuda_layer *l = &cm->layers[il];
-        const cuda_attn_params ap = cuda_layer_attn(cc, il);
-        uint8_t *kc = cc->k_cache + il * cc->kv_layer_stride, *vc = cc->v_cache + il * cc->kv_layer_stride;
-        CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
-        CUDA_TRY(gemm_xh(cc, &l->qkv, n, cc->qkv, q_dim + 2 * kv_dim, 0, 1));
-        CUDA_TRY(cuda_qk_rope_store_batch(&ap, cc->qkv, n, &br, kc, vc, cc->stream));
-        CUDA_TRY(cuda_attention_batch(&ap, cc->qkv, n, &br, kc, vc, cc->xh, cc->stream));
-        if ((st = residual(cc, &l->wo, l->post_attn_norm, n, 1)) != ER_OK)
-            return st;
-        CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
-        CUDA_TRY(gemm_xh(cc, &l->gate_up, n, cc->gu, 2 * c->n_ff, 0, 1));
-        CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, (c->features & ER_FEAT_GEGLU) != 0, cc->xh, cc->stream));
-        if ((st = residual(cc, &l->down, l->post_ffn_norm, n, 1)) != ER_OK)
-            return st;
-    }
-    return ER_OK;
-fail:
-    return st;
+    return enqueue_layers(cc, cc->batch, n, 0, &br);
 }
 
 /* The output head of rows r0 .. r0 + m - 1 of the batch's asking tokens (m <= n_seq):
