@@ -248,8 +248,8 @@ __global__ void k_split_sum(const float *__restrict__ part, int n_split, int T, 
     }
 }
 
-/* The tile height for T tokens of a matrix of n_out rows. */
-template <int BN>
+/* The tile height for T tokens of a matrix of n_out rows (64 rows a tile, 128 for a few
+ * tokens). */
 static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
                                 int n_split, cudaStream_t stream) {
     /* 128 tokens per block halve the conversions of each weight, but leave too few
@@ -257,8 +257,8 @@ static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, fl
      * qkv, 31 vs 35 us for wo, 512 tokens); 32 tokens for the batches of a few
      * sequences' decode steps: half the tensor-core work of 64 on rows no token fills */
     if (T > 32)
-        return T > 64 && w->n_out >= 4096 ? launch_gemm<128, BN>(w, X, T, y, ldy, accumulate, n_split, stream)
-                                          : launch_gemm<64, BN>(w, X, T, y, ldy, accumulate, n_split, stream);
+        return T > 64 && w->n_out >= 4096 ? launch_gemm<128, 64>(w, X, T, y, ldy, accumulate, n_split, stream)
+                                          : launch_gemm<64, 64>(w, X, T, y, ldy, accumulate, n_split, stream);
     /* a few tokens: the blocks wait on their weight loads, one stage after another; 128
      * rows a block put twice the bytes in flight of 64 (the sums are the same: each
      * token's row of y is the same chain of products over K whatever the tile). 64 and
@@ -271,7 +271,7 @@ extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_
     const __half *X = reinterpret_cast<const __half *>(x);
     /* a stacked matrix of several types (w->next): each part into its columns of y */
     for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
-        const cudaError_t e = launch_tiles<64>(w, X, n_tokens, y + col0, ldy, accumulate, 1, stream);
+        const cudaError_t e = launch_tiles(w, X, n_tokens, y + col0, ldy, accumulate, 1, stream);
         if (e != cudaSuccess)
             return e;
     }
@@ -288,7 +288,7 @@ static int64_t split_target_blocks(void) {
     if (!target) {
         const char *env = getenv("EDGERUNNER_CUDA_SPLIT_BLOCKS");
         const long long v = env ? atoll(env) : 0;
-        target = v > 0 ? (int64_t)v : SPLIT_TARGET_BLOCKS;
+        target = v > 0 ? (int64_t)v : (int64_t)SPLIT_TARGET_BLOCKS;
     }
     return target;
 }
@@ -321,7 +321,7 @@ extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, 
             return cudaErrorInvalidValue;
         for (int t0 = 0; t0 < n_tokens; t0 += (int)fit) {
             const int T = n_tokens - t0 < fit ? n_tokens - t0 : (int)fit;
-            cudaError_t e = launch_tiles<64>(w, X + (size_t)t0 * (size_t)w->n_in, T, part, n, 0, n_split, stream);
+            cudaError_t e = launch_tiles(w, X + (size_t)t0 * (size_t)w->n_in, T, part, n, 0, n_split, stream);
             if (e != cudaSuccess)
                 return e;
             const size_t plane = (size_t)T * (size_t)n;
