@@ -75,21 +75,23 @@ int main(int argc, char **argv) {
     cudaMemset(nw, 0, (size_t)n_max * 4);
     cudaMemset(qkv, 0, (size_t)shape[0][0] * 4);
     cudaMemset(ff, 0, (size_t)n_ff * 4);
-    /* T > 0: xh (T, max n_in) F16, y (T, max n_out) f32, part: the shares of K */
+    /* T > 0: xh (T, max n_in) F16, y (T, max n_out) f32, gs: the shares of K and the
+     * quantized inputs */
     uint16_t *xh = NULL;
-    float *y = NULL, *part = NULL;
-    size_t part_floats = 0;
+    float *y = NULL;
+    cuda_gemm_scratch gs = {0};
     if (T > 0) {
         int64_t out_max = 0;
         for (int m = 0; m < N_MAT; m++) {
             const cuda_weight probe = {.type = t, .n_in = shape[m][1], .n_out = shape[m][0]};
             const size_t f = (size_t)cuda_gemm_split_count(&probe) * (size_t)shape[m][0] * (size_t)T;
-            part_floats = f > part_floats ? f : part_floats;
+            gs.part_floats = f > gs.part_floats ? f : gs.part_floats;
             out_max = shape[m][0] > out_max ? shape[m][0] : out_max;
         }
         if (cudaMalloc((void **)&xh, (size_t)T * (size_t)n_max * 2) != cudaSuccess ||
             cudaMalloc((void **)&y, (size_t)T * (size_t)out_max * 4) != cudaSuccess ||
-            cudaMalloc((void **)&part, part_floats * 4) != cudaSuccess) {
+            cudaMalloc((void **)&gs.part, gs.part_floats * 4) != cudaSuccess ||
+            cudaMalloc(&gs.xq, gs.xq_bytes = cuda_gemm_xq_bytes(T, n_max)) != cudaSuccess) {
             fprintf(stderr, "gpu_matvec_bench: out of memory\n");
             return 1;
         }
@@ -118,8 +120,7 @@ int main(int argc, char **argv) {
             for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
                 const float *in = k == 1 ? qkv : k == 3 ? ff : x;
                 float *out = k == 0 ? qkv : k == 2 ? ff : x;
-                e = T > 0 ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, part,
-                                            part_floats, st)
+                e = T > 0 ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, &gs, st)
                           : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, NULL, st);
             }
         const cudaError_t ec = cudaStreamEndCapture(st, &g);

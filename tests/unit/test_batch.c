@@ -17,6 +17,9 @@
 
 #include "edgerunner.h"
 #include "test.h"
+#ifdef ER_HAVE_CUDA
+#include "backend/cuda/kernels.h" /* cuda_gemm_set_mmq */
+#endif
 
 #define STORIES TEST_DATA "stories260K.gguf"
 
@@ -362,6 +365,29 @@ void test_batch(void) {
             test_kept_logits(mc, CUDA);
         }
         er_model_free(mc);
+        /* Q8_0 weights: CUDA's batch GEMMs on the int8 tensor cores (mmq.cu, their inputs
+         * quantized per block of 32), against the CPU reference of the same weights */
+        er_model *m8 = NULL;
+        mp.type = "Q8_0";
+        mp.backend = ER_BACKEND_CPU;
+        CHECK(er_model_load(STORIES, &mp, &m8) == ER_OK, "load as Q8_0: %s", er_last_error());
+        if (m8)
+            test_invariance(m8, REFERENCE, NULL, reference_of);
+        er_model_free(m8);
+        m8 = NULL;
+        mp.backend = ER_BACKEND_CUDA;
+        CHECK(er_model_load(STORIES, &mp, &m8) == ER_OK, "load as Q8_0 on CUDA: %s", er_last_error());
+#ifdef ER_HAVE_CUDA
+        cuda_gemm_set_mmq(1);
+#endif
+        if (m8) {
+            test_invariance(m8, CUDA, reference_of, NULL);
+            test_chunks(m8, CUDA);
+        }
+#ifdef ER_HAVE_CUDA
+        cuda_gemm_set_mmq(-1);
+#endif
+        er_model_free(m8);
     }
     free(reference_of);
 }

@@ -1008,16 +1008,11 @@ done:
     return worst;
 }
 
-/* The prefill GEMM, y (T, ldy) (+)= x (T, K) f16 . W^T, against doubles on the host
- * with W's values rounded to F16 as the kernel rounds them: worst |error| over
- * sum_k |x w| (the scale of F32 rounding in the sums). ldy = n_out + 1 when `odd_ldy`:
- * the element-by-element stores. */
 /* y = x w^T (+ y0) through cuda_gemm, or with `batch` through cuda_gemm_batch (split over
- * K, its shares in passes of 7 tokens), against doubles of x and w rounded to F16. */
+ * K, its shares in passes of 7 tokens). */
 static cudaError_t gemm_run(const cuda_weight *dw, const uint16_t *dx, int T, float *dy, int ldy, int accumulate,
-                            int batch, float *part, size_t part_floats) {
-    return batch ? cuda_gemm_batch(dw, dx, T, dy, ldy, accumulate, part, part_floats, 0)
-                 : cuda_gemm(dw, dx, T, dy, ldy, accumulate, 0);
+                            int batch, const cuda_gemm_scratch *s) {
+    return batch ? cuda_gemm_batch(dw, dx, T, dy, ldy, accumulate, s, 0) : cuda_gemm(dw, dx, T, dy, ldy, accumulate, 0);
 }
 
 /* The host side of a GEMM case, shared by its variants: x (T, K) F16, and in doubles
@@ -1028,26 +1023,43 @@ typedef struct gemm_ref {
     double *dot, *mag;
 } gemm_ref;
 
-static int gemm_ref_make(const host_matrix *m, int T, gemm_ref *r) {
+/* With int8_x, the reference of the int8 tensor cores (mmq.cu) instead: x quantized per
+ * block of 32 as the kernel quantizes it (d = max |x| / 127 in float, q = x * (127 / max)
+ * rounded to even), w's values exact. */
+static int gemm_ref_make(const host_matrix *m, int T, int int8_x, gemm_ref *r) {
     const int K = m->n_in, N = m->n_out;
     double *w16 = malloc((size_t)N * K * sizeof(double));
+    double *xv = malloc((size_t)T * K * sizeof(double)); /* (T, K) the x the products see */
     r->T = T;
     r->x = malloc((size_t)T * K * sizeof(uint16_t));
     r->dot = malloc((size_t)T * N * sizeof(double));
     r->mag = malloc((size_t)T * N * sizeof(double));
-    if (!w16 || !r->x || !r->dot || !r->mag) {
+    if (!w16 || !xv || !r->x || !r->dot || !r->mag) {
         free(w16);
+        free(xv);
         return -1;
     }
-    for (size_t i = 0; i < (size_t)T * K; i++)
+    for (size_t i = 0; i < (size_t)T * K; i++) {
         r->x[i] = quant_f16_sat(2.0f * rndf());
+        xv[i] = er_f16_to_f32(r->x[i]);
+    }
+    for (size_t i = 0; int8_x && i < (size_t)T * K; i += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf((float)xv[i + j]));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float q = fminf(127.0f, fmaxf(-127.0f, rintf((float)xv[i + j] * id)));
+            xv[i + j] = (double)q * d;
+        }
+    }
     for (size_t i = 0; i < (size_t)N * K; i++)
-        w16[i] = er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
+        w16[i] = int8_x ? m->value[i] : er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
             double dot = 0.0, mag = 1e-30;
             for (int k = 0; k < K; k++) {
-                const double p = er_f16_to_f32(r->x[(size_t)t * K + k]) * w16[(size_t)n * K + k];
+                const double p = xv[(size_t)t * K + k] * w16[(size_t)n * K + k];
                 dot += p;
                 mag += fabs(p);
             }
@@ -1055,6 +1067,7 @@ static int gemm_ref_make(const host_matrix *m, int T, gemm_ref *r) {
             r->mag[(size_t)t * N + n] = mag;
         }
     free(w16);
+    free(xv);
     return 0;
 }
 
@@ -1064,14 +1077,18 @@ static void gemm_ref_free(gemm_ref *r) {
     free(r->mag);
 }
 
-static double gemm_case(const host_matrix *m, const gemm_ref *r, int accumulate, int odd_ldy, int batch) {
+/* One variant of a case against its reference: worst |error| over sum_k |x w|. ldy =
+ * n_out + 1 when `odd_ldy` (the element-by-element stores). A batch GEMM's scratch holds
+ * the quantized inputs of the int8 GEMM's batch when `with_xq` (else it quantizes inside). */
+static double gemm_case(const host_matrix *m, const gemm_ref *r, int accumulate, int odd_ldy, int batch, int with_xq) {
     const int K = m->n_in, N = m->n_out, T = r->T, ldy = N + (odd_ldy ? 1 : 0);
     const size_t ny = (size_t)T * ldy;
     float *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
     cuda_weight dw = {m->type, K, N, NULL, NULL, NULL};
     uint16_t *dx = NULL;
-    float *dy = NULL, *part = NULL;
-    const size_t part_floats = (size_t)cuda_gemm_split_count(&dw) * (size_t)N * 7;
+    float *dy = NULL;
+    cuda_gemm_scratch s = {NULL, (size_t)cuda_gemm_split_count(&dw) * (size_t)N * 7, NULL,
+                           with_xq ? cuda_gemm_xq_bytes(T, K) : 0};
     double worst = INFINITY;
     if (!y0 || !y)
         goto done;
@@ -1079,11 +1096,12 @@ static double gemm_case(const host_matrix *m, const gemm_ref *r, int accumulate,
         y0[i] = rndf();
     if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)T * K * sizeof(uint16_t)) != cudaSuccess ||
         cudaMalloc((void **)&dy, ny * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&part, part_floats * sizeof(float)) != cudaSuccess)
+        cudaMalloc((void **)&s.part, s.part_floats * sizeof(float)) != cudaSuccess ||
+        (with_xq && cudaMalloc(&s.xq, s.xq_bytes) != cudaSuccess))
         goto done;
     cudaMemcpy(dx, r->x, (size_t)T * K * sizeof(uint16_t), cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y0, ny * sizeof(float), cudaMemcpyHostToDevice);
-    if (gemm_run(&dw, dx, T, dy, ldy, accumulate, batch, part, part_floats) != cudaSuccess ||
+    if (gemm_run(&dw, dx, T, dy, ldy, accumulate, batch, &s) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(y, dy, ny * sizeof(float), cudaMemcpyDeviceToHost);
@@ -1104,7 +1122,7 @@ static double gemm_case(const host_matrix *m, const gemm_ref *r, int accumulate,
      * a middle and the last token; the batch may take larger tiles than one token) */
     for (int k = 0; !accumulate && k < 3 && T > 1; k++) {
         const int t = k == 0 ? 0 : k == 1 ? T / 2 : T - 1;
-        if (gemm_run(&dw, dx + (size_t)t * K, 1, dy, ldy, 0, batch, part, part_floats) != cudaSuccess ||
+        if (gemm_run(&dw, dx + (size_t)t * K, 1, dy, ldy, 0, batch, &s) != cudaSuccess ||
             cudaMemcpy(y0, dy, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
             memcmp(y0, y + (size_t)t * ldy, (size_t)N * sizeof(float)) != 0)
             worst = INFINITY;
@@ -1114,7 +1132,8 @@ done:
     cudaFree(dw.d);
     cudaFree(dx);
     cudaFree(dy);
-    cudaFree(part);
+    cudaFree(s.part);
+    cudaFree(s.xq);
     free(y0);
     free(y);
     return worst;
@@ -1208,18 +1227,21 @@ void test_cuda_gemm(void) {
     static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
                                 {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256},
                                 {24, 160, 512},    {8, 1024, 3072}};
+    cuda_gemm_set_mmq(0); /* F16 tiles for every type; the int8 tensor cores apart below */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
             if (gm[s][2] % cuda_wtype_block(t) != 0)
                 continue;
             host_matrix m;
-            gemm_ref ref = {0, NULL, NULL, NULL};
-            CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0 && gemm_ref_make(&m, gm[s][0], &ref) == 0,
+            gemm_ref ref = {0, NULL, NULL, NULL}, ref8 = {0, NULL, NULL, NULL};
+            const int int8 = cuda_wtype_int8_mma(t);
+            CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0 && gemm_ref_make(&m, gm[s][0], 0, &ref) == 0 &&
+                      (!int8 || gemm_ref_make(&m, gm[s][0], 1, &ref8) == 0),
                   "out of memory");
             for (int variant = 0; variant < 4; variant++) {
                 /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
                 const int acc = variant & 1, batch = variant >> 1;
-                const double err = gemm_case(&m, &ref, acc, acc, batch);
+                const double err = gemm_case(&m, &ref, acc, acc, batch, 0);
                 CHECK(err <= 1e-5, "%s %s %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t),
                       batch ? "batch GEMM (split over K)" : "GEMM", gm[s][0], gm[s][1], gm[s][2],
                       acc ? " (accumulate, odd ldy)" : "", err);
@@ -1227,10 +1249,26 @@ void test_cuda_gemm(void) {
                     printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", cuda_wtype_name(t), gm[s][0], gm[s][1],
                            gm[s][2], err);
             }
+            /* the int8 tensor cores (mmq.cu) for the batch GEMM, against the quantized x:
+             * the batch quantized beforehand (accumulate 0) or inside (1); each token alone
+             * quantized inside */
+            for (int acc = 0; int8 && acc < 2; acc++) {
+                cuda_gemm_set_mmq(1);
+                const double err = gemm_case(&m, &ref8, acc, acc, 1, !acc);
+                cuda_gemm_set_mmq(0);
+                CHECK(err <= 1e-5, "%s batch GEMM on int8 tensor cores %d tokens x %d x %d%s: error %.3g of sum |x w|",
+                      cuda_wtype_name(t), gm[s][0], gm[s][1], gm[s][2], acc ? " (accumulate, odd ldy)" : "", err);
+                if (s == 0 && acc == 0)
+                    printf("  %s batch GEMM on int8 tensor cores %d x %d x %d: error %.2e of sum |x w|\n",
+                           cuda_wtype_name(t), gm[s][0], gm[s][1], gm[s][2], err);
+            }
             gemm_ref_free(&ref);
+            if (int8)
+                gemm_ref_free(&ref8);
             free_matrix(&m);
         }
     }
+    cuda_gemm_set_mmq(-1);
 }
 
 void test_cuda(void) {

@@ -43,7 +43,8 @@ void cuda_context_free(void *ctx) {
         if (cc->batch_graphs[i].exec)
             cudaGraphExecDestroy(cc->batch_graphs[i].exec);
     cudaFreeHost(cc->batch_logits);
-    cudaFree(cc->split_part);
+    cudaFree(cc->gemm.part);
+    cudaFree(cc->gemm.xq);
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     cudaFreeHost(cc->logits_host);
@@ -99,7 +100,8 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
         cc->n_split = cuda_attention_split_count(&ap);
     }
-    /* cuda_gemm_batch's shares of K, for up to 256 tokens a pass (its largest matrix) */
+    /* cuda_gemm_batch's shares of K, for up to 256 tokens a pass (its largest matrix), and
+     * its quantized inputs of a whole batch (the widest) */
     {
         const cuda_layer *l = &((const cuda_model *)dev)->layers[0];
         const cuda_weight *ws[5] = {&l->qkv, &l->wo, &l->gate_up, &l->down, &((const cuda_model *)dev)->output};
@@ -109,8 +111,10 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
             int64_t rows = 0;
             for (const cuda_weight *w = ws[i]; w; w = w->next)
                 rows = max64(rows, w->n_out);
-            if (n_split > 1 && (size_t)(n_split * rows * pass) > cc->split_part_floats)
-                cc->split_part_floats = (size_t)(n_split * rows * pass);
+            if (n_split > 1 && (size_t)(n_split * rows * pass) > cc->gemm.part_floats)
+                cc->gemm.part_floats = (size_t)(n_split * rows * pass);
+            if (cuda_gemm_xq_bytes(n_batch, ws[i]->n_in) > cc->gemm.xq_bytes)
+                cc->gemm.xq_bytes = cuda_gemm_xq_bytes(n_batch, ws[i]->n_in);
         }
     }
     const size_t f = sizeof(float);

@@ -307,28 +307,71 @@ extern "C" int cuda_gemm_split_count(const cuda_weight *w) {
     return n;
 }
 
+/* Whether cuda_gemm_batch takes the int8 tensor cores (mmq.cu) for the types that have
+ * them: yes, unless EDGERUNNER_CUDA_MMQ=0 (read once) or cuda_gemm_set_mmq (tests,
+ * benchmarks) says otherwise. */
+static int mmq_mode = -1;
+
+extern "C" void cuda_gemm_set_mmq(int on) { mmq_mode = on < 0 ? -1 : on != 0; }
+
+static int mmq_on(void) {
+    if (mmq_mode < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_MMQ");
+        mmq_mode = env && *env ? atoi(env) != 0 : 1;
+    }
+    return mmq_mode;
+}
+
+/* One part of a batch GEMM: int8 tensor cores (mmq.cu) or F16 tiles; chosen by its type,
+ * never by the batch (a token's numbers may not depend on it) */
+static cudaError_t batch_tiles(const cuda_weight *w, const __half *X, const int8_t *xq, const float *xd, int T,
+                               float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream) {
+    if (mmq_on() && cuda_wtype_int8_mma(w->type))
+        return cuda_mmq_tiles(w, reinterpret_cast<const uint16_t *>(X), xq, xd, T, y, ldy, accumulate, n_split, stream);
+    return launch_tiles(w, X, T, y, ldy, accumulate, n_split, stream);
+}
+
 extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
-                                       int accumulate, float *part, size_t part_floats, cudaStream_t stream) {
+                                       int accumulate, const cuda_gemm_scratch *s, cudaStream_t stream) {
     const __half *X = reinterpret_cast<const __half *>(x);
     const int n_split = cuda_gemm_split_count(w);
-    if (n_split == 1)
-        return cuda_gemm(w, x, n_tokens, y, ldy, accumulate, stream);
+    const int64_t K = w->n_in; /* alike in every part */
+    int8_t *xq = NULL;         /* (n_tokens, K) the input's quants, and xd (n_tokens, K / 32) their scales */
+    float *xd = NULL;
+    bool int8 = false;
+    for (const cuda_weight *p = w; p; p = p->next)
+        int8 = int8 || (mmq_on() && cuda_wtype_int8_mma(p->type));
+    if (int8 && cuda_mmq_prequantize(n_tokens) && s->xq && s->xq_bytes >= cuda_gemm_xq_bytes(n_tokens, K)) {
+        xq = (int8_t *)s->xq;
+        xd = (float *)(xq + (size_t)n_tokens * (size_t)K);
+        const cudaError_t e = cuda_quantize_x(x, n_tokens, K, xq, xd, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
     for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
         const int n = (int)w->n_out;
+        if (n_split == 1) {
+            const cudaError_t e = batch_tiles(w, X, xq, xd, n_tokens, y + col0, ldy, accumulate, 1, stream);
+            if (e != cudaSuccess)
+                return e;
+            continue;
+        }
         /* tokens per pass: as many as part holds (each pass's sums are those of one) */
-        const int64_t fit = (int64_t)(part_floats / ((size_t)n_split * (size_t)n));
+        const int64_t fit = (int64_t)(s->part_floats / ((size_t)n_split * (size_t)n));
         if (fit < 1)
             return cudaErrorInvalidValue;
         for (int t0 = 0; t0 < n_tokens; t0 += (int)fit) {
             const int T = n_tokens - t0 < fit ? n_tokens - t0 : (int)fit;
-            cudaError_t e = launch_tiles(w, X + (size_t)t0 * (size_t)w->n_in, T, part, n, 0, n_split, stream);
+            cudaError_t e = batch_tiles(w, X + (size_t)t0 * (size_t)K, xq ? xq + (size_t)t0 * (size_t)K : NULL,
+                                        xd ? xd + (size_t)t0 * (size_t)(K / 32) : NULL, T, s->part, n, 0, n_split,
+                                        stream);
             if (e != cudaSuccess)
                 return e;
             const size_t plane = (size_t)T * (size_t)n;
             const unsigned int blocks = (unsigned int)((plane + 255) / 256 < 1024 ? (plane + 255) / 256 : 1024);
             cudaLaunchAttribute attr;
             const cudaLaunchConfig_t cfg = pdl_config(dim3(blocks), dim3(256), 0, stream, &attr);
-            if ((e = cudaLaunchKernelEx(&cfg, k_split_sum, (const float *)part, n_split, T, n,
+            if ((e = cudaLaunchKernelEx(&cfg, k_split_sum, (const float *)s->part, n_split, T, n,
                                         y + (size_t)t0 * (size_t)ldy + col0, ldy, accumulate)) != cudaSuccess)
                 return e;
         }

@@ -82,9 +82,8 @@ typedef struct cuda_context {
     uint16_t *xh;            /* (n_batch, max(n_embd, q_dim, n_ff)) f16 prefill: the input of the next GEMM */
     float *logits;           /* (n_seq, n_vocab) decode: row 0, the last token's; decode_batch: a chunk of
                               * the output head's rows */
-    float *split_part;       /* (split_part_floats) decode_batch: the K shares of cuda_gemm_batch, allocated
-                              * at the first batch (a one-sequence decode never needs them) */
-    size_t split_part_floats;
+    cuda_gemm_scratch gemm;  /* decode_batch: cuda_gemm_batch's K shares and quantized inputs, allocated at
+                              * the first batch (a one-sequence decode never needs them) */
     int32_t *batch;          /* (4, n_batch) decode_batch: each token's id, sequence and position, then the
                               * tokens whose logits are asked */
     int32_t *batch_host;     /* (4, n_batch) pinned: what is copied into batch */

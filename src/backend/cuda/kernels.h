@@ -195,16 +195,42 @@ cudaError_t cuda_add_rmsnorm(const float *y, const float *w, int n_rows, int n, 
  * . w^T, or += it when accumulate; w's elements are rounded to F16, sums are F32. */
 cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy, int accumulate,
                       cudaStream_t stream);
+/* What a batch GEMM works in (device memory): the shares of K of cuda_gemm_split_count
+ * (part, for at least one token; larger batches go through in passes), and for the int8
+ * tensor cores the batch's input quantized beforehand (xq: n_tokens n_in int8, then
+ * n_tokens n_in / 32 float scales), or NULL (quantized inside the GEMM). */
+typedef struct cuda_gemm_scratch {
+    float *part;
+    size_t part_floats;
+    void *xq;
+    size_t xq_bytes;
+} cuda_gemm_scratch;
+/* Bytes of cuda_gemm_scratch.xq for n_tokens of n_in elements. */
+static inline size_t cuda_gemm_xq_bytes(int64_t n_tokens, int64_t n_in) { return (size_t)(n_tokens * n_in / 32 * 36); }
 /* cuda_gemm for a batch of several sequences' tokens: K split into the shares of
- * cuda_gemm_split_count(w), each share's sums into part, then added in share order, so
+ * cuda_gemm_split_count(w), each share's sums into s->part, then added in share order, so
  * that a token's row of y is the same whatever else the batch holds, and a batch of a
  * few tokens still keeps every SM busy (without a split: one block per 64 rows, each
- * over all of K). part (part_floats) holds the shares of at least one token; larger
- * batches go through in passes. */
+ * over all of K). */
 cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
-                            int accumulate, float *part, size_t part_floats, cudaStream_t stream);
+                            int accumulate, const cuda_gemm_scratch *s, cudaStream_t stream);
 /* The shares of K for cuda_gemm_batch, from w's shape only (1: no split). */
 int cuda_gemm_split_count(const cuda_weight *w);
+/* Whether cuda_gemm_batch runs the types of cuda_wtype_int8_mma on the int8 tensor cores
+ * (their inputs quantized per block of 32, as the CPU's dot) instead of F16 tiles: yes
+ * unless EDGERUNNER_CUDA_MMQ=0; on < 0 goes back to that default. */
+void cuda_gemm_set_mmq(int on);
+/* The int8 part of cuda_gemm_batch (mmq.cu): y (T, ldy) (+)= x w^T for n_split = 1, else
+ * the sums of the n_split shares of K into as many planes of (T, ldy) floats at y. x
+ * (T, n_in) F16, or its quants xq (T, n_in) and scales xd (T, n_in / 32) from
+ * cuda_quantize_x (both NULL: quantized inside). */
+cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd, int T,
+                           float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream);
+/* Whether a batch of n_tokens is better quantized once before its int8 GEMMs. */
+int cuda_mmq_prequantize(int n_tokens);
+/* xq (n_tokens, K) int8, xd (n_tokens, K / 32) float: x (n_tokens, K) F16 quantized per
+ * block of 32, as the int8 GEMM quantizes inside. */
+cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd, cudaStream_t stream);
 /* The upload's repack on the device, for the types with cuda_wtype_repack_bytes > 0:
  * raw GGUF blocks (n_rows * n_in / block, of that many bytes each) -> the device layout,
  * quants qs and scales d. cudaErrorInvalidValue for the other types (a plain copy). */

@@ -130,7 +130,7 @@ fail:
  * (cuda_gemm_batch, split over K, so that a token's row does not depend on the batch) */
 static cudaError_t gemm_xh(cuda_context *cc, const cuda_weight *w, int n, float *y, int64_t ldy, int accumulate,
                            int batch) {
-    return batch ? cuda_gemm_batch(w, cc->xh, n, y, ldy, accumulate, cc->split_part, cc->split_part_floats, cc->stream)
+    return batch ? cuda_gemm_batch(w, cc->xh, n, y, ldy, accumulate, &cc->gemm, cc->stream)
                  : cuda_gemm(w, cc->xh, n, y, ldy, accumulate, cc->stream);
 }
 
@@ -343,10 +343,14 @@ er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits) {
         if (b->logits[i])
             rows[n_rows++] = i;
     }
-    if (!cc->split_part && cc->split_part_floats &&
-        (st = cuda_alloc((void **)&cc->split_part, cc->split_part_floats * sizeof(float),
+    if (!cc->gemm.part && cc->gemm.part_floats &&
+        (st = cuda_alloc((void **)&cc->gemm.part, cc->gemm.part_floats * sizeof(float),
                          "the shares of the batch GEMMs")) != ER_OK)
         return st;
+    if (!cc->gemm.xq && cc->gemm.xq_bytes &&
+        (st = cuda_alloc(&cc->gemm.xq, cc->gemm.xq_bytes, "the batch GEMMs' quantized inputs")) != ER_OK)
+        return st;
+
     CUDA_TRY(cudaMemcpyAsync(cc->batch, cc->batch_host, (size_t)(4 * cc->n_batch) * sizeof(int32_t),
                              cudaMemcpyHostToDevice, cc->stream));
     if (n_rows == n && n <= cc->n_seq) { /* a decode step: its graph */

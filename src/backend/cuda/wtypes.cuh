@@ -177,6 +177,13 @@ CUDA_WTYPES(CUDA_WT_CHECK_, _)
 #define CUDA_WTYPE_SWITCH(type, CALL) \
     switch (type) { CUDA_WTYPES(CUDA_WT_CASE_, CALL) }
 
+/* The types whose quants go into the int8 tensor cores as they are (mmq.cu: one 8-byte
+ * load a lane, row and block of 32, made signed by one XOR a word), and the switch over
+ * them alone. Q4_0 would fit too (its nibbles, unpacked); not written yet. */
+CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0; }
+#define CUDA_WTYPE_SWITCH_INT8(type, CALL) \
+    switch (type) { CUDA_WT_CASE_(CALL, Q8_0) }
+
 #ifdef __CUDACC__
 /* ---- The device part: how the kernels read each type ---------------------------------- */
 

@@ -1,0 +1,297 @@
+/*
+ * mmq.cu - the batch GEMM of Q8_0 weights on the int8 tensor cores (as llama.cpp's MMQ):
+ * y (T, ldy) (+)= X (T, K) . W (N, K)^T with X quantized per block of 32 as the CPU's dot
+ * quantizes it (d = max |x| / 127, q = round(x / d)), so that a block's product of
+ * weight and input quants is an exact integer (mma.m16n8k32.s8, S32 sums) and only its
+ * scaling and the F32 sum across blocks round:
+ *
+ *   y[t][n] = sum over blocks b in order of  (float) isum(b, t, n) * (dw[n][b] * dx[t][b])
+ *
+ * (fmaf, block by block). That makes a token's row of y the same whatever else the
+ * batch holds, whatever the tile: the integer does not depend on the order of its 32
+ * products, nor on which lane sums them, and the F32 chain is the same for every
+ * token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each weight there is
+ * converted to F16 before an mma that serves at most the batch's tokens, and those
+ * conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants go into
+ * the mma as they are (one XOR of their bias a word).
+ *
+ * A block computes 64 weight rows (16 a warp) x 8 NT tokens, K in chunks of MQ_CB quant
+ * blocks: each warp's lanes hold their rows' quants of the chunk in registers (8
+ * contiguous bytes a lane, row and block; the next chunk's load in flight while the mmas
+ * run on this one), the block stages its tokens' quantized X of the chunk in shared
+ * memory, and the warps run their mmas. A batch of a few tokens quantizes its X inside
+ * each block (no extra launch); a larger one quantizes it once beforehand
+ * (k_quantize_x), as every block of rows would quantize it again. Both round alike:
+ * quant8 is the one arithmetic. The mma's k positions of a lane are
+ * 4c..4c+3 and 16+4c..16+4c+3 (c = lane % 4); A and B both put bytes 8c..8c+7 of the
+ * block there, the same permutation of k on both sides, which leaves the integer as it is.
+ */
+#include <stdlib.h>
+
+#include "backend/cuda/common.cuh"
+
+#define MQ_THREADS 128
+#define MQ_CB 8                    /* quant blocks of K per chunk */
+#define MQ_XROW (MQ_CB * 32 + 32)  /* bytes between tokens' rows of staged quants: lane g's 8-byte
+                                      reads fall in distinct banks for the 4 g of a half-warp */
+/* Batches of up to this many tokens quantize their X inside the GEMM's blocks (measured:
+ * 0.6B per layer, in-kernel 19.5 us at 8 tokens, 40.5 at 32, 68.4 at 64 against F16
+ * tiles' 35.3, 51.2, 66.9; docs/perf-log.md) */
+#define MQ_INKERNEL_MAX_T 16
+
+template <int NT>
+struct mmq_stage {
+    int8_t xq[8 * NT][MQ_XROW]; /* (tokens, k of the chunk) the input's quants */
+    float xd[MQ_CB][8 * NT];    /* (blocks, tokens) their scales */
+};
+
+/* d += a (16 x 32 int8) . b (32 x 8 int8), S32; fragments as mma_16816's (common.cuh)
+ * with 4 int8 a register: a0 (g, 4c..), a1 (g + 8, 4c..), a2 (g, 16 + 4c..),
+ * a3 (g + 8, 16 + 4c..); b0 (k 4c.., n g), b1 (k 16 + 4c.., n g). */
+static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* One quarter (8 elements, raw F16) of a block of 32, quantized with the block's scale:
+ * the 4 lanes of a block are 4 consecutive lanes (their max |x| by shuffles, so every lane
+ * of the warp must call this). d = max / 127, q = round(x 127 / max) to even. */
+static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
+    const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+    float v[8], amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 f = __half22float2(h[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    uint32_t w[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int qi = max(-127, min(127, __float2int_rn(v[i] * id)));
+        w[i >> 2] |= (uint32_t)(qi & 0xff) << (8 * (i & 3));
+    }
+    *d_out = amax / 127.0f;
+    return make_uint2(w[0], w[1]);
+}
+
+/* xq (n_rows, K) int8 and xd (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
+ * block of 32; grid of 256-thread blocks over n_rows K / 8 threads. */
+__global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* 8 elements at 8 i */
+    pdl_wait();
+    pdl_launch_next();
+    /* X is written by the previous kernel, which may still have been running when this
+     * one started: L2 loads (__ldcg), never the read-only path */
+    const uint4 raw = 8 * i < n ? __ldcg(reinterpret_cast<const uint4 *>(X) + i) : make_uint4(0, 0, 0, 0);
+    float d;
+    const uint2 q = quant8(raw, &d);
+    if (8 * i < n) {
+        reinterpret_cast<uint2 *>(xq)[i] = q;
+        if ((i & 3) == 0)
+            xd[i >> 2] = d;
+    }
+}
+
+/* The chunk's X of this block's tokens, quantized into s: 4 lanes a (token, block), 8
+ * elements each. Tokens past T and blocks past kb_end are zeros (their products are never
+ * stored, or add 0). */
+template <int NT>
+static __device__ __forceinline__ void stage_x(const __half *X, int K, int T, int64_t t0, int kb0, int kb_end,
+                                               mmq_stage<NT> *s) {
+    const int q = threadIdx.x & 3;
+#pragma unroll 2
+    for (int it = 0; it < 2 * NT; it++) {
+        const int pair = it * (MQ_THREADS / 4) + (threadIdx.x >> 2); /* token-major: tt, b */
+        const int tt = pair / MQ_CB, b = pair % MQ_CB;
+        const int64_t t = t0 + tt;
+        const uint4 raw = t < T && kb0 + b < kb_end
+                              ? __ldcg(reinterpret_cast<const uint4 *>(X + t * K + (int64_t)(kb0 + b) * 32 + 8 * q))
+                              : make_uint4(0, 0, 0, 0);
+        float d;
+        const uint2 qs = quant8(raw, &d);
+        *reinterpret_cast<uint2 *>(&s->xq[tt][b * 32 + 8 * q]) = qs;
+        if (q == 0)
+            s->xd[b][tt] = d;
+    }
+}
+
+/* The chunk of this block's tokens from X quantized beforehand (k_quantize_x). */
+template <int NT>
+static __device__ __forceinline__ void stage_xq(const int8_t *xq, const float *xd, int K, int T, int64_t t0, int kb0,
+                                                int kb_end, mmq_stage<NT> *s) {
+#pragma unroll 2
+    for (int it = 0; it < NT; it++) {
+        const int j = it * MQ_THREADS + threadIdx.x, tt = j / (2 * MQ_CB), part = j % (2 * MQ_CB); /* 16 bytes */
+        const int64_t t = t0 + tt;
+        const uint4 v = t < T && kb0 + part / 2 < kb_end
+                            ? __ldcg(reinterpret_cast<const uint4 *>(xq + t * K + (int64_t)kb0 * 32 + 16 * part))
+                            : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4 *>(&s->xq[tt][16 * part]) = v;
+    }
+    for (int j = threadIdx.x; j < 8 * NT * MQ_CB; j += MQ_THREADS) {
+        const int tt = j / MQ_CB, b = j % MQ_CB;
+        const int64_t t = t0 + tt;
+        s->xd[b][tt] = t < T && kb0 + b < kb_end ? __ldcg(xd + t * (K / 32) + kb0 + b) : 0.0f;
+    }
+}
+
+/* Row g and g + 8's quants and scales of the chunk at kb0 (blocks past kb_end: block
+ * kb_end - 1 again, loaded and not used). */
+static __device__ __forceinline__ void load_chunk(const uint8_t *const wq[2], const __half *const wd[2], int kb0,
+                                                  int kb_end, uint2 a[MQ_CB][2], __half2 ad[MQ_CB]) {
+#pragma unroll
+    for (int b = 0; b < MQ_CB; b++) {
+        const int kb = min(kb0 + b, kb_end - 1);
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            a[b][h] = __ldg(reinterpret_cast<const uint2 *>(wq[h] + (size_t)kb * 32));
+        ad[b] = __halves2half2(wd[0][kb], wd[1][kb]);
+    }
+}
+
+/* What k_mmq reads and writes besides the weights. */
+typedef struct mmq_args {
+    const __half *X;  /* (T, K) F16, or (PRE) */
+    const int8_t *xq; /* (T, K) its quants */
+    const float *xd;  /* (T, K / 32) and their scales */
+    int T;
+    float *y;         /* (T, ldy): y[:, :N] (+)= the product, or (n_split > 1) block z's share into
+                       * the z-th plane of (T, ldy) floats at y */
+    int64_t ldy;
+    int accumulate;
+    int split_steps;  /* K's blocks per share: n_split = gridDim.z shares */
+} mmq_args;
+
+/* grid (ceil(N / 64), ceil(T / (8 NT)), n_split), MQ_THREADS threads. X F16 (T, K), or
+ * with PRE its quants and scales. Split over K (n_split > 1): block z sums blocks
+ * [z split_steps, (z + 1) split_steps) of K into its own plane (as k_gemm; gemm.cu's
+ * k_split_sum adds them up). */
+/* 3 blocks an SM (168 registers); 4 for a batch of up to 8 tokens (128, small spills), which
+ * bring more weight loads in flight: Qwen3-8B, 8 sequences, 905 against 881 tok/s
+ * (docs/perf-log.md); larger tiles spill at 4 */
+template <int WT, int NT, bool PRE>
+__global__ void __launch_bounds__(MQ_THREADS, NT == 1 ? 4 : 3) k_mmq(const cuda_weight w, const mmq_args p) {
+    __shared__ __align__(16) mmq_stage<NT> st;
+    const int K = (int)w.n_in, n_blocks = K / 32, kb_begin = (int)blockIdx.z * p.split_steps;
+    const int kb_end = min(n_blocks, kb_begin + p.split_steps);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int64_t n0 = (int64_t)blockIdx.x * 64 + warp * 16, t0 = (int64_t)blockIdx.y * (8 * NT);
+    const int T = p.T;
+    /* this lane's two weight rows (rows past N: loaded, never stored) */
+    int64_t row[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        row[h] = n0 + g + 8 * h < w.n_out ? n0 + g + 8 * h : w.n_out - 1;
+    const size_t row_bytes = cuda_row_bytes(WT, K);
+    const uint8_t *const wq[2] = {(const uint8_t *)w.w + row[0] * row_bytes + 8 * c,
+                                  (const uint8_t *)w.w + row[1] * row_bytes + 8 * c};
+    const __half *const wd[2] = {(const __half *)w.d + row[0] * n_blocks, (const __half *)w.d + row[1] * n_blocks};
+
+    float acc[NT][4] = {};
+    uint2 a[MQ_CB][2], a_next[MQ_CB][2]; /* a chunk's quants: block b, rows g and g + 8 */
+    __half2 ad[MQ_CB], ad_next[MQ_CB];   /* their scales, rows g and g + 8 */
+    /* the first chunk's weights (read-only) load while the previous kernel ends */
+    if (kb_begin < kb_end)
+        load_chunk(wq, wd, kb_begin, kb_end, a, ad);
+    pdl_wait();
+    pdl_launch_next();
+    for (int kb0 = kb_begin; kb0 < kb_end; kb0 += MQ_CB) {
+        if (kb0 + MQ_CB < kb_end) /* the next chunk's weights in flight during this one */
+            load_chunk(wq, wd, kb0 + MQ_CB, kb_end, a_next, ad_next);
+        if (kb0 != kb_begin)
+            __syncthreads(); /* the previous chunk's mmas have read st */
+        if (PRE)
+            stage_xq<NT>(p.xq, p.xd, K, T, t0, kb0, kb_end, &st);
+        else
+            stage_x<NT>(p.X, K, T, t0, kb0, kb_end, &st);
+        __syncthreads();
+#pragma unroll
+        for (int b = 0; b < MQ_CB; b++) {
+            if (kb0 + b >= kb_end)
+                break;
+            /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
+            const uint32_t af[4] = {a[b][0].x ^ 0x80808080u, a[b][1].x ^ 0x80808080u, a[b][0].y ^ 0x80808080u,
+                                    a[b][1].y ^ 0x80808080u};
+            const float2 dw = __half22float2(ad[b]);
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                const uint2 bx = *reinterpret_cast<const uint2 *>(&st.xq[8 * j + g][b * 32 + 8 * c]);
+                int s[4] = {0, 0, 0, 0};
+                mma_s8(s, af, bx.x, bx.y);
+                const float2 dx = *reinterpret_cast<const float2 *>(&st.xd[b][8 * j + 2 * c]);
+                acc[j][0] = fmaf((float)s[0], dw.x * dx.x, acc[j][0]);
+                acc[j][1] = fmaf((float)s[1], dw.x * dx.y, acc[j][1]);
+                acc[j][2] = fmaf((float)s[2], dw.y * dx.x, acc[j][2]);
+                acc[j][3] = fmaf((float)s[3], dw.y * dx.y, acc[j][3]);
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < MQ_CB; b++) {
+            a[b][0] = a_next[b][0], a[b][1] = a_next[b][1];
+            ad[b] = ad_next[b];
+        }
+    }
+    float *const Y = p.y + blockIdx.z * (size_t)T * (size_t)p.ldy;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t n = n0 + g + 8 * (i >> 1), t = t0 + 8 * j + 2 * c + (i & 1);
+            if (t < T && n < w.n_out) {
+                float *y = Y + t * p.ldy + n;
+                *y = p.accumulate ? *y + acc[j][i] : acc[j][i];
+            }
+        }
+}
+
+template <int NT>
+static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
+    const int n_blocks = (int)(w->n_in / 32);
+    const dim3 grid((unsigned int)((w->n_out + 63) / 64), (unsigned int)((p.T + 8 * NT - 1) / (8 * NT)),
+                    (unsigned int)n_split);
+    p.split_steps = (n_blocks + n_split - 1) / n_split;
+    if (grid.y > 65535u)
+        return cudaErrorInvalidValue;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(MQ_THREADS), 0, stream, &attr);
+#define CALL(WT) \
+    return p.xq ? cudaLaunchKernelEx(&cfg, k_mmq<WT, NT, true>, *w, p) : cudaLaunchKernelEx(&cfg, k_mmq<WT, NT, false>, *w, p)
+    CUDA_WTYPE_SWITCH_INT8(w->type, CALL);
+#undef CALL
+    return cudaErrorInvalidValue;
+}
+
+extern "C" int cuda_mmq_prequantize(int n_tokens) { return n_tokens > MQ_INKERNEL_MAX_T; }
+
+extern "C" cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd,
+                                       cudaStream_t stream) {
+    const int64_t n = (int64_t)n_tokens * K;
+    if (n_tokens <= 0 || K % 32 != 0)
+        return cudaErrorInvalidValue;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3((unsigned int)((n / 8 + 255) / 256)), dim3(256), 0, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_quantize_x, reinterpret_cast<const __half *>(x), n, xq, xd);
+}
+
+extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd, int T,
+                                      float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream) {
+    if (T <= 0 || w->n_in % 32 != 0 || n_split < 1 || n_split > w->n_in / 32 || !cuda_wtype_int8_mma(w->type) ||
+        !xq != !xd)
+        return cudaErrorInvalidValue;
+    const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, T, y, ldy, accumulate, 0};
+    /* as few 8-token tiles a block as the batch needs: the mmas of tokens past T are
+     * wasted, the weights are read once per block row of tokens */
+    if (T <= 8)
+        return launch_nt<1>(w, p, n_split, stream);
+    if (T <= 16)
+        return launch_nt<2>(w, p, n_split, stream);
+    if (T <= 32)
+        return launch_nt<4>(w, p, n_split, stream);
+    return launch_nt<8>(w, p, n_split, stream);
+}
