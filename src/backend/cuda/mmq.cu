@@ -15,8 +15,10 @@
  * conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants go into
  * the mma as they are (one XOR of their bias a word).
  *
- * A block computes 64 weight rows (16 a warp) x 8 NT tokens, K in chunks of MQ_CB quant
- * blocks: each warp's lanes hold their rows' quants of the chunk in registers (8
+ * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix) streams
+ * the weights and inputs through a ring of cp.async stages in shared memory. k_mmq (the
+ * rest): a block computes 64 weight rows (16 a warp) x 8 NT tokens, K in chunks of MQ_CB
+ * quant blocks: each warp's lanes hold their rows' quants of the chunk in registers (8
  * contiguous bytes a lane, row and block; the next chunk's load in flight while the mmas
  * run on this one), the block stages its tokens' quantized X of the chunk in shared
  * memory, and the warps run their mmas. A batch of a few tokens quantizes its X inside
@@ -267,6 +269,216 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
     return cudaErrorInvalidValue;
 }
 
+/* ---- The ring: weights through shared memory ------------------------------------------
+ * The kernel above holds a chunk's weights in registers (at most two chunks a warp in
+ * flight, 3 blocks an SM by registers: 1.6 TB/s at Qwen3-8B, latency-bound, ncu). This
+ * one streams them with cp.async through a ring of MR_STAGES stages of MR_CB quant
+ * blocks in shared memory, MR_STAGES - 1 stages in flight while the mmas run on one, the
+ * input's stages in the same ring (its F16, quantized when its stage comes up, or its
+ * quants). The same products and sums, for the matrices whose K is a whole number of
+ * stages (K % 128 == 0); its shares of K are whole stages. Qwen3-8B per layer at 8
+ * tokens: 92 us (2.2 TB/s) against k_mmq's 131 (docs/perf-log.md). */
+#define MR_CB 4                  /* quant blocks a stage */
+#define MR_STAGES 4
+#define MR_ROW (MR_CB * 32 + 32) /* bytes between rows of a stage's quants: a half-warp's 8-byte
+                                    reads (4 rows x 4 lanes) fall in distinct banks */
+
+/* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
+ * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW) and scales
+ * (8 NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). Then, without PRE, one buffer of
+ * the current stage's quantized input (quants, then scales). */
+template <int NT, bool PRE>
+struct ring_layout {
+    static constexpr int w_q = 0, w_d = 64 * MR_ROW, x = w_d + 64 * MR_CB * 2;
+    static constexpr int x_d = x + 8 * NT * MR_ROW;
+    static constexpr int stage = PRE ? x_d + 8 * NT * MR_CB * 4 : x + 8 * NT * 32 * MR_CB * 2;
+    static constexpr int qbuf = MR_STAGES * stage;
+    static constexpr int bytes = PRE ? qbuf : qbuf + 8 * NT * MR_ROW + 8 * NT * MR_CB * 4;
+};
+
+/* Stage kb0 .. kb0 + MR_CB - 1 of the weights (read-only: may be issued before pdl_wait). */
+template <int WT>
+static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_t n_tile, int kb0, uint8_t *st) {
+    const int K = (int)w.n_in, n_blocks = K / 32;
+    const size_t row_bytes = cuda_row_bytes(WT, K);
+    /* quants: 64 rows x 128 bytes, 8 chunks of 16 a row: 4 a thread */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int j = i * MQ_THREADS + threadIdx.x, r = j >> 3, part = j & 7;
+        const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
+        cp_async16(st + r * MR_ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * 32 + 16 * part, 16);
+    }
+    /* scales: 64 rows x 4 halves, 4 bytes a thread */
+    {
+        const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
+        const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
+        cp_async4(st + ring_layout<1, true>::w_d + r * MR_CB * 2 + 4 * part,
+                  (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
+    }
+}
+
+/* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). */
+template <int NT, bool PRE>
+static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, int64_t t0, int kb0, uint8_t *st) {
+    typedef ring_layout<NT, PRE> L;
+    if (PRE) { /* quants: 8 NT rows x 128 bytes; scales: 8 NT rows x 16 bytes */
+        for (int j = threadIdx.x; j < 8 * NT * 9; j += MQ_THREADS) {
+            const int r = j / 9, part = j % 9;
+            const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
+            const int bytes = t0 + r < p.T ? 16 : 0;
+            if (part < 8)
+                cp_async16(st + L::x + r * MR_ROW + 16 * part, p.xq + t * K + (int64_t)kb0 * 32 + 16 * part, bytes);
+            else
+                cp_async16(st + L::x_d + r * MR_CB * 4, p.xd + t * (K / 32) + kb0, bytes);
+        }
+    } else { /* F16: 8 NT rows x 256 bytes */
+        for (int j = threadIdx.x; j < 8 * NT * 16; j += MQ_THREADS) {
+            const int r = j >> 4, part = j & 15;
+            const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
+            cp_async16(st + L::x + r * 256 + 16 * part, p.X + t * K + (int64_t)kb0 * 32 + 8 * part,
+                       t0 + r < p.T ? 16 : 0);
+        }
+    }
+}
+
+/* grid and shares as k_mmq's (shares of whole stages), MQ_THREADS threads, dynamic shared
+ * memory ring_layout<NT, PRE>::bytes. */
+template <int WT, int NT, bool PRE>
+__global__ void __launch_bounds__(MQ_THREADS) k_mmq_ring(const cuda_weight w, const mmq_args p) {
+    typedef ring_layout<NT, PRE> L;
+    extern __shared__ __align__(16) uint8_t ring[];
+    const int K = (int)w.n_in, n_blocks = K / 32, kb_begin = (int)blockIdx.z * p.split_steps;
+    const int kb_end = min(n_blocks, kb_begin + p.split_steps);
+    const int n_stages = kb_end > kb_begin ? (kb_end - kb_begin) / MR_CB : 0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
+    const int T = p.T;
+
+    /* the first stages' weights load while the previous kernel ends; their input after it */
+#pragma unroll
+    for (int s = 0; s < MR_STAGES - 1; s++)
+        if (s < n_stages)
+            ring_issue_w<WT>(w, n_tile, kb_begin + s * MR_CB, ring + s * L::stage);
+    pdl_wait();
+    pdl_launch_next();
+#pragma unroll
+    for (int s = 0; s < MR_STAGES - 1; s++) {
+        if (s < n_stages)
+            ring_issue_x<NT, PRE>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
+        cp_async_commit(); /* group s (group 0 also holds the weights issued above) */
+    }
+
+    float acc[NT][4] = {};
+    for (int i = 0; i < n_stages; i++) {
+        cp_async_wait<MR_STAGES - 2>(); /* this thread's copies of stage i */
+        __syncthreads();                /* everyone's; and stage i - 1's slot is free */
+        const int next = i + MR_STAGES - 1;
+        if (next < n_stages) {
+            uint8_t *slot = ring + (next % MR_STAGES) * L::stage;
+            ring_issue_w<WT>(w, n_tile, kb_begin + next * MR_CB, slot);
+            ring_issue_x<NT, PRE>(p, K, t0, kb_begin + next * MR_CB, slot);
+        }
+        cp_async_commit();
+        const uint8_t *st = ring + (i % MR_STAGES) * L::stage;
+        const int8_t *xq = (const int8_t *)(st + L::x);
+        const float *xd = (const float *)(st + L::x_d);
+        if (!PRE) { /* the stage's F16 input quantized into qbuf: 4 lanes a (token, block) */
+            int8_t *qq = (int8_t *)(ring + L::qbuf);
+            float *qd = (float *)(ring + L::qbuf + 8 * NT * MR_ROW);
+            const int q = threadIdx.x & 3;
+#pragma unroll
+            for (int it = 0; it < NT; it++) {
+                const int pair = it * (MQ_THREADS / 4) + (threadIdx.x >> 2), tt = pair / MR_CB, b = pair % MR_CB;
+                float d;
+                const uint2 qs = quant8(*reinterpret_cast<const uint4 *>(st + L::x + tt * 256 + b * 64 + 16 * q), &d);
+                *reinterpret_cast<uint2 *>(qq + tt * MR_ROW + b * 32 + 8 * q) = qs;
+                if (q == 0)
+                    qd[tt * MR_CB + b] = d;
+            }
+            __syncthreads();
+            xq = qq;
+            xd = qd;
+        }
+        const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + 8 * c;
+        const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
+#pragma unroll
+        for (int b = 0; b < MR_CB; b++) {
+            const uint2 a0 = *reinterpret_cast<const uint2 *>(wq + b * 32);
+            const uint2 a1 = *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * 32);
+            /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
+            const uint32_t af[4] = {a0.x ^ 0x80808080u, a1.x ^ 0x80808080u, a0.y ^ 0x80808080u, a1.y ^ 0x80808080u};
+            const float dw0 = __half2float(wd[b]), dw1 = __half2float(wd[8 * MR_CB + b]);
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * MR_ROW + b * 32 + 8 * c);
+                int sum[4] = {0, 0, 0, 0};
+                mma_s8(sum, af, bx.x, bx.y);
+                const float dx0 = xd[(8 * j + 2 * c) * MR_CB + b], dx1 = xd[(8 * j + 2 * c + 1) * MR_CB + b];
+                acc[j][0] = fmaf((float)sum[0], dw0 * dx0, acc[j][0]);
+                acc[j][1] = fmaf((float)sum[1], dw0 * dx1, acc[j][1]);
+                acc[j][2] = fmaf((float)sum[2], dw1 * dx0, acc[j][2]);
+                acc[j][3] = fmaf((float)sum[3], dw1 * dx1, acc[j][3]);
+            }
+        }
+    }
+    cp_async_wait_all();
+    float *const Y = p.y + blockIdx.z * (size_t)T * (size_t)p.ldy;
+    const int64_t n0 = n_tile + warp * 16;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t n = n0 + g + 8 * (i >> 1), t = t0 + 8 * j + 2 * c + (i & 1);
+            if (t < T && n < w.n_out) {
+                float *y = Y + t * p.ldy + n;
+                *y = p.accumulate ? *y + acc[j][i] : acc[j][i];
+            }
+        }
+}
+
+template <int NT, bool PRE>
+static cudaError_t launch_ring_nt(const cuda_weight *w, const mmq_args &p, const dim3 grid, cudaStream_t stream) {
+    constexpr int smem = ring_layout<NT, PRE>::bytes;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(MQ_THREADS), smem, stream, &attr);
+#define CALL(WT)                                                                  \
+    {                                                                             \
+        static bool allowed = false; /* once per kernel, before its first launch */ \
+        if (!allowed) {                                                           \
+            const cudaError_t e = allow_smem(k_mmq_ring<WT, NT, PRE>, smem);      \
+            if (e != cudaSuccess)                                                 \
+                return e;                                                         \
+            allowed = true;                                                       \
+        }                                                                         \
+        return cudaLaunchKernelEx(&cfg, k_mmq_ring<WT, NT, PRE>, *w, p);          \
+    }
+    CUDA_WTYPE_SWITCH_INT8(w->type, CALL);
+#undef CALL
+    return cudaErrorInvalidValue;
+}
+
+template <int NT>
+static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
+    const int n_stages = (int)(w->n_in / (32 * MR_CB));
+    const dim3 grid((unsigned int)((w->n_out + 63) / 64), (unsigned int)((p.T + 8 * NT - 1) / (8 * NT)),
+                    (unsigned int)n_split);
+    p.split_steps = (n_stages + n_split - 1) / n_split * MR_CB; /* whole stages */
+    if (grid.y > 65535u)
+        return cudaErrorInvalidValue;
+    return p.xq ? launch_ring_nt<NT, true>(w, p, grid, stream) : launch_ring_nt<NT, false>(w, p, grid, stream);
+}
+
+/* Whether w's batch GEMMs take the ring: by its shape alone (a token's numbers may not
+ * depend on the batch), unless EDGERUNNER_CUDA_MMQ_RING=0 (read once; for measurements). */
+static bool use_ring(const cuda_weight *w) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_MMQ_RING");
+        mode = env && *env ? atoi(env) != 0 : 1;
+    }
+    return mode && w->n_in % (32 * MR_CB) == 0;
+}
+
 extern "C" int cuda_mmq_prequantize(int n_tokens) { return n_tokens > MQ_INKERNEL_MAX_T; }
 
 extern "C" cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd,
@@ -287,6 +499,15 @@ extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, c
     const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, T, y, ldy, accumulate, 0};
     /* as few 8-token tiles a block as the batch needs: the mmas of tokens past T are
      * wasted, the weights are read once per block row of tokens */
+    if (use_ring(w)) {
+        if (T <= 8)
+            return launch_ring<1>(w, p, n_split, stream);
+        if (T <= 16)
+            return launch_ring<2>(w, p, n_split, stream);
+        if (T <= 32)
+            return launch_ring<4>(w, p, n_split, stream);
+        return launch_ring<8>(w, p, n_split, stream);
+    }
     if (T <= 8)
         return launch_nt<1>(w, p, n_split, stream);
     if (T <= 16)
