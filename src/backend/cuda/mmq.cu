@@ -170,6 +170,24 @@ typedef struct mmq_args {
     int split_steps;  /* K's blocks per share: n_split = gridDim.z shares */
 } mmq_args;
 
+/* A warp's sums into y (or block z's plane): rows n0 + g and n0 + g + 8, tokens t0 + 8 j +
+ * 2 c and + 1 of its tiles j, as the mma's C fragments hold them. */
+template <int NT>
+static __device__ __forceinline__ void store_tile(const float acc[NT][4], const cuda_weight &w, const mmq_args &p,
+                                                  int64_t n0, int64_t t0, int g, int c) {
+    float *const Y = p.y + blockIdx.z * (size_t)p.T * (size_t)p.ldy;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t n = n0 + g + 8 * (i >> 1), t = t0 + 8 * j + 2 * c + (i & 1);
+            if (t < p.T && n < w.n_out) {
+                float *y = Y + t * p.ldy + n;
+                *y = p.accumulate ? *y + acc[j][i] : acc[j][i];
+            }
+        }
+}
+
 /* grid (ceil(N / 64), ceil(T / (8 NT)), n_split), MQ_THREADS threads. X F16 (T, K), or
  * with PRE its quants and scales. Split over K (n_split > 1): block z sums blocks
  * [z split_steps, (z + 1) split_steps) of K into its own plane (as k_gemm; gemm.cu's
@@ -239,17 +257,7 @@ __global__ void __launch_bounds__(MQ_THREADS, NT == 1 ? 4 : 3) k_mmq(const cuda_
             ad[b] = ad_next[b];
         }
     }
-    float *const Y = p.y + blockIdx.z * (size_t)T * (size_t)p.ldy;
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int64_t n = n0 + g + 8 * (i >> 1), t = t0 + 8 * j + 2 * c + (i & 1);
-            if (t < T && n < w.n_out) {
-                float *y = Y + t * p.ldy + n;
-                *y = p.accumulate ? *y + acc[j][i] : acc[j][i];
-            }
-        }
+    store_tile<NT>(acc, w, p, n0, t0, g, c);
 }
 
 template <int NT>
@@ -352,7 +360,6 @@ __global__ void __launch_bounds__(MQ_THREADS) k_mmq_ring(const cuda_weight w, co
     const int n_stages = kb_end > kb_begin ? (kb_end - kb_begin) / MR_CB : 0;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
-    const int T = p.T;
 
     /* the first stages' weights load while the previous kernel ends; their input after it */
 #pragma unroll
@@ -422,18 +429,7 @@ __global__ void __launch_bounds__(MQ_THREADS) k_mmq_ring(const cuda_weight w, co
         }
     }
     cp_async_wait_all();
-    float *const Y = p.y + blockIdx.z * (size_t)T * (size_t)p.ldy;
-    const int64_t n0 = n_tile + warp * 16;
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int64_t n = n0 + g + 8 * (i >> 1), t = t0 + 8 * j + 2 * c + (i & 1);
-            if (t < T && n < w.n_out) {
-                float *y = Y + t * p.ldy + n;
-                *y = p.accumulate ? *y + acc[j][i] : acc[j][i];
-            }
-        }
+    store_tile<NT>(acc, w, p, n_tile + warp * 16, t0, g, c);
 }
 
 template <int NT, bool PRE>
