@@ -36,9 +36,10 @@
 #define MQ_CB 8                    /* quant blocks of K per chunk */
 #define MQ_XROW (MQ_CB * 32 + 32)  /* bytes between tokens' rows of staged quants: lane g's 8-byte
                                       reads fall in distinct banks for the 4 g of a half-warp */
-/* Batches of up to this many tokens quantize their X inside the GEMM's blocks (measured:
- * 0.6B per layer, in-kernel 19.5 us at 8 tokens, 40.5 at 32, 68.4 at 64 against F16
- * tiles' 35.3, 51.2, 66.9; docs/perf-log.md) */
+/* Batches of up to this many tokens quantize their X inside the GEMM's blocks; larger ones
+ * once, beforehand: every block of 64 rows quantizes again what it stages. Measured with
+ * k_mmq, before the ring (docs/perf-log.md): up to 32 tokens inside, B = 32 fell from 7,793
+ * to 7,426 tok/s at Qwen3-0.6B and from 2,816 to 2,036 at 8B. */
 #define MQ_INKERNEL_MAX_T 16
 
 template <int NT>
