@@ -322,11 +322,14 @@ static int mmq_on(void) {
     return mmq_mode;
 }
 
-/* One part of a batch GEMM: int8 tensor cores (mmq.cu) or F16 tiles; chosen by its type,
- * never by the batch (a token's numbers may not depend on it) */
+/* Whether a batch GEMM of w (one part) takes the int8 tensor cores: by its type, never by
+ * the batch (a token's numbers may not depend on it) */
+static bool use_int8(const cuda_weight *w) { return mmq_on() && cuda_wtype_int8_mma(w->type); }
+
+/* One part of a batch GEMM: int8 tensor cores (mmq.cu) or F16 tiles */
 static cudaError_t batch_tiles(const cuda_weight *w, const __half *X, const int8_t *xq, const float *xd, int T,
                                float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream) {
-    if (mmq_on() && cuda_wtype_int8_mma(w->type))
+    if (use_int8(w))
         return cuda_mmq_tiles(w, reinterpret_cast<const uint16_t *>(X), xq, xd, T, y, ldy, accumulate, n_split, stream);
     return launch_tiles(w, X, T, y, ldy, accumulate, n_split, stream);
 }
@@ -340,7 +343,7 @@ extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, 
     float *xd = NULL;
     bool int8 = false;
     for (const cuda_weight *p = w; p; p = p->next)
-        int8 = int8 || (mmq_on() && cuda_wtype_int8_mma(p->type));
+        int8 = int8 || use_int8(p);
     if (int8 && cuda_mmq_prequantize(n_tokens) && s->xq && s->xq_bytes >= cuda_gemm_xq_bytes(n_tokens, K)) {
         xq = (int8_t *)s->xq;
         xd = (float *)(xq + (size_t)n_tokens * (size_t)K);

@@ -171,6 +171,28 @@ typedef struct mmq_args {
     int split_steps;  /* K's blocks per share: n_split = gridDim.z shares */
 } mmq_args;
 
+/* acc += one quant block's products, for a warp's rows g and g + 8 (their biased quants
+ * a0, a1: 8 bytes a lane; their scales dw0, dw1) and its NT tiles of staged tokens
+ * (token t's 8 bytes at xq + t x_row, its scale at xd[t xd_t]). The arithmetic both
+ * kernels share: a token's numbers come out of it alike whatever its tile or kernel. */
+template <int NT>
+static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, float dw1, const int8_t *xq, int x_row,
+                                                 const float *xd, int xd_t, int g, int c, float acc[NT][4]) {
+    /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
+    const uint32_t af[4] = {a0.x ^ 0x80808080u, a1.x ^ 0x80808080u, a0.y ^ 0x80808080u, a1.y ^ 0x80808080u};
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
+        int sum[4] = {0, 0, 0, 0};
+        mma_s8(sum, af, bx.x, bx.y);
+        const float dx0 = xd[(8 * j + 2 * c) * xd_t], dx1 = xd[(8 * j + 2 * c + 1) * xd_t];
+        acc[j][0] = fmaf((float)sum[0], dw0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf((float)sum[1], dw0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf((float)sum[2], dw1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf((float)sum[3], dw1 * dx1, acc[j][3]);
+    }
+}
+
 /* A warp's sums into y (or block z's plane): rows n0 + g and n0 + g + 8, tokens t0 + 8 j +
  * 2 c and + 1 of its tiles j, as the mma's C fragments hold them. */
 template <int NT>
@@ -236,21 +258,8 @@ __global__ void __launch_bounds__(MQ_THREADS, NT == 1 ? 4 : 3) k_mmq(const cuda_
         for (int b = 0; b < MQ_CB; b++) {
             if (kb0 + b >= kb_end)
                 break;
-            /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
-            const uint32_t af[4] = {a[b][0].x ^ 0x80808080u, a[b][1].x ^ 0x80808080u, a[b][0].y ^ 0x80808080u,
-                                    a[b][1].y ^ 0x80808080u};
             const float2 dw = __half22float2(ad[b]);
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-                const uint2 bx = *reinterpret_cast<const uint2 *>(&st.xq[8 * j + g][b * 32 + 8 * c]);
-                int s[4] = {0, 0, 0, 0};
-                mma_s8(s, af, bx.x, bx.y);
-                const float2 dx = *reinterpret_cast<const float2 *>(&st.xd[b][8 * j + 2 * c]);
-                acc[j][0] = fmaf((float)s[0], dw.x * dx.x, acc[j][0]);
-                acc[j][1] = fmaf((float)s[1], dw.x * dx.y, acc[j][1]);
-                acc[j][2] = fmaf((float)s[2], dw.y * dx.x, acc[j][2]);
-                acc[j][3] = fmaf((float)s[3], dw.y * dx.y, acc[j][3]);
-            }
+            mma_block<NT>(a[b][0], a[b][1], dw.x, dw.y, &st.xq[0][b * 32 + 8 * c], MQ_XROW, st.xd[b], 1, g, c, acc);
         }
 #pragma unroll
         for (int b = 0; b < MQ_CB; b++) {
@@ -411,22 +420,9 @@ __global__ void __launch_bounds__(MQ_THREADS) k_mmq_ring(const cuda_weight w, co
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
-            const uint2 a0 = *reinterpret_cast<const uint2 *>(wq + b * 32);
-            const uint2 a1 = *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * 32);
-            /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
-            const uint32_t af[4] = {a0.x ^ 0x80808080u, a1.x ^ 0x80808080u, a0.y ^ 0x80808080u, a1.y ^ 0x80808080u};
-            const float dw0 = __half2float(wd[b]), dw1 = __half2float(wd[8 * MR_CB + b]);
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-                const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * MR_ROW + b * 32 + 8 * c);
-                int sum[4] = {0, 0, 0, 0};
-                mma_s8(sum, af, bx.x, bx.y);
-                const float dx0 = xd[(8 * j + 2 * c) * MR_CB + b], dx1 = xd[(8 * j + 2 * c + 1) * MR_CB + b];
-                acc[j][0] = fmaf((float)sum[0], dw0 * dx0, acc[j][0]);
-                acc[j][1] = fmaf((float)sum[1], dw0 * dx1, acc[j][1]);
-                acc[j][2] = fmaf((float)sum[2], dw1 * dx0, acc[j][2]);
-                acc[j][3] = fmaf((float)sum[3], dw1 * dx1, acc[j][3]);
-            }
+            mma_block<NT>(*reinterpret_cast<const uint2 *>(wq + b * 32),
+                          *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * 32), __half2float(wd[b]),
+                          __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
         }
     }
     cp_async_wait_all();
@@ -476,6 +472,12 @@ static bool use_ring(const cuda_weight *w) {
     return mode && w->n_in % (32 * MR_CB) == 0;
 }
 
+/* NT tiles of 8 tokens a block, in the ring where w's shape allows it */
+template <int NT>
+static cudaError_t launch_mmq(const cuda_weight *w, const mmq_args &p, int n_split, cudaStream_t stream) {
+    return use_ring(w) ? launch_ring<NT>(w, p, n_split, stream) : launch_nt<NT>(w, p, n_split, stream);
+}
+
 extern "C" int cuda_mmq_prequantize(int n_tokens) { return n_tokens > MQ_INKERNEL_MAX_T; }
 
 extern "C" cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd,
@@ -496,20 +498,11 @@ extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, c
     const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, T, y, ldy, accumulate, 0};
     /* as few 8-token tiles a block as the batch needs: the mmas of tokens past T are
      * wasted, the weights are read once per block row of tokens */
-    if (use_ring(w)) {
-        if (T <= 8)
-            return launch_ring<1>(w, p, n_split, stream);
-        if (T <= 16)
-            return launch_ring<2>(w, p, n_split, stream);
-        if (T <= 32)
-            return launch_ring<4>(w, p, n_split, stream);
-        return launch_ring<8>(w, p, n_split, stream);
-    }
     if (T <= 8)
-        return launch_nt<1>(w, p, n_split, stream);
+        return launch_mmq<1>(w, p, n_split, stream);
     if (T <= 16)
-        return launch_nt<2>(w, p, n_split, stream);
+        return launch_mmq<2>(w, p, n_split, stream);
     if (T <= 32)
-        return launch_nt<4>(w, p, n_split, stream);
-    return launch_nt<8>(w, p, n_split, stream);
+        return launch_mmq<4>(w, p, n_split, stream);
+    return launch_mmq<8>(w, p, n_split, stream);
 }

@@ -350,7 +350,6 @@ er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits) {
     if (!cc->gemm.xq && cc->gemm.xq_bytes &&
         (st = cuda_alloc(&cc->gemm.xq, cc->gemm.xq_bytes, "the batch GEMMs' quantized inputs")) != ER_OK)
         return st;
-
     CUDA_TRY(cudaMemcpyAsync(cc->batch, cc->batch_host, (size_t)(4 * cc->n_batch) * sizeof(int32_t),
                              cudaMemcpyHostToDevice, cc->stream));
     if (n_rows == n && n <= cc->n_seq) { /* a decode step: its graph */
