@@ -792,6 +792,120 @@ done:
     return worst;
 }
 
+/* The attention of a batch of several sequences (cuda_attention_batch, F16 cache) against
+ * doubles on the host: n_seq sequences of n_ctx rows each (random, as the cache holds
+ * them), T tokens, token t of sequence seq[t] at pos[t] (q as qk_rope_store leaves it),
+ * window as the prefill's. Worst error over the largest output of the kernel with its
+ * scratch (shares of a query's keys, merged by its last share) or, without (with_scratch
+ * 0), of the block-per-query kernel. *alone_ok: each of the first few tokens alone gives
+ * its row of the batch bit for bit, and the batch run again gives the same bits (its
+ * tickets were left at 0). */
+static double batch_attention_case(int n_head, int n_head_kv, int hd, int n_seq, int n_ctx, int T, const int32_t *seq,
+                                   const int32_t *pos, int window, int with_scratch, int *alone_ok) {
+    const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, row_len = q_dim + 2 * kv_dim, group = n_head / n_head_kv;
+    const size_t seq_bytes = cuda_kv_layer_bytes(CUDA_KV_F16, n_ctx, kv_dim), seq_n = (size_t)n_ctx * kv_dim;
+    float *kc = malloc((size_t)n_seq * seq_n * sizeof(float)), *vc = malloc((size_t)n_seq * seq_n * sizeof(float));
+    uint8_t *kcb = calloc((size_t)n_seq * seq_bytes, 1), *vcb = calloc((size_t)n_seq * seq_bytes, 1);
+    float *qkv = malloc((size_t)T * row_len * sizeof(float));
+    uint16_t *out = malloc((size_t)T * q_dim * sizeof(uint16_t)), *again = malloc((size_t)T * q_dim * sizeof(uint16_t));
+    uint16_t *one = malloc((size_t)q_dim * sizeof(uint16_t));
+    double *sc = malloc((size_t)n_ctx * sizeof(double));
+    float *dqkv = NULL;
+    uint8_t *dkc = NULL, *dvc = NULL;
+    uint16_t *dout = NULL;
+    int32_t *dpos = NULL, *dseq = NULL;
+    cuda_attn_scratch scratch = {NULL, NULL};
+    double worst = INFINITY;
+    *alone_ok = 0;
+    if (!kc || !vc || !kcb || !vcb || !qkv || !out || !again || !one || !sc)
+        goto done;
+    for (size_t i = 0; i < (size_t)n_seq * seq_n; i++) {
+        kc[i] = 2.0f * rndf();
+        vc[i] = rndf();
+    }
+    for (int s = 0; s < n_seq; s++) {
+        kv_encode(CUDA_KV_F16, kc + s * seq_n, n_ctx, n_ctx, kv_dim, kcb + s * seq_bytes);
+        kv_encode(CUDA_KV_F16, vc + s * seq_n, n_ctx, n_ctx, kv_dim, vcb + s * seq_bytes);
+    }
+    for (int i = 0; i < T * row_len; i++)
+        qkv[i] = 2.0f * rndf();
+    cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, 1, n_ctx, window);
+    p.kv_type = CUDA_KV_F16;
+    const size_t part_floats = cuda_attention_batch_part_floats(&p);
+    if (!(dkc = to_device(kcb, (size_t)n_seq * seq_bytes)) || !(dvc = to_device(vcb, (size_t)n_seq * seq_bytes)) ||
+        !(dqkv = to_device(qkv, (size_t)T * row_len * sizeof(float))) ||
+        !(dpos = to_device(pos, (size_t)T * sizeof(int32_t))) || !(dseq = to_device(seq, (size_t)T * sizeof(int32_t))) ||
+        cudaMalloc((void **)&dout, (size_t)T * q_dim * sizeof(uint16_t)) != cudaSuccess)
+        goto done;
+    if (with_scratch) {
+        const size_t tickets = (size_t)CUDA_ATT_BATCH_TOKENS * n_head_kv * sizeof(unsigned);
+        if (part_floats == 0 || cudaMalloc((void **)&scratch.part, part_floats * sizeof(float)) != cudaSuccess ||
+            cudaMalloc((void **)&scratch.ticket, tickets) != cudaSuccess ||
+            cudaMemset(scratch.ticket, 0, tickets) != cudaSuccess)
+            goto done;
+    }
+    const cuda_batch_rows br = {dpos, dseq, seq_bytes};
+    if (cuda_attention_batch(&p, dqkv, T, &br, dkc, dvc, dout, with_scratch ? &scratch : NULL, 0) != cudaSuccess ||
+        cudaMemcpy(out, dout, (size_t)T * q_dim * sizeof(uint16_t), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cuda_attention_batch(&p, dqkv, T, &br, dkc, dvc, dout, with_scratch ? &scratch : NULL, 0) != cudaSuccess ||
+        cudaMemcpy(again, dout, (size_t)T * q_dim * sizeof(uint16_t), cudaMemcpyDeviceToHost) != cudaSuccess)
+        goto done;
+    *alone_ok = memcmp(out, again, (size_t)T * q_dim * sizeof(uint16_t)) == 0;
+    for (int t = 0; t < T && t < 4; t++) { /* token t alone: its q as row 0 */
+        const cuda_batch_rows br1 = {dpos + t, dseq + t, seq_bytes};
+        if (cuda_attention_batch(&p, dqkv + (size_t)t * row_len, 1, &br1, dkc, dvc, dout,
+                                 with_scratch ? &scratch : NULL, 0) != cudaSuccess ||
+            cudaMemcpy(one, dout, (size_t)q_dim * sizeof(uint16_t), cudaMemcpyDeviceToHost) != cudaSuccess)
+            goto done;
+        *alone_ok &= memcmp(one, out + (size_t)t * q_dim, (size_t)q_dim * sizeof(uint16_t)) == 0;
+    }
+    double omax = 0.0, emax = 0.0;
+    for (int t = 0; t < T; t++) {
+        const float *kr = kc + seq[t] * seq_n, *vr = vc + seq[t] * seq_n;
+        const int n_keys = pos[t] + 1, j0 = window > 0 && n_keys > window ? n_keys - window : 0;
+        for (int h = 0; h < n_head; h++) {
+            const float *q = qkv + (size_t)t * row_len + h * hd;
+            const int kvh = h / group;
+            double m = -INFINITY, l = 0.0;
+            for (int j = j0; j < n_keys; j++) {
+                double d = 0.0;
+                for (int i = 0; i < hd; i++)
+                    d += (double)q[i] * kr[(size_t)j * kv_dim + kvh * hd + i];
+                sc[j] = d / sqrt((double)hd);
+                m = sc[j] > m ? sc[j] : m;
+            }
+            for (int j = j0; j < n_keys; j++)
+                l += exp(sc[j] - m);
+            for (int i = 0; i < hd; i++) {
+                double a = 0.0;
+                for (int j = j0; j < n_keys; j++)
+                    a += exp(sc[j] - m) * vr[(size_t)j * kv_dim + kvh * hd + i];
+                track_error(er_f16_to_f32(out[(size_t)t * q_dim + h * hd + i]), a / l, &emax, &omax);
+            }
+        }
+    }
+    worst = emax / (omax > 0 ? omax : 1.0);
+done:
+    cudaFree(dkc);
+    cudaFree(dvc);
+    cudaFree(dqkv);
+    cudaFree(dout);
+    cudaFree(dpos);
+    cudaFree(dseq);
+    cudaFree(scratch.part);
+    cudaFree(scratch.ticket);
+    free(kc);
+    free(vc);
+    free(kcb);
+    free(vcb);
+    free(qkv);
+    free(out);
+    free(again);
+    free(one);
+    free(sc);
+    return worst;
+}
+
 /* The prefill's preparation of Q, K and V (cuda_qk_rope_store) for T tokens after pos0
  * against doubles: Q/K/V biases (with_bias), Q/K norms (with_norm), RoPE; q in place in
  * qkv, K and V into rows pos0 .. pos0 + T - 1 of the caches, in kv_type. Worst error of
@@ -1607,6 +1721,34 @@ void test_cuda(void) {
               pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], kv_name(kv), err);
         printf("  prefill attention %d/%d heads of %d, %d tokens after %d, window %d, %s cache: error %.2e\n",
                pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4], pre[i][5], kv_name(kv), err);
+    }
+    /* batches of several sequences: (n_head, n_head_kv, hd, n_ctx, window, tokens): Qwen3-0.6B's
+     * and 8B's heads with queries of one share (<= 128 keys), several (3, 5) and the most
+     * (16, at 4,000 keys), two tokens of one sequence; heads of 64 and 256 (Gemma-3's four
+     * per KV head, a window); more tokens than a launch takes (CUDA_ATT_BATCH_TOKENS) */
+    static const int bat[][6] = {{16, 8, 128, 4096, 0, 7}, {32, 8, 128, 4096, 0, 7}, {8, 8, 64, 700, 0, 7},
+                                 {4, 1, 256, 700, 100, 7}, {16, 8, 128, 300, 0, 300}};
+    for (size_t i = 0; i < sizeof bat / sizeof bat[0]; i++) {
+        enum { N_SEQ = 5 };
+        static const int32_t pos7[7] = {5, 127, 0, 300, 599, 128, 3999};
+        static const int32_t seq7[7] = {0, 1, 2, 3, 4, 1, 0};
+        int32_t seq[300], pos[300];
+        const int T = bat[i][5];
+        for (int t = 0; t < T; t++) {
+            seq[t] = T == 7 ? seq7[t] : t % 3;
+            pos[t] = T == 7 ? (pos7[t] < bat[i][3] ? pos7[t] : bat[i][3] - 1 - t) : t;
+        }
+        for (int with_scratch = 1; with_scratch >= 0; with_scratch--) {
+            int alone_ok = 0;
+            const double err = batch_attention_case(bat[i][0], bat[i][1], bat[i][2], N_SEQ, bat[i][3], T, seq, pos,
+                                                    bat[i][4], with_scratch, &alone_ok);
+            CHECK(err <= 2e-3 && alone_ok,
+                  "batch attention (%s) %d/%d heads of %d, %d tokens, window %d: error %.3g of max |out|, %s",
+                  with_scratch ? "shares" : "a block a query", bat[i][0], bat[i][1], bat[i][2], T, bat[i][4], err,
+                  alone_ok ? "alone as in the batch" : "a token alone or a second run differs");
+            printf("  batch attention (%s) %d/%d heads of %d, %d tokens, window %d: error %.2e\n",
+                   with_scratch ? "shares" : "a block a query", bat[i][0], bat[i][1], bat[i][2], T, bat[i][4], err);
+        }
     }
 }
 #endif

@@ -709,83 +709,35 @@ static __device__ __forceinline__ void halves8(uint4 u, float f[8]) {
     }
 }
 
-/* grid (n_head_kv, n_split), dynamic shared memory split_f16_smem(LPK, G); G >= the
- * heads per KV head (a power of two: the registers of the queries and their states),
- * hd = 8 * LPK. */
+/* A warp's keys jb0, jb0 + round, ... below j_end through its ring of SPLIT_STAGES
+ * stages (both F16 split kernels), RK = SPLIT_LOADS * 32 / LPK keys a stage: the first
+ * SPLIT_STAGES - 1 stages already issued (copy_stage, a commit each), each next one
+ * copied while one is computed. The lanes of a key (lane group lane / LPK, LPK lanes of 8
+ * dims) keep an online softmax of their own per query head g < G: qf holds the lane's 8
+ * dims of each query, m, l, acc its states. The key at pos is the new row, from k_new
+ * and v_new in shared memory (other blocks may not see its store yet); pos < 0: none. */
 template <int LPK, int G>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
-k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
-                             const cuda_step_state *state, float *__restrict__ part) {
-    constexpr int HD = 8 * LPK, DPL = HD / 32, KPL = 32 / LPK, SLOTS = ATT_WARPS * KPL;
-    constexpr int L = SPLIT_LOADS, S = SPLIT_STAGES, RK = L * KPL; /* RK: keys of a warp's stage */
-    extern __shared__ uint4 smem[];
-    __shared__ float q_s[G][HD], k_new[HD], v_new[HD];
-    const int kvh = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = lane % LPK, slot = warp * KPL + lane / LPK;
-    const int group = p.n_head / p.n_head_kv, kv_dim = p.n_head_kv * HD, q_dim = p.n_head * HD;
-    const __half *kc = static_cast<const __half *>(k_cache), *vc = static_cast<const __half *>(v_cache);
-    uint4 *ring = smem + (size_t)warp * S * 2 * L * 32; /* this warp's (S, 2, L, 32) */
-    pdl_launch_next();
-    const int pos = __ldcg(&state->pos);
-    const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
-    const int round = ATT_WARPS * RK, n_rounds = (pos + 1 - j0 + round - 1) / round;
-    const int share = (n_rounds + n_split - 1) / n_split * round; /* keys per block */
-    const int j_begin = j0 + s * share, j_end = min(pos + 1, j_begin + share);
-    const int jb0 = j_begin + warp * RK;
-    /* the first S - 1 stages before the wait: the rows below pos are not the previous
-     * kernels' to write */
-#pragma unroll
-    for (int t = 0; t < S - 1; t++) {
-        const int jb = jb0 + t * round;
-        if (jb < j_end)
-            copy_stage<LPK, L>(ring + t * 2 * L * 32, ring + (t * 2 + 1) * L * 32, kc, vc, jb, j_end, pos, kv_dim,
-                               kvh * HD, lane);
-        cp_async_commit(); /* empty groups too: the wait below counts groups */
-    }
-    pdl_wait();
-
-    /* the new K and V rows (block 0 of the KV head writes them) and the group's queries:
-     * a warp per row, in turn */
-    for (int t = warp; t < 2 + group; t += ATT_WARPS) {
-        float nw[DPL];
-        float2 cs[(DPL + 1) / 2];
-        load_rope<DPL>(p, pos, lane, cs);
-        if (t == 0) {
-            load_norm<DPL>(p.k_norm, HD, lane, nw);
-            head_norm_rope<DPL>(qkv + q_dim + kvh * HD, head_bias(p, q_dim + kvh * HD), k_new, p.k_norm != nullptr, nw,
-                                cs, p, lane);
-            store_head_row<DPL, CUDA_KV_F16>(k_new, nullptr, true, k_new, k_cache, nullptr,
-                                             (size_t)pos * kv_dim + kvh * HD, HD, lane, s == 0);
-        } else if (t == 1) {
-            store_head_row<DPL, CUDA_KV_F16>(qkv + q_dim + kv_dim + kvh * HD, head_bias(p, q_dim + kv_dim + kvh * HD),
-                                             false, v_new, v_cache, nullptr, (size_t)pos * kv_dim + kvh * HD, HD, lane,
-                                             s == 0);
-        } else {
-            const int h = kvh * group + t - 2;
-            load_norm<DPL>(p.q_norm, HD, lane, nw);
-            head_norm_rope<DPL>(qkv + h * HD, head_bias(p, h * HD), q_s[t - 2], p.q_norm != nullptr, nw, cs, p, lane);
-        }
-    }
-    __syncthreads();
-
+static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc, const __half *vc, int jb0, int round,
+                                                   int j_end, int pos, const float *k_new, const float *v_new,
+                                                   int kv_dim, int off, int lane, const float qf[G][8], float m[G],
+                                                   float l[G], float acc[G][8]) {
+    constexpr int HD = 8 * LPK, KPL = 32 / LPK, L = SPLIT_LOADS, S = SPLIT_STAGES;
+    const int c = lane % LPK;
     const float scale = 1.0f / sqrtf((float)HD);
-    float qf[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            qf[g][e] = g < group ? q_s[g][8 * c + e] : 0.0f;
+        for (int e = 0; e < 8; e++)
             acc[g][e] = 0.0f;
-        }
     }
     int t_read = 0, t_copy = S - 1; /* the ring slots read and filled next */
     for (int jb = jb0; jb < j_end; jb += round) {
         const int jc = jb + (S - 1) * round; /* the stage copied now */
         if (jc < j_end)
             copy_stage<LPK, L>(ring + t_copy * 2 * L * 32, ring + (t_copy * 2 + 1) * L * 32, kc, vc, jc, j_end, pos,
-                               kv_dim, kvh * HD, lane);
+                               kv_dim, off, lane);
         cp_async_commit();
         cp_async_wait<S - 1>(); /* this lane's copies of stage t_read have landed */
         const uint4 *rk = ring + t_read * 2 * L * 32, *rv = rk + L * 32;
@@ -850,11 +802,20 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
         t_read = t_read + 1 == S ? 0 : t_read + 1;
         t_copy = t_copy + 1 == S ? 0 : t_copy + 1;
     }
+}
+
+/* After ring_attend: every lane group's states (m, l, acc) into the block's dynamic
+ * shared memory (split_f16_smem(LPK, G)), over the rings once all have drained, for
+ * slot_state. */
+template <int LPK, int G>
+static __device__ __forceinline__ void store_slot_states(uint4 *smem, int slot, int c, const float m[G],
+                                                         const float l[G], const float acc[G][8]) {
+    constexpr int HD = 8 * LPK, SLOTS = ATT_WARPS * 32 / LPK;
     cp_async_wait_all();
     __syncthreads(); /* every warp is done with its ring: the states go over it */
-    float *st_m = reinterpret_cast<float *>(smem);    /* (SLOTS, G) */
-    float *st_l = st_m + SLOTS * G;                   /* (SLOTS, G) */
-    float *st_acc = st_l + SLOTS * G;                 /* (SLOTS, G, HD) */
+    float *st_m = reinterpret_cast<float *>(smem); /* (SLOTS, G) */
+    float *st_l = st_m + SLOTS * G;                /* (SLOTS, G) */
+    float *st_acc = st_l + SLOTS * G;              /* (SLOTS, G, HD) */
 #pragma unroll
     for (int g = 0; g < G; g++) {
         if (c == 0) {
@@ -866,16 +827,99 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
             st_acc[(slot * G + g) * HD + 8 * c + e] = acc[g][e];
     }
     __syncthreads();
+}
+
+/* The block's state of query head g from the slots' (store_slot_states): its largest
+ * score *bm, its sum *bl, and the accumulator of dim d (returned), the slots in order. A
+ * slot without keys (m = -inf) weighs nothing. */
+template <int LPK, int G>
+static __device__ __forceinline__ float slot_state(const uint4 *smem, int g, int d, float *bm, float *bl) {
+    constexpr int HD = 8 * LPK, SLOTS = ATT_WARPS * 32 / LPK;
+    const float *st_m = reinterpret_cast<const float *>(smem), *st_l = st_m + SLOTS * G, *st_acc = st_l + SLOTS * G;
+    float m = -INFINITY, l = 0.0f, a = 0.0f;
+    for (int k = 0; k < SLOTS; k++)
+        m = fmaxf(m, st_m[k * G + g]);
+    for (int k = 0; k < SLOTS; k++) {
+        const float w = st_m[k * G + g] == -INFINITY ? 0.0f : expf(st_m[k * G + g] - m);
+        l += st_l[k * G + g] * w;
+        a += st_acc[(k * G + g) * HD + d] * w;
+    }
+    *bm = m;
+    *bl = l;
+    return a;
+}
+
+/* grid (n_head_kv, n_split), dynamic shared memory split_f16_smem(LPK, G); G >= the
+ * heads per KV head (a power of two: the registers of the queries and their states),
+ * hd = 8 * LPK. */
+template <int LPK, int G>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
+                             const cuda_step_state *state, float *__restrict__ part) {
+    constexpr int HD = 8 * LPK, DPL = HD / 32, KPL = 32 / LPK;
+    constexpr int L = SPLIT_LOADS, S = SPLIT_STAGES, RK = L * KPL; /* RK: keys of a warp's stage */
+    extern __shared__ uint4 smem[];
+    __shared__ float q_s[G][HD], k_new[HD], v_new[HD];
+    const int kvh = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = lane % LPK, slot = warp * KPL + lane / LPK;
+    const int group = p.n_head / p.n_head_kv, kv_dim = p.n_head_kv * HD, q_dim = p.n_head * HD;
+    const __half *kc = static_cast<const __half *>(k_cache), *vc = static_cast<const __half *>(v_cache);
+    uint4 *ring = smem + (size_t)warp * S * 2 * L * 32; /* this warp's (S, 2, L, 32) */
+    pdl_launch_next();
+    const int pos = __ldcg(&state->pos);
+    const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+    const int round = ATT_WARPS * RK, n_rounds = (pos + 1 - j0 + round - 1) / round;
+    const int share = (n_rounds + n_split - 1) / n_split * round; /* keys per block */
+    const int j_begin = j0 + s * share, j_end = min(pos + 1, j_begin + share);
+    const int jb0 = j_begin + warp * RK;
+    /* the first S - 1 stages before the wait: the rows below pos are not the previous
+     * kernels' to write */
+#pragma unroll
+    for (int t = 0; t < S - 1; t++) {
+        const int jb = jb0 + t * round;
+        if (jb < j_end)
+            copy_stage<LPK, L>(ring + t * 2 * L * 32, ring + (t * 2 + 1) * L * 32, kc, vc, jb, j_end, pos, kv_dim,
+                               kvh * HD, lane);
+        cp_async_commit(); /* empty groups too: the wait below counts groups */
+    }
+    pdl_wait();
+
+    /* the new K and V rows (block 0 of the KV head writes them) and the group's queries:
+     * a warp per row, in turn */
+    for (int t = warp; t < 2 + group; t += ATT_WARPS) {
+        float nw[DPL];
+        float2 cs[(DPL + 1) / 2];
+        load_rope<DPL>(p, pos, lane, cs);
+        if (t == 0) {
+            load_norm<DPL>(p.k_norm, HD, lane, nw);
+            head_norm_rope<DPL>(qkv + q_dim + kvh * HD, head_bias(p, q_dim + kvh * HD), k_new, p.k_norm != nullptr, nw,
+                                cs, p, lane);
+            store_head_row<DPL, CUDA_KV_F16>(k_new, nullptr, true, k_new, k_cache, nullptr,
+                                             (size_t)pos * kv_dim + kvh * HD, HD, lane, s == 0);
+        } else if (t == 1) {
+            store_head_row<DPL, CUDA_KV_F16>(qkv + q_dim + kv_dim + kvh * HD, head_bias(p, q_dim + kv_dim + kvh * HD),
+                                             false, v_new, v_cache, nullptr, (size_t)pos * kv_dim + kvh * HD, HD, lane,
+                                             s == 0);
+        } else {
+            const int h = kvh * group + t - 2;
+            load_norm<DPL>(p.q_norm, HD, lane, nw);
+            head_norm_rope<DPL>(qkv + h * HD, head_bias(p, h * HD), q_s[t - 2], p.q_norm != nullptr, nw, cs, p, lane);
+        }
+    }
+    __syncthreads();
+
+    float qf[G][8], m[G], l[G], acc[G][8];
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            qf[g][e] = g < group ? q_s[g][8 * c + e] : 0.0f;
+    ring_attend<LPK, G>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, qf, m, l, acc);
+    store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
-        float bm = -INFINITY, bl = 0.0f, a = 0.0f;
-        for (int k = 0; k < SLOTS; k++)
-            bm = fmaxf(bm, st_m[k * G + g]);
-        for (int k = 0; k < SLOTS; k++) {
-            const float w = st_m[k * G + g] == -INFINITY ? 0.0f : expf(st_m[k * G + g] - bm);
-            bl += st_l[k * G + g] * w;
-            a += st_acc[(k * G + g) * HD + d] * w;
-        }
+        float bm, bl;
+        const float a = slot_state<LPK, G>(smem, g, d, &bm, &bl);
         float *ps = part + ((size_t)(kvh * group + g) * n_split + s) * (HD + 2); /* (HD + 2): m, l, acc */
         ps[2 + d] = a;
         if (d == 0) {
@@ -941,6 +985,125 @@ static __device__ __forceinline__ int token_rows(const cuda_batch_rows &br, int 
     *k_cache = static_cast<const uint8_t *>(*k_cache) + off;
     *v_cache = static_cast<const uint8_t *>(*v_cache) + off;
     return br.pos[t];
+}
+
+/* ---- a batch of several sequences on an F16 cache: the split kernel's ring per query ----
+ *
+ * k_attention_prefill (a block per query head, a key per warp at a time, a load round trip
+ * each) took 53 us a layer at Qwen3-0.6B's shape with 8 sequences of 128 keys, half the
+ * batch step's kernel time (ncu, 2026-12-02). Here a block takes every query head of one
+ * KV head of one token, over a share of the token's keys in its sequence's rows, through
+ * the F16 split kernel's ring (ring_attend), SPLIT_STAGES - 1 stages of loads in flight.
+ * The shares are fixed by the query's own key count (batch_split_count), so its sums run
+ * in the same order whatever else the batch holds. With one share the block writes the
+ * query's output; else each share's state goes to part, and the query's last share to
+ * finish (a ticket per token and KV head, left at 0 for the next launch) merges them in
+ * share order. */
+#define BATCH_SPLIT_ROUNDS 4 /* rounds of keys (ATT_WARPS warps' stages) a share takes before a query splits */
+static_assert(CUDA_ATT_BATCH_SPLIT <= ATT_WARPS * 32, "k_attention_batch_f16 merges a share a thread");
+
+/* Shares of a query's n_rounds rounds of keys: one per BATCH_SPLIT_ROUNDS, at most
+ * CUDA_ATT_BATCH_SPLIT. */
+static __host__ __device__ __forceinline__ int batch_split_count(int n_rounds) {
+    const int n = (n_rounds + BATCH_SPLIT_ROUNDS - 1) / BATCH_SPLIT_ROUNDS;
+    return n < 1 ? 1 : n > CUDA_ATT_BATCH_SPLIT ? CUDA_ATT_BATCH_SPLIT : n;
+}
+
+/* grid (n_head_kv, tokens t0.., the most shares any query of the context has), dynamic
+ * shared memory split_f16_smem(LPK, G); hd = 8 * LPK, G >= the heads per KV head (a power
+ * of two). part (CUDA_ATT_BATCH_TOKENS, n_head, CUDA_ATT_BATCH_SPLIT, hd + 2): m, l, acc of
+ * each share of the launch's tokens; ticket (CUDA_ATT_BATCH_TOKENS, n_head_kv). */
+template <int LPK, int G>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const cuda_batch_rows br,
+                      const void *k_cache_l, const void *v_cache_l, float *part, unsigned int *ticket, __half *out) {
+    constexpr int HD = 8 * LPK, KPL = 32 / LPK, L = SPLIT_LOADS, S = SPLIT_STAGES, RK = L * KPL;
+    extern __shared__ uint4 smem[];
+    __shared__ float q_s[G][HD];
+    __shared__ int is_last;
+    const int kvh = blockIdx.x, tl = blockIdx.y, t = t0 + tl, s = blockIdx.z;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = lane % LPK, slot = warp * KPL + lane / LPK;
+    const int group = p.n_head / p.n_head_kv, kv_dim = p.n_head_kv * HD, q_dim = p.n_head * HD;
+    pdl_wait(); /* the batch's own rows were stored by the previous kernel */
+    pdl_launch_next();
+    const void *kcv = k_cache_l, *vcv = v_cache_l;
+    const int qpos = token_rows(br, t, 0, &kcv, &vcv);
+    const __half *kc = static_cast<const __half *>(kcv), *vc = static_cast<const __half *>(vcv);
+    const int j0 = p.window > 0 ? max(0, qpos - p.window + 1) : 0;
+    const int round = ATT_WARPS * RK, n_rounds = (qpos + 1 - j0 + round - 1) / round;
+    const int n_split = batch_split_count(n_rounds);
+    if (s >= n_split)
+        return;
+    const int share = (n_rounds + n_split - 1) / n_split * round; /* keys per block */
+    const int j_begin = j0 + s * share, j_end = min(qpos + 1, j_begin + share);
+    const int jb0 = j_begin + warp * RK;
+    uint4 *ring = smem + (size_t)warp * S * 2 * L * 32; /* this warp's (S, 2, L, 32) */
+#pragma unroll
+    for (int st = 0; st < S - 1; st++) {
+        const int jb = jb0 + st * round;
+        if (jb < j_end)
+            copy_stage<LPK, L>(ring + st * 2 * L * 32, ring + (st * 2 + 1) * L * 32, kc, vc, jb, j_end, -1, kv_dim,
+                               kvh * HD, lane);
+        cp_async_commit(); /* empty groups too: ring_attend's wait counts groups */
+    }
+    /* the group's queries, normed and rotated in place by k_qk_rope_store */
+    const float *q = qkv + (size_t)t * (q_dim + 2 * kv_dim) + (size_t)kvh * group * HD;
+    for (int i = threadIdx.x; i < group * HD; i += blockDim.x)
+        q_s[i / HD][i % HD] = __ldcg(q + i);
+    __syncthreads();
+    float qf[G][8], m[G], l[G], acc[G][8];
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            qf[g][e] = g < group ? q_s[g][8 * c + e] : 0.0f;
+    ring_attend<LPK, G>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane, qf, m, l, acc);
+    store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
+    __half *o = out + (size_t)t * q_dim + (size_t)kvh * group * HD; /* (group, HD) */
+    float *pt = part + ((size_t)tl * p.n_head + (size_t)kvh * group) * CUDA_ATT_BATCH_SPLIT * (HD + 2);
+    for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
+        const int g = i / HD, d = i % HD;
+        float bm, bl;
+        const float a = slot_state<LPK, G>(smem, g, d, &bm, &bl);
+        if (n_split == 1) {
+            o[i] = __float2half_rn(a / bl);
+            continue;
+        }
+        float *ps = pt + ((size_t)g * CUDA_ATT_BATCH_SPLIT + s) * (HD + 2); /* (HD + 2): m, l, acc */
+        ps[2 + d] = a;
+        if (d == 0) {
+            ps[0] = bm;
+            ps[1] = bl;
+        }
+    }
+    if (n_split == 1)
+        return;
+    __threadfence(); /* the state is visible before the ticket counts it */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int *tk = ticket + (size_t)tl * p.n_head_kv + kvh;
+        is_last = atomicAdd(tk, 1u) == (unsigned int)n_split - 1;
+        if (is_last)
+            atomicExch(tk, 0u); /* every share has counted */
+    }
+    __syncthreads();
+    if (!is_last)
+        return;
+    __threadfence();
+    for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
+        const int g = i / HD, d = i % HD;
+        const float *ph = pt + (size_t)g * CUDA_ATT_BATCH_SPLIT * (HD + 2);
+        float gm = -INFINITY, gl = 0.0f, a = 0.0f;
+        for (int r = 0; r < n_split; r++)
+            gm = fmaxf(gm, __ldcg(ph + (size_t)r * (HD + 2)));
+        for (int r = 0; r < n_split; r++) {
+            const float mr = __ldcg(ph + (size_t)r * (HD + 2));
+            const float w = mr == -INFINITY ? 0.0f : expf(mr - gm); /* a share without keys weighs nothing */
+            gl += __ldcg(ph + (size_t)r * (HD + 2) + 1) * w;
+            a += __ldcg(ph + (size_t)r * (HD + 2) + 2 + d) * w;
+        }
+        o[i] = __float2half_rn(a / gl);
+    }
 }
 
 /* grid (n_tokens, ceil((n_head + n_head_kv) / 8)), 8 warps: warp y norms and rotates
@@ -1437,11 +1600,60 @@ extern "C" cudaError_t cuda_attention_prefill(const cuda_attn_params *p, const f
 #undef CALL
 }
 
+/* k_attention_batch_f16 for the shape (fn NULL where it does not take it) and its
+ * dynamic shared memory. */
+typedef void (*batch_kernel_fn)(cuda_attn_params, const float *, int, cuda_batch_rows, const void *, const void *,
+                                float *, unsigned int *, __half *);
+typedef struct batch_launch {
+    batch_kernel_fn fn;
+    size_t smem;
+} batch_launch;
+template <int LPK, int G>
+static batch_launch batch_f16_g(void) {
+    const batch_launch bl = {k_attention_batch_f16<LPK, G>, split_f16_smem(LPK, G)};
+    return bl;
+}
+template <int LPK>
+static batch_launch batch_f16(int group) {
+    return group <= 1 ? batch_f16_g<LPK, 1>() : group <= 2 ? batch_f16_g<LPK, 2>() : group <= 4 ? batch_f16_g<LPK, 4>()
+                                                                                            : batch_f16_g<LPK, 8>();
+}
+static batch_launch batch_kernel(const cuda_attn_params *p) {
+    const int hd = p->head_dim, group = p->n_head_kv > 0 ? p->n_head / p->n_head_kv : 0;
+    const batch_launch none = {nullptr, 0};
+    if (p->kv_type != CUDA_KV_F16 || p->head_dim_v != hd || group < 1 || group > 8 ||
+        p->n_head != group * p->n_head_kv)
+        return none;
+    return hd == 64 ? batch_f16<8>(group) : hd == 128 ? batch_f16<16>(group) : hd == 256 ? batch_f16<32>(group) : none;
+}
+
+extern "C" size_t cuda_attention_batch_part_floats(const cuda_attn_params *p) {
+    return batch_kernel(p).fn ? (size_t)CUDA_ATT_BATCH_TOKENS * p->n_head * CUDA_ATT_BATCH_SPLIT * (p->head_dim + 2)
+                              : 0;
+}
+
 extern "C" cudaError_t cuda_attention_batch(const cuda_attn_params *p, const float *qkv, int n_tokens,
                                             const cuda_batch_rows *br, const void *k_cache, const void *v_cache,
-                                            uint16_t *out, cudaStream_t stream) {
-    if (!br->pos || !br->seq)
+                                            uint16_t *out, const cuda_attn_scratch *scratch, cudaStream_t stream) {
+    if (!br->pos || !br->seq || n_tokens <= 0)
         return cudaErrorInvalidValue;
+    const batch_launch bl = batch_kernel(p);
+    if (bl.fn && scratch && scratch->part && scratch->ticket) {
+        /* every query's shares in the grid: as many as the context's longest query has */
+        const int64_t keys = p->window > 0 && p->window < p->n_ctx ? p->window : p->n_ctx;
+        const int round = ATT_WARPS * SPLIT_LOADS * 256 / p->head_dim; /* keys of the warps' stages */
+        const int max_split = batch_split_count((int)((keys + round - 1) / round));
+        cudaError_t e = allow_smem(bl.fn, bl.smem);
+        for (int t0 = 0; e == cudaSuccess && t0 < n_tokens; t0 += CUDA_ATT_BATCH_TOKENS) {
+            const int nt = n_tokens - t0 < CUDA_ATT_BATCH_TOKENS ? n_tokens - t0 : CUDA_ATT_BATCH_TOKENS;
+            cudaLaunchAttribute attr;
+            const cudaLaunchConfig_t cfg =
+                pdl_config(dim3(p->n_head_kv, nt, max_split), dim3(ATT_WARPS * 32), bl.smem, stream, &attr);
+            e = cudaLaunchKernelEx(&cfg, bl.fn, *p, qkv, t0, *br, k_cache, v_cache, scratch->part, scratch->ticket,
+                                   reinterpret_cast<__half *>(out));
+        }
+        return e;
+    }
 #define CALL(KV)                                                                                                  \
     return launch_attention_rows<KV>(p, qkv, n_tokens, 0, *br, k_cache, v_cache, reinterpret_cast<__half *>(out), \
                                      stream)

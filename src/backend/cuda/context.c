@@ -45,6 +45,8 @@ void cuda_context_free(void *ctx) {
     cudaFreeHost(cc->batch_logits);
     cudaFree(cc->gemm.part);
     cudaFree(cc->gemm.xq);
+    cudaFree(cc->att.part);
+    cudaFree(cc->att.ticket);
     if (cc->stream)
         cudaStreamDestroy(cc->stream);
     cudaFreeHost(cc->logits_host);
@@ -99,6 +101,7 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     {
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
         cc->n_split = cuda_attention_split_count(&ap);
+        cc->att_part_floats = env_int("EDGERUNNER_CUDA_BATCH_ATTN", 1) ? cuda_attention_batch_part_floats(&ap) : 0;
     }
     /* cuda_gemm_batch's shares of K, for up to 256 tokens a pass (its largest matrix), and
      * its quantized inputs of a whole batch (the widest) */

@@ -84,6 +84,10 @@ typedef struct cuda_context {
                               * the output head's rows */
     cuda_gemm_scratch gemm;  /* decode_batch: cuda_gemm_batch's K shares and quantized inputs, allocated at
                               * the first batch (a one-sequence decode never needs them) */
+    cuda_attn_scratch att;   /* decode_batch: cuda_attention_batch's share states and tickets, allocated at
+                              * the first batch */
+    size_t att_part_floats;  /* of att.part: cuda_attention_batch_part_floats, 0 where it takes none (or
+                              * EDGERUNNER_CUDA_BATCH_ATTN=0: the block-per-query kernel, for comparison) */
     int32_t *batch;          /* (4, n_batch) decode_batch: each token's id, sequence and position, then the
                               * tokens whose logits are asked */
     int32_t *batch_host;     /* (4, n_batch) pinned: what is copied into batch */

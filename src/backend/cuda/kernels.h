@@ -171,11 +171,29 @@ typedef struct cuda_batch_rows {
  * position, its K and V into its sequence's rows of the layer's caches. */
 cudaError_t cuda_qk_rope_store_batch(const cuda_attn_params *p, float *qkv, int n_tokens, const cuda_batch_rows *br,
                                      void *k_cache, void *v_cache, cudaStream_t stream);
+/* The batch attention's scratch: the states of each share of a query's keys, for up to
+ * CUDA_ATT_BATCH_TOKENS tokens a launch (cuda_attention_batch_part_floats of them), and a
+ * ticket per token and KV head, (CUDA_ATT_BATCH_TOKENS, n_head_kv) zeroed once (each
+ * launch leaves them 0). */
+enum { CUDA_ATT_BATCH_TOKENS = 128, CUDA_ATT_BATCH_SPLIT = 16 };
+typedef struct cuda_attn_scratch {
+    float *part;          /* (CUDA_ATT_BATCH_TOKENS, n_head, CUDA_ATT_BATCH_SPLIT, head_dim + 2) */
+    unsigned int *ticket; /* (CUDA_ATT_BATCH_TOKENS, n_head_kv) */
+} cuda_attn_scratch;
+/* Floats of cuda_attn_scratch.part for these heads; 0 where cuda_attention_batch takes
+ * a block per query head and needs no scratch (caches other than F16, heads other than
+ * 64, 128 or 256 dims, more than 8 query heads per KV head). */
+size_t cuda_attention_batch_part_floats(const cuda_attn_params *p);
 /* Attention of a batch of several sequences: out (n_tokens, n_head * head_dim_v) f16,
- * token t over rows 0..br->pos[t] (or its window) of sequence br->seq[t]. One block per
- * query, whose sums run in one order whatever else the batch holds (batch invariance). */
+ * token t over rows 0..br->pos[t] (or its window) of sequence br->seq[t], whose sums run
+ * in one order whatever else the batch holds (batch invariance). With scratch (part and
+ * ticket) where cuda_attention_batch_part_floats allows it, a block per KV head of a token
+ * and share of its keys (the shares fixed by its key count), K and V read once for the
+ * heads that share them; else (scratch NULL) a block per query head, a key per warp at a
+ * time. */
 cudaError_t cuda_attention_batch(const cuda_attn_params *p, const float *qkv, int n_tokens, const cuda_batch_rows *br,
-                                 const void *k_cache, const void *v_cache, uint16_t *out, cudaStream_t stream);
+                                 const void *k_cache, const void *v_cache, uint16_t *out,
+                                 const cuda_attn_scratch *scratch, cudaStream_t stream);
 
 /* y (n_rows, n) f16 = rmsnorm(x) * w */
 cudaError_t cuda_rmsnorm(const float *x, const float *w, int n_rows, int n, float eps, uint16_t *y,

@@ -172,7 +172,7 @@ static er_status enqueue_layers(cuda_context *cc, const int32_t *tokens, int n, 
         CUDA_TRY(gemm_xh(cc, &l->qkv, n, cc->qkv, q_dim + 2 * kv_dim, 0, batch));
         if (batch) {
             CUDA_TRY(cuda_qk_rope_store_batch(&ap, cc->qkv, n, br, kc, vc, cc->stream));
-            CUDA_TRY(cuda_attention_batch(&ap, cc->qkv, n, br, kc, vc, cc->xh, cc->stream));
+            CUDA_TRY(cuda_attention_batch(&ap, cc->qkv, n, br, kc, vc, cc->xh, &cc->att, cc->stream));
         } else {
             CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->stream));
             CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->xh, cc->stream));
@@ -350,6 +350,14 @@ er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits) {
     if (!cc->gemm.xq && cc->gemm.xq_bytes &&
         (st = cuda_alloc(&cc->gemm.xq, cc->gemm.xq_bytes, "the batch GEMMs' quantized inputs")) != ER_OK)
         return st;
+    if (!cc->att.part && cc->att_part_floats) {
+        const size_t tickets = (size_t)CUDA_ATT_BATCH_TOKENS * (size_t)cc->cm->m->config.n_head_kv * sizeof(unsigned);
+        if ((st = cuda_alloc((void **)&cc->att.part, cc->att_part_floats * sizeof(float),
+                             "the batch attention's shares")) != ER_OK ||
+            (st = cuda_alloc((void **)&cc->att.ticket, tickets, "the batch attention's tickets")) != ER_OK)
+            return st;
+        CUDA_TRY(cudaMemset(cc->att.ticket, 0, tickets));
+    }
     CUDA_TRY(cudaMemcpyAsync(cc->batch, cc->batch_host, (size_t)(4 * cc->n_batch) * sizeof(int32_t),
                              cudaMemcpyHostToDevice, cc->stream));
     if (n_rows == n && n <= cc->n_seq) { /* a decode step: its graph */
