@@ -41,6 +41,8 @@
  * k_mmq, before the ring (docs/perf-log.md): up to 32 tokens inside, B = 32 fell from 7,793
  * to 7,426 tok/s at Qwen3-0.6B and from 2,816 to 2,036 at 8B. */
 #define MQ_INKERNEL_MAX_T 16
+#define MQ_MAGIC 0x4B400000 /* the bits of MQ_MAGIC_F = 1.5 * 2^23 (mma_block) */
+#define MQ_MAGIC_F 12582912.0f
 
 template <int NT>
 struct mmq_stage {
@@ -183,13 +185,17 @@ static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, 
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
-        int sum[4] = {0, 0, 0, 0};
+        /* the integer comes out as the float 1.5 * 2^23 + isum (exact for |isum| < 2^22;
+         * a block's is at most 32 * 127 * 127): the mma adds it to that float's bits, one
+         * F32 subtraction gives isum exactly, as (float) isum would, whose conversion
+         * runs at a quarter of the FP32 rate and bounded the GEMM at 32-64 tokens */
+        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
         mma_s8(sum, af, bx.x, bx.y);
         const float dx0 = xd[(8 * j + 2 * c) * xd_t], dx1 = xd[(8 * j + 2 * c + 1) * xd_t];
-        acc[j][0] = fmaf((float)sum[0], dw0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf((float)sum[1], dw0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf((float)sum[2], dw1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf((float)sum[3], dw1 * dx1, acc[j][3]);
+        acc[j][0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, dw0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, dw0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, dw1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, dw1 * dx1, acc[j][3]);
     }
 }
 
