@@ -1257,6 +1257,97 @@ done:
  * quantizer into the file's blocks, repacked on the device (cuda_repack), then a matvec
  * (worst error over max |y|, against doubles of the CPU's dequantized values) and the
  * embedding of every row (worst error over the largest value, against to_f32). */
+/* A batch GEMM's fused epilogue (cuda_gemm_batch_epi, kind GLU or NORM) on T tokens of a
+ * random input against the unfused path (cuda_gemm_batch's sums, then cuda_glu, or the
+ * residual added by cuda_gemm_batch): the GLU's h and the NORM's x bit for bit, the
+ * NORM's h within 1e-3 of doubles over its largest |value| (the f16 rounding). As the
+ * layers use it, the epilogue writes h over its own input; part holds 3 tokens, so the
+ * batch goes in passes (backward where h's rows are the wider). Returns the NORM's error
+ * (0 for GLU), or inf where a bit differs. */
+static double epilogue_case(const host_matrix *m, int T, int kind) {
+    const int K = m->n_in, N = m->n_out, n_h = kind == CUDA_EPI_GLU ? N / 2 : N;
+    const size_t buf_halves = (size_t)T * (size_t)(K > n_h ? K : n_h);
+    cuda_weight dw = {m->type, K, N, NULL, NULL, NULL};
+    uint16_t *x = malloc((size_t)T * K * sizeof(uint16_t)), *h = malloc((size_t)T * n_h * sizeof(uint16_t));
+    uint16_t *h_ref = malloc((size_t)T * n_h * sizeof(uint16_t));
+    float *x0 = malloc((size_t)T * N * sizeof(float)), *xf = malloc((size_t)T * N * sizeof(float));
+    float *xf_ref = malloc((size_t)T * N * sizeof(float)), *nw = malloc((size_t)N * sizeof(float));
+    uint16_t *dbuf = NULL, *dx = NULL, *dh = NULL;
+    float *dres = NULL, *dres_ref = NULL, *dy = NULL, *dnw = NULL;
+    cuda_gemm_scratch s = {NULL, (size_t)cuda_gemm_split_count(&dw) * (size_t)N * 3, NULL, cuda_gemm_xq_bytes(T, K)};
+    double worst = INFINITY;
+    if (!x || !h || !h_ref || !x0 || !xf || !xf_ref || !nw)
+        goto done;
+    for (int i = 0; i < T * K; i++)
+        x[i] = er_f32_to_f16(rndf());
+    for (int i = 0; i < T * N; i++)
+        x0[i] = 4.0f * rndf();
+    for (int i = 0; i < N; i++)
+        nw[i] = 1.0f + 0.5f * rndf();
+    if (upload_weight(m, &dw) != 0 || !(dbuf = to_device(x, buf_halves * sizeof(uint16_t))) ||
+        !(dx = to_device(x, (size_t)T * K * sizeof(uint16_t))) ||
+        cudaMalloc((void **)&dh, (size_t)T * n_h * sizeof(uint16_t)) != cudaSuccess ||
+        !(dres = to_device(x0, (size_t)T * N * sizeof(float))) ||
+        !(dres_ref = to_device(x0, (size_t)T * N * sizeof(float))) ||
+        cudaMalloc((void **)&dy, (size_t)T * N * sizeof(float)) != cudaSuccess ||
+        !(dnw = to_device(nw, (size_t)N * sizeof(float))) ||
+        cudaMalloc((void **)&s.part, s.part_floats * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&s.xq, s.xq_bytes) != cudaSuccess)
+        goto done;
+    const cuda_gemm_epi ep = {kind, dres, N, 1, dnw, 1e-6f, 0, dbuf};
+    cudaError_t e = cuda_gemm_batch_epi(&dw, dbuf, T, &ep, &s, 0);
+    if (kind == CUDA_EPI_GLU) {
+        if (e == cudaSuccess)
+            e = cuda_gemm_batch(&dw, dx, T, dy, N, 0, &s, 0);
+        if (e == cudaSuccess)
+            e = cuda_glu(dy, T, N / 2, 0, dh, 0);
+    } else if (e == cudaSuccess) {
+        e = cuda_gemm_batch(&dw, dx, T, dres_ref, N, 1, &s, 0);
+    }
+    if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        goto done;
+    cudaMemcpy(h, dbuf, (size_t)T * n_h * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+    if (kind == CUDA_EPI_GLU) {
+        cudaMemcpy(h_ref, dh, (size_t)T * n_h * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+        worst = memcmp(h, h_ref, (size_t)T * n_h * sizeof(uint16_t)) == 0 ? 0.0 : INFINITY;
+        goto done;
+    }
+    cudaMemcpy(xf, dres, (size_t)T * N * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(xf_ref, dres_ref, (size_t)T * N * sizeof(float), cudaMemcpyDeviceToHost);
+    if (memcmp(xf, xf_ref, (size_t)T * N * sizeof(float)) != 0)
+        goto done;
+    double err = 0.0, vmax = 0.0;
+    for (int t = 0; t < T; t++) {
+        double ss = 0.0;
+        for (int i = 0; i < N; i++)
+            ss += (double)xf[(size_t)t * N + i] * xf[(size_t)t * N + i];
+        const double scale = 1.0 / sqrt(ss / N + 1e-6);
+        for (int i = 0; i < N; i++)
+            track_error(er_f16_to_f32(h[(size_t)t * N + i]), xf[(size_t)t * N + i] * scale * nw[i], &err, &vmax);
+    }
+    worst = err / (vmax > 0 ? vmax : 1.0);
+done:
+    cudaFree(dw.w);
+    cudaFree(dw.d);
+    cudaFree(dbuf);
+    cudaFree(dx);
+    cudaFree(dh);
+    cudaFree(dres);
+    cudaFree(dres_ref);
+    cudaFree(dy);
+    cudaFree(dnw);
+    cudaFree(s.part);
+    cudaFree(s.xq);
+    free(x);
+    free(h);
+    free(h_ref);
+    free(x0);
+    free(xf);
+    free(xf_ref);
+    free(nw);
+    return worst;
+}
+
 static double repack_case(int type, int n_out, int n_in, double *embd_err) {
     uint32_t er = 0;
     while (cuda_wtype_from_er(er) != type)
@@ -1379,6 +1470,24 @@ void test_cuda_gemm(void) {
             gemm_ref_free(&ref);
             if (int8)
                 gemm_ref_free(&ref8);
+            free_matrix(&m);
+        }
+    }
+    /* the fused epilogues, on the int8 tensor cores (Q8_0; 40 tokens: quantized
+     * beforehand) and F16 tiles (F16): (kind, T, n_out, n_in) */
+    static const int ep[][4] = {{CUDA_EPI_GLU, 10, 192, 64}, {CUDA_EPI_GLU, 40, 256, 128},
+                                {CUDA_EPI_NORM, 10, 64, 128}, {CUDA_EPI_NORM, 40, 1024, 256},
+                                {CUDA_EPI_NORM, 7, 2560, 64}};
+    for (int tt = 0; tt < 2; tt++) {
+        const int t = tt ? CUDA_W_F16 : CUDA_W_Q8_0;
+        cuda_gemm_set_mmq(1);
+        for (size_t i = 0; i < sizeof ep / sizeof ep[0]; i++) {
+            host_matrix m;
+            CHECK(make_matrix(t, ep[i][2], ep[i][3], &m) == 0, "out of memory");
+            const double err = epilogue_case(&m, ep[i][1], ep[i][0]);
+            CHECK(err <= 1e-3, "%s batch GEMM with the %s epilogue, %d tokens x %d x %d: error %.3g (inf: a bit differs "
+                  "from the unfused path)", cuda_wtype_name(t), ep[i][0] == CUDA_EPI_GLU ? "GLU" : "RMSNorm",
+                  ep[i][1], ep[i][2], ep[i][3], err);
             free_matrix(&m);
         }
     }

@@ -101,10 +101,12 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     {
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
         cc->n_split = cuda_attention_split_count(&ap);
+        cc->fuse_epilogues = env_int("EDGERUNNER_CUDA_FUSE", 1) != 0;
         cc->att_part_floats = env_int("EDGERUNNER_CUDA_BATCH_ATTN", 1) ? cuda_attention_batch_part_floats(&ap) : 0;
     }
-    /* cuda_gemm_batch's shares of K, for up to 256 tokens a pass (its largest matrix), and
-     * its quantized inputs of a whole batch (the widest) */
+    /* cuda_gemm_batch's shares of K, for up to 256 tokens a pass (its largest product, every
+     * part's rows; the layers' matrices even unsplit, for the fused epilogues), and its
+     * quantized inputs of a whole batch (the widest) */
     {
         const cuda_layer *l = &((const cuda_model *)dev)->layers[0];
         const cuda_weight *ws[5] = {&l->qkv, &l->wo, &l->gate_up, &l->down, &((const cuda_model *)dev)->output};
@@ -113,8 +115,8 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
             const int n_split = cuda_gemm_split_count(ws[i]);
             int64_t rows = 0;
             for (const cuda_weight *w = ws[i]; w; w = w->next)
-                rows = max64(rows, w->n_out);
-            if (n_split > 1 && (size_t)(n_split * rows * pass) > cc->gemm.part_floats)
+                rows += w->n_out;
+            if ((n_split > 1 || i < 4) && (size_t)(n_split * rows * pass) > cc->gemm.part_floats)
                 cc->gemm.part_floats = (size_t)(n_split * rows * pass);
             if (cuda_gemm_xq_bytes(n_batch, ws[i]->n_in) > cc->gemm.xq_bytes)
                 cc->gemm.xq_bytes = cuda_gemm_xq_bytes(n_batch, ws[i]->n_in);

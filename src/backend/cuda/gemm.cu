@@ -248,6 +248,78 @@ __global__ void k_split_sum(const float *__restrict__ part, int n_split, int T, 
     }
 }
 
+/* grid (T, chunks): h (T, n_ff) f16 = act(gate) * up from the n_split shares of gate|up,
+ * planes of (T, 2 n_ff) `plane` floats apart, summed in plane order as k_split_sum sums
+ * them, then k_glu's arithmetic; block (t, c) takes every chunks-th run of blockDim.x
+ * elements of row t from the c-th. */
+__global__ void k_split_glu(const float *__restrict__ part, int n_split, size_t plane, int n_ff, int gelu,
+                            __half *__restrict__ h) {
+    pdl_wait();
+    pdl_launch_next();
+    const float *row = part + (size_t)blockIdx.x * 2 * n_ff;
+    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < n_ff; i += gridDim.y * blockDim.x) {
+        /* written by the GEMM just before: L2, not a stale L1 */
+        float g = __ldcg(row + i), u = __ldcg(row + n_ff + i);
+#pragma unroll 4
+        for (int z = 1; z < n_split; z++) {
+            g += __ldcg(row + (size_t)z * plane + i);
+            u += __ldcg(row + (size_t)z * plane + n_ff + i);
+        }
+        h[(size_t)blockIdx.x * n_ff + i] = __float2half_rn((gelu ? gelu_tanh(g) : silu(g)) * u);
+    }
+}
+
+/* One block per token t: x (T, n) += the n_split shares of (T, n), planes `plane` floats
+ * apart, summed in plane order (k_split_sum's sums), then h (T, n) f16 = rmsnorm(x) * w.
+ * A batch of 8 tokens has 8 blocks, so what each reads (n x n_split floats) must be in
+ * flight at once: n / E threads (norm_split_elems), each with its E elements (thread i
+ * holds i + (n / E) k) in registers, the loads of 8 planes together. */
+template <int E>
+__global__ void __launch_bounds__(1024)
+k_split_norm(const float *__restrict__ part, int n_split, size_t plane, int n, float *__restrict__ x,
+             const float *__restrict__ w, float eps, __half *__restrict__ h) {
+    __shared__ float red[32];
+    pdl_wait();
+    pdl_launch_next();
+    const float *pr = part + (size_t)blockIdx.x * n + threadIdx.x;
+    float *xr = x + (size_t)blockIdx.x * n + threadIdx.x;
+    const int stride = blockDim.x; /* n / E */
+    float v[E], ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        v[k] = __ldcg(pr + k * stride); /* written by the GEMM just before: L2, not a stale L1 */
+#pragma unroll 8
+    for (int z = 1; z < n_split; z++)
+#pragma unroll
+        for (int k = 0; k < E; k++)
+            v[k] += __ldcg(pr + (size_t)z * plane + k * stride);
+#pragma unroll
+    for (int k = 0; k < E; k++) {
+        v[k] += __ldcg(xr + k * stride);
+        xr[k * stride] = v[k];
+        ss += v[k] * v[k];
+    }
+    ss = block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+    for (int k = 0; k < E; k++) {
+        const int i = threadIdx.x + k * stride;
+        h[(size_t)blockIdx.x * n + i] = __float2half_rn(v[k] * scale * w[i]);
+    }
+}
+
+/* Elements a thread of k_split_norm for rows of n: the fewest of 1, 2, 4, 5, 8 that leave
+ * at most 1,024 threads, a whole number of warps; 0 where none does. */
+static int norm_split_elems(int64_t n) {
+    static const int e[] = {1, 2, 4, 5, 8};
+    for (int i = 0; i < 5; i++)
+        if (n % e[i] == 0 && n / e[i] <= 1024 && n / e[i] % 32 == 0)
+            return e[i];
+    return 0;
+}
+
+extern "C" int cuda_gemm_epi_norm_fits(int64_t n) { return norm_split_elems(n) > 0; }
+
 /* The tile height for T tokens of a matrix of n_out rows (64 rows a tile, 128 for a few
  * tokens). */
 static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
@@ -334,16 +406,59 @@ static cudaError_t batch_tiles(const cuda_weight *w, const __half *X, const int8
     return launch_tiles(w, X, T, y, ldy, accumulate, n_split, stream);
 }
 
-extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
-                                       int accumulate, const cuda_gemm_scratch *s, cudaStream_t stream) {
+/* The epilogue of one pass of T tokens from t0: what ep makes of the product's n_split
+ * shares of K in part, planes of (T, n) floats. */
+static cudaError_t epilogue(const cuda_gemm_epi *ep, const float *part, int n_split, int T, int64_t n, int t0,
+                            cudaStream_t stream) {
+    const size_t plane = (size_t)T * (size_t)n;
+    cudaLaunchAttribute attr;
+    if (ep->kind == CUDA_EPI_GLU) {
+        const int n_ff = (int)(n / 2), chunks = (n_ff + 1023) / 1024; /* 4 elements a thread */
+        const cudaLaunchConfig_t cfg = pdl_config(dim3(T, chunks), dim3(256), 0, stream, &attr);
+        return cudaLaunchKernelEx(&cfg, k_split_glu, part, n_split, plane, n_ff, ep->gelu,
+                                  reinterpret_cast<__half *>(ep->h) + (size_t)t0 * n_ff);
+    }
+    if (ep->kind == CUDA_EPI_NORM) {
+        const int E = norm_split_elems(n);
+        const cudaLaunchConfig_t cfg = pdl_config(dim3(T), dim3((unsigned int)(n / (E ? E : 1))), 0, stream, &attr);
+        float *y = ep->y + (size_t)t0 * n;
+        __half *h = reinterpret_cast<__half *>(ep->h) + (size_t)t0 * n;
+#define CALL(E_)                                                                                             \
+    case E_:                                                                                                \
+        return cudaLaunchKernelEx(&cfg, k_split_norm<E_>, part, n_split, plane, (int)n, y, ep->norm_w, ep->eps, h)
+        switch (E) {
+            CALL(1);
+            CALL(2);
+            CALL(4);
+            CALL(5);
+            CALL(8);
+        default:
+            return cudaErrorInvalidValue;
+        }
+#undef CALL
+    }
+    const unsigned int blocks = (unsigned int)((plane + 255) / 256 < 1024 ? (plane + 255) / 256 : 1024);
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(blocks), dim3(256), 0, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_split_sum, part, n_split, T, (int)n, ep->y + (size_t)t0 * (size_t)ep->ldy,
+                              ep->ldy, ep->accumulate);
+}
+
+extern "C" cudaError_t cuda_gemm_batch_epi(const cuda_weight *w, const uint16_t *x, int n_tokens,
+                                           const cuda_gemm_epi *ep, const cuda_gemm_scratch *s, cudaStream_t stream) {
     const __half *X = reinterpret_cast<const __half *>(x);
     const int n_split = cuda_gemm_split_count(w);
     const int64_t K = w->n_in; /* alike in every part */
+    int64_t n = 0;             /* the product's columns, every part's */
     int8_t *xq = NULL;         /* (n_tokens, K) the input's quants, and xd (n_tokens, K / 32) their scales */
     float *xd = NULL;
     bool int8 = false;
-    for (const cuda_weight *p = w; p; p = p->next)
+    for (const cuda_weight *p = w; p; p = p->next) {
         int8 = int8 || use_int8(p);
+        n += p->n_out;
+    }
+    if ((ep->kind == CUDA_EPI_GLU && n % 2 != 0) ||
+        (ep->kind == CUDA_EPI_NORM && (ep->ldy != n || !norm_split_elems(n))))
+        return cudaErrorInvalidValue;
     if (int8 && cuda_mmq_prequantize(n_tokens) && s->xq && s->xq_bytes >= cuda_gemm_xq_bytes(n_tokens, K)) {
         xq = (int8_t *)s->xq;
         xd = (float *)(xq + (size_t)n_tokens * (size_t)K);
@@ -351,33 +466,42 @@ extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, 
         if (e != cudaSuccess)
             return e;
     }
-    for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
-        const int n = (int)w->n_out;
-        if (n_split == 1) {
-            const cudaError_t e = batch_tiles(w, X, xq, xd, n_tokens, y + col0, ldy, accumulate, 1, stream);
+    if (ep->kind == CUDA_EPI_STORE && n_split == 1) { /* straight into y, part by part */
+        for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
+            const cudaError_t e = batch_tiles(w, X, xq, xd, n_tokens, ep->y + col0, ep->ldy, ep->accumulate, 1, stream);
             if (e != cudaSuccess)
                 return e;
-            continue;
         }
-        /* tokens per pass: as many as part holds (each pass's sums are those of one) */
-        const int64_t fit = (int64_t)(s->part_floats / ((size_t)n_split * (size_t)n));
-        if (fit < 1)
-            return cudaErrorInvalidValue;
-        for (int t0 = 0; t0 < n_tokens; t0 += (int)fit) {
-            const int T = n_tokens - t0 < fit ? n_tokens - t0 : (int)fit;
-            cudaError_t e = batch_tiles(w, X + (size_t)t0 * (size_t)K, xq ? xq + (size_t)t0 * (size_t)K : NULL,
-                                        xd ? xd + (size_t)t0 * (size_t)(K / 32) : NULL, T, s->part, n, 0, n_split,
-                                        stream);
-            if (e != cudaSuccess)
-                return e;
-            const size_t plane = (size_t)T * (size_t)n;
-            const unsigned int blocks = (unsigned int)((plane + 255) / 256 < 1024 ? (plane + 255) / 256 : 1024);
-            cudaLaunchAttribute attr;
-            const cudaLaunchConfig_t cfg = pdl_config(dim3(blocks), dim3(256), 0, stream, &attr);
-            if ((e = cudaLaunchKernelEx(&cfg, k_split_sum, (const float *)s->part, n_split, T, n,
-                                        y + (size_t)t0 * (size_t)ldy + col0, ldy, accumulate)) != cudaSuccess)
-                return e;
-        }
+        return cudaSuccess;
+    }
+    /* every part's shares into its columns of the same planes (T, n), then the epilogue,
+     * in passes of as many tokens as part holds (each pass's sums are those of one). An
+     * epilogue may write h over x, the GEMM's input (the layers' f16 buffer): where its
+     * rows are the wider, the passes go from the last tokens to the first, so that no pass
+     * writes over the input of a token still to come */
+    const int64_t fit = (int64_t)(s->part_floats / ((size_t)n_split * (size_t)n));
+    if (fit < 1)
+        return cudaErrorInvalidValue;
+    const int64_t h_row = ep->kind == CUDA_EPI_GLU ? n / 2 : n;
+    const int n_pass = (int)((n_tokens + fit - 1) / fit), backward = ep->kind != CUDA_EPI_STORE && h_row > K;
+    for (int i = 0; i < n_pass; i++) {
+        const int t0 = (int)((backward ? n_pass - 1 - i : i) * fit);
+        const int T = n_tokens - t0 < fit ? n_tokens - t0 : (int)fit;
+        cudaError_t e = cudaSuccess;
+        int64_t col0 = 0;
+        for (const cuda_weight *p = w; p && e == cudaSuccess; col0 += p->n_out, p = p->next)
+            e = batch_tiles(p, X + (size_t)t0 * (size_t)K, xq ? xq + (size_t)t0 * (size_t)K : NULL,
+                            xd ? xd + (size_t)t0 * (size_t)(K / 32) : NULL, T, s->part + col0, n, 0, n_split, stream);
+        if (e == cudaSuccess)
+            e = epilogue(ep, s->part, n_split, T, n, t0, stream);
+        if (e != cudaSuccess)
+            return e;
     }
     return cudaSuccess;
+}
+
+extern "C" cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
+                                       int accumulate, const cuda_gemm_scratch *s, cudaStream_t stream) {
+    const cuda_gemm_epi ep = {CUDA_EPI_STORE, y, ldy, accumulate, NULL, 0.0f, 0, NULL};
+    return cuda_gemm_batch_epi(w, x, n_tokens, &ep, s, stream);
 }

@@ -232,6 +232,30 @@ static inline size_t cuda_gemm_xq_bytes(int64_t n_tokens, int64_t n_in) { return
  * over all of K). */
 cudaError_t cuda_gemm_batch(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
                             int accumulate, const cuda_gemm_scratch *s, cudaStream_t stream);
+/* What cuda_gemm_batch_epi makes of a batch's product P (n_tokens, n) of w (n: every
+ * part's rows), once the shares of K are summed in order (as cuda_gemm_batch sums them):
+ * a fused epilogue saves a kernel and the gap before it. Each is one fixed computation
+ * per token, whatever the batch (the NORM's sum of squares is reduced over up to 1,024
+ * threads, not cuda_rmsnorm's 256: a batch takes it for every token or for none). */
+enum cuda_gemm_epi_kind {
+    CUDA_EPI_STORE = 0, /* y (n_tokens, ldy) (+)= P, as cuda_gemm_batch */
+    CUDA_EPI_GLU = 1,   /* h (n_tokens, n / 2) f16 = act(P[:, :n/2]) * P[:, n/2:] (gelu: GELU, else SiLU) */
+    CUDA_EPI_NORM = 2   /* the residual y (n_tokens, n) += P, then h (n_tokens, n) f16 = rmsnorm(y) * norm_w;
+                         * ldy == n, where cuda_gemm_epi_norm_fits(n) */
+};
+int cuda_gemm_epi_norm_fits(int64_t n);
+typedef struct cuda_gemm_epi {
+    int kind; /* enum cuda_gemm_epi_kind */
+    float *y;
+    int64_t ldy;
+    int accumulate;
+    const float *norm_w; /* (n) */
+    float eps;
+    int gelu;
+    uint16_t *h;
+} cuda_gemm_epi;
+cudaError_t cuda_gemm_batch_epi(const cuda_weight *w, const uint16_t *x, int n_tokens, const cuda_gemm_epi *ep,
+                                const cuda_gemm_scratch *s, cudaStream_t stream);
 /* The shares of K for cuda_gemm_batch, from w's shape only (1: no split). */
 int cuda_gemm_split_count(const cuda_weight *w);
 /* Whether cuda_gemm_batch runs the types of cuda_wtype_int8_mma on the int8 tensor cores

@@ -160,15 +160,23 @@ static er_status enqueue_layers(cuda_context *cc, const int32_t *tokens, int n, 
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
-    const int batch = br != NULL;
+    const int batch = br != NULL, gelu = (c->features & ER_FEAT_GEGLU) != 0;
+    /* a batch without post-norms: each RMSNorm but the first and the GLU in the epilogue
+     * of the GEMM before it (cuda_gemm_batch_epi): 4 kernels a layer fewer */
+    int fused = batch && cc->fuse_epilogues && cuda_gemm_epi_norm_fits(n_embd);
+    for (int64_t il = 0; il < c->n_layer; il++)
+        fused = fused && !cm->layers[il].post_attn_norm && !cm->layers[il].post_ffn_norm;
     CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), tokens, n, cc->x, cc->stream));
+    if (fused)
+        CUDA_TRY(cuda_rmsnorm(cc->x, cm->layers[0].attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
         uint8_t *kc = cc->k_cache + il * cc->kv_layer_stride, *vc = cc->v_cache + il * cc->kv_layer_stride;
         /* x += attention(rmsnorm(x) Wqkv) Wo ; x += glu(rmsnorm(x) Wgate|up) Wdown; with
          * post-norms each product is normalized before it is added */
-        CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
+        if (!fused)
+            CUDA_TRY(cuda_rmsnorm(cc->x, l->attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         CUDA_TRY(gemm_xh(cc, &l->qkv, n, cc->qkv, q_dim + 2 * kv_dim, 0, batch));
         if (batch) {
             CUDA_TRY(cuda_qk_rope_store_batch(&ap, cc->qkv, n, br, kc, vc, cc->stream));
@@ -177,11 +185,24 @@ static er_status enqueue_layers(cuda_context *cc, const int32_t *tokens, int n, 
             CUDA_TRY(cuda_qk_rope_store(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->stream));
             CUDA_TRY(cuda_attention_prefill(&ap, cc->qkv, n, (int)pos0, kc, vc, cc->xh, cc->stream));
         }
+        if (fused) {
+            /* x += o Wo, xh = rmsnorm(x); xh = glu(xh Wgate|up); x += xh Wdown, xh = the
+             * next layer's rmsnorm(x) (after the last: the head's, on its rows) */
+            const float *next_norm = il + 1 < c->n_layer ? cm->layers[il + 1].attn_norm : NULL;
+            const cuda_gemm_epi wo = {CUDA_EPI_NORM, cc->x, n_embd, 1, l->ffn_norm, c->norm_eps, 0, cc->xh};
+            const cuda_gemm_epi gu = {CUDA_EPI_GLU, NULL, 0, 0, NULL, 0.0f, gelu, cc->xh};
+            const cuda_gemm_epi down = {next_norm ? CUDA_EPI_NORM : CUDA_EPI_STORE, cc->x, n_embd, 1, next_norm,
+                                        c->norm_eps, 0, cc->xh};
+            CUDA_TRY(cuda_gemm_batch_epi(&l->wo, cc->xh, n, &wo, &cc->gemm, cc->stream));
+            CUDA_TRY(cuda_gemm_batch_epi(&l->gate_up, cc->xh, n, &gu, &cc->gemm, cc->stream));
+            CUDA_TRY(cuda_gemm_batch_epi(&l->down, cc->xh, n, &down, &cc->gemm, cc->stream));
+            continue;
+        }
         if ((st = residual(cc, &l->wo, l->post_attn_norm, n, batch)) != ER_OK)
             return st;
         CUDA_TRY(cuda_rmsnorm(cc->x, l->ffn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
         CUDA_TRY(gemm_xh(cc, &l->gate_up, n, cc->gu, 2 * c->n_ff, 0, batch));
-        CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, (c->features & ER_FEAT_GEGLU) != 0, cc->xh, cc->stream));
+        CUDA_TRY(cuda_glu(cc->gu, n, (int)c->n_ff, gelu, cc->xh, cc->stream));
         if ((st = residual(cc, &l->down, l->post_ffn_norm, n, batch)) != ER_OK)
             return st;
     }
