@@ -9,13 +9,21 @@
  * "Alone" is one context of one sequence: er_context_decode on the CPU (whose batches run
  * the same kernels), on CUDA batches holding only that sequence (its one-sequence decode
  * runs other kernels: matrix-vector products with other roundings).
+ *
+ * stories260K's heads of 8 dims take CUDA's block-per-query attention; a model of its
+ * vocabulary with heads of 64 (random weights, written here) takes the attention with
+ * shares of the keys (k_attention_batch_f16).
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "edgerunner.h"
+#include "io/gguf_write.h"
 #include "test.h"
 #ifdef ER_HAVE_CUDA
 #include "backend/cuda/kernels.h" /* cuda_gemm_set_mmq */
@@ -338,6 +346,67 @@ static void test_hostile(er_model *m) {
     er_context_free(ctx);
 }
 
+/* stories260K's metadata and vocabulary with wider layers (a llama of 2 layers, n_embd
+ * 256, 4 heads of 64 dims sharing 2 KV heads, n_ff 512) and random F32 weights, written
+ * to path; 0 on failure. */
+static int write_wide_model(const char *path) {
+    enum { EMBD = 256, FF = 512, HEADS = 4, KV_HEADS = 2, HD = 64, LAYERS = 2, VOCAB = 512 };
+    static const struct {
+        const char *name;
+        int64_t ne0, ne1; /* ne1 0: a vector */
+    } layer[] = {{"attn_norm", EMBD, 0},         {"attn_q", EMBD, HEADS * HD},  {"attn_k", EMBD, KV_HEADS * HD},
+                 {"attn_v", EMBD, KV_HEADS * HD}, {"attn_output", HEADS * HD, EMBD}, {"ffn_norm", EMBD, 0},
+                 {"ffn_gate", EMBD, FF},         {"ffn_up", EMBD, FF},          {"ffn_down", FF, EMBD}};
+    enum { N_LAYER_T = sizeof layer / sizeof layer[0] };
+    gguf_file *f = NULL;
+    gguf_writer *w = NULL;
+    float *data = malloc((size_t)EMBD * FF * sizeof(float)); /* the largest tensor */
+    char name[64];
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    int ok = data && gguf_open(STORIES, &f) == ER_OK && gguf_writer_create(&w) == ER_OK;
+    for (uint64_t i = 0; ok && i < f->n_kv; i++)
+        ok = gguf_writer_set(w, f->kv[i].key, &f->kv[i].value) == ER_OK;
+    ok = ok && gguf_writer_set_u32(w, "llama.embedding_length", EMBD) == ER_OK &&
+         gguf_writer_set_u32(w, "llama.feed_forward_length", FF) == ER_OK &&
+         gguf_writer_set_u32(w, "llama.attention.head_count", HEADS) == ER_OK &&
+         gguf_writer_set_u32(w, "llama.attention.head_count_kv", KV_HEADS) == ER_OK &&
+         gguf_writer_set_u32(w, "llama.block_count", LAYERS) == ER_OK &&
+         gguf_writer_set_u32(w, "llama.rope.dimension_count", HD) == ER_OK;
+    /* tensors in file order: the embedding, the head, then each layer's */
+    const int64_t embd_ne[2] = {EMBD, VOCAB}, norm_ne[1] = {EMBD};
+    ok = ok && gguf_writer_add_tensor(w, (gguf_string){"token_embd.weight", 17}, 2, embd_ne, ER_TYPE_F32) == ER_OK &&
+         gguf_writer_add_tensor(w, (gguf_string){"output_norm.weight", 18}, 1, norm_ne, ER_TYPE_F32) == ER_OK &&
+         gguf_writer_add_tensor(w, (gguf_string){"output.weight", 13}, 2, embd_ne, ER_TYPE_F32) == ER_OK;
+    for (int il = 0; ok && il < LAYERS; il++)
+        for (int k = 0; ok && k < N_LAYER_T; k++) {
+            const int64_t ne[2] = {layer[k].ne0, layer[k].ne1};
+            const int len = snprintf(name, sizeof name, "blk.%d.%s.weight", il, layer[k].name);
+            ok = gguf_writer_add_tensor(w, (gguf_string){name, (uint64_t)len}, ne[1] ? 2 : 1, ne, ER_TYPE_F32) ==
+                 ER_OK;
+        }
+    ok = ok && gguf_writer_begin(w, path) == ER_OK;
+    for (int t = 0; ok && t < 3 + LAYERS * N_LAYER_T; t++) {
+        /* a vector: a norm near 1; a matrix: uniform with variance 1 / its input (the
+         * embedding and head: 1) */
+        const int k = t < 3 ? -1 : (t - 3) % N_LAYER_T;
+        const int64_t ne0 = k < 0 ? EMBD : layer[k].ne0, ne1 = t == 1 ? 0 : k < 0 ? VOCAB : layer[k].ne1;
+        const int64_t n = ne0 * (ne1 ? ne1 : 1);
+        const float scale = ne1 ? (t < 3 ? 1.7f : 1.7f / sqrtf((float)ne0)) : 0.2f;
+        for (int64_t i = 0; i < n; i++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            const float u = (float)(rng >> 40) / 8388608.0f - 1.0f; /* [-1, 1) */
+            data[i] = ne1 ? scale * u : 1.0f + scale * u;
+        }
+        ok = gguf_writer_write_tensor(w, data, (size_t)n * sizeof(float)) == ER_OK;
+    }
+    ok = ok && gguf_writer_finish(w) == ER_OK;
+    CHECK(ok, "writing a wide model of %s's vocabulary: %s", STORIES, er_last_error());
+    gguf_writer_free(w);
+    gguf_close(f);
+    free(data);
+    return ok;
+}
+
 void test_batch(void) {
     er_model *m = NULL;
     CHECK(er_model_load(STORIES, NULL, &m) == ER_OK, "load: %s", er_last_error());
@@ -390,6 +459,28 @@ void test_batch(void) {
         cuda_gemm_set_mmq(-1);
 #endif
         er_model_free(m8);
+        /* heads of 64 (the attention with shares of the keys), Q8_0, against the CPU
+         * reference of the same weights */
+        char path[] = "/tmp/er-test-wide-XXXXXX";
+        const int fd = mkstemp(path);
+        CHECK(fd >= 0, "mkstemp");
+        if (fd >= 0 && write_wide_model(path)) {
+            er_model *wr = NULL, *wc = NULL;
+            mp.backend = ER_BACKEND_CPU;
+            CHECK(er_model_load(path, &mp, &wr) == ER_OK, "load the wide model as Q8_0: %s", er_last_error());
+            if (wr)
+                test_invariance(wr, REFERENCE, NULL, reference_of);
+            mp.backend = ER_BACKEND_CUDA;
+            CHECK(er_model_load(path, &mp, &wc) == ER_OK, "load the wide model as Q8_0 on CUDA: %s", er_last_error());
+            if (wr && wc)
+                test_invariance(wc, CUDA, reference_of, NULL);
+            er_model_free(wr);
+            er_model_free(wc);
+        }
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
     }
     free(reference_of);
 }

@@ -704,6 +704,28 @@ done:
     return worst;
 }
 
+/* One head's attention in doubles: query q (hd) over rows j0 .. n_keys - 1 of the caches
+ * kc and vc (rows of kv_dim floats, the head's at off) into out (hd); sc (n_keys) scratch. */
+static void attention_ref(const float *q, const float *kc, const float *vc, int kv_dim, int off, int j0, int n_keys,
+                          int hd, double *sc, double *out) {
+    double m = -INFINITY, l = 0.0;
+    for (int j = j0; j < n_keys; j++) {
+        double d = 0.0;
+        for (int i = 0; i < hd; i++)
+            d += (double)q[i] * kc[(size_t)j * kv_dim + off + i];
+        sc[j] = d / sqrt((double)hd);
+        m = sc[j] > m ? sc[j] : m;
+    }
+    for (int j = j0; j < n_keys; j++)
+        l += exp(sc[j] - m);
+    for (int i = 0; i < hd; i++) {
+        double a = 0.0;
+        for (int j = j0; j < n_keys; j++)
+            a += exp(sc[j] - m) * vc[(size_t)j * kv_dim + off + i];
+        out[i] = a / l;
+    }
+}
+
 /* Prefill attention over a cache of pos0 + T rows (q as qk_rope_store leaves it) against
  * doubles on the host: worst error over the largest output. window > 0: token t sees
  * rows max(0, pos0 + t - window + 1) .. pos0 + t, and the rows below the first token's
@@ -742,23 +764,10 @@ static double prefill_attention_case(int n_head, int n_head_kv, int hd, int T, i
             const float *q = qkv + (size_t)t * row_len + h * hd;
             const int kvh = h / group, n_keys = pos0 + t + 1;
             const int j0 = window > 0 && n_keys > window ? n_keys - window : 0;
-            double m = -INFINITY, l = 0.0;
-            for (int j = j0; j < n_keys; j++) {
-                double d = 0.0;
-                for (int i = 0; i < hd; i++)
-                    d += (double)q[i] * kc[(size_t)j * kv_dim + kvh * hd + i];
-                sc[j] = d / sqrt((double)hd);
-                m = sc[j] > m ? sc[j] : m;
-            }
-            for (int j = j0; j < n_keys; j++)
-                l += exp(sc[j] - m);
-            for (int i = 0; i < hd; i++) {
-                double a = 0.0;
-                for (int j = j0; j < n_keys; j++)
-                    a += exp(sc[j] - m) * vc[(size_t)j * kv_dim + kvh * hd + i];
-                ref[(size_t)t * q_dim + h * hd + i] = a / l;
-                omax = fabs(a / l) > omax ? fabs(a / l) : omax;
-            }
+            double *r = ref + (size_t)t * q_dim + h * hd;
+            attention_ref(q, kc, vc, kv_dim, kvh * hd, j0, n_keys, hd, sc, r);
+            for (int i = 0; i < hd; i++)
+                omax = fabs(r[i]) > omax ? fabs(r[i]) : omax;
         }
     }
     if (!(dkc = to_device(kcb, cache_bytes)) || !(dvc = to_device(vcb, cache_bytes)) ||
@@ -809,7 +818,7 @@ static double batch_attention_case(int n_head, int n_head_kv, int hd, int n_seq,
     float *qkv = malloc((size_t)T * row_len * sizeof(float));
     uint16_t *out = malloc((size_t)T * q_dim * sizeof(uint16_t)), *again = malloc((size_t)T * q_dim * sizeof(uint16_t));
     uint16_t *one = malloc((size_t)q_dim * sizeof(uint16_t));
-    double *sc = malloc((size_t)n_ctx * sizeof(double));
+    double *sc = malloc((size_t)n_ctx * sizeof(double)), *ref = malloc((size_t)hd * sizeof(double));
     float *dqkv = NULL;
     uint8_t *dkc = NULL, *dvc = NULL;
     uint16_t *dout = NULL;
@@ -817,7 +826,7 @@ static double batch_attention_case(int n_head, int n_head_kv, int hd, int n_seq,
     cuda_attn_scratch scratch = {NULL, NULL};
     double worst = INFINITY;
     *alone_ok = 0;
-    if (!kc || !vc || !kcb || !vcb || !qkv || !out || !again || !one || !sc)
+    if (!kc || !vc || !kcb || !vcb || !qkv || !out || !again || !one || !sc || !ref)
         goto done;
     for (size_t i = 0; i < (size_t)n_seq * seq_n; i++) {
         kc[i] = 2.0f * rndf();
@@ -865,23 +874,9 @@ static double batch_attention_case(int n_head, int n_head_kv, int hd, int n_seq,
         const int n_keys = pos[t] + 1, j0 = window > 0 && n_keys > window ? n_keys - window : 0;
         for (int h = 0; h < n_head; h++) {
             const float *q = qkv + (size_t)t * row_len + h * hd;
-            const int kvh = h / group;
-            double m = -INFINITY, l = 0.0;
-            for (int j = j0; j < n_keys; j++) {
-                double d = 0.0;
-                for (int i = 0; i < hd; i++)
-                    d += (double)q[i] * kr[(size_t)j * kv_dim + kvh * hd + i];
-                sc[j] = d / sqrt((double)hd);
-                m = sc[j] > m ? sc[j] : m;
-            }
-            for (int j = j0; j < n_keys; j++)
-                l += exp(sc[j] - m);
-            for (int i = 0; i < hd; i++) {
-                double a = 0.0;
-                for (int j = j0; j < n_keys; j++)
-                    a += exp(sc[j] - m) * vr[(size_t)j * kv_dim + kvh * hd + i];
-                track_error(er_f16_to_f32(out[(size_t)t * q_dim + h * hd + i]), a / l, &emax, &omax);
-            }
+            attention_ref(q, kr, vr, kv_dim, (h / group) * hd, j0, n_keys, hd, sc, ref);
+            for (int i = 0; i < hd; i++)
+                track_error(er_f16_to_f32(out[(size_t)t * q_dim + h * hd + i]), ref[i], &emax, &omax);
         }
     }
     worst = emax / (omax > 0 ? omax : 1.0);
@@ -903,6 +898,7 @@ done:
     free(again);
     free(one);
     free(sc);
+    free(ref);
     return worst;
 }
 

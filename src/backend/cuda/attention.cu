@@ -674,8 +674,8 @@ k_attention_decode_split(const cuda_attn_params p, const float *__restrict__ qkv
 /* The dynamic shared memory of k_attention_decode_split_f16<LPK, G>: the larger of
  * the copy ring, (ATT_WARPS, SPLIT_STAGES, 2, SPLIT_LOADS, 32) 16-byte words, and the lane groups' states,
  * (SLOTS, G) maxima and sums and (SLOTS, G, hd) accumulators (SLOTS = ATT_WARPS * 32 / LPK). */
-static constexpr size_t split_f16_smem(int LPK, int G) {
-    constexpr int L = SPLIT_LOADS, S = SPLIT_STAGES;
+static constexpr size_t split_f16_smem(int LPK, int G, int S = SPLIT_STAGES) {
+    constexpr int L = SPLIT_LOADS;
     return (size_t)ATT_WARPS * S * 2 * L * 32 * 16 > (size_t)ATT_WARPS * (32 / LPK) * G * (2 + 8 * LPK) * 4
                ? (size_t)ATT_WARPS * S * 2 * L * 32 * 16
                : (size_t)ATT_WARPS * (32 / LPK) * G * (2 + 8 * LPK) * 4;
@@ -709,28 +709,32 @@ static __device__ __forceinline__ void halves8(uint4 u, float f[8]) {
     }
 }
 
-/* A warp's keys jb0, jb0 + round, ... below j_end through its ring of SPLIT_STAGES
- * stages (both F16 split kernels), RK = SPLIT_LOADS * 32 / LPK keys a stage: the first
- * SPLIT_STAGES - 1 stages already issued (copy_stage, a commit each), each next one
- * copied while one is computed. The lanes of a key (lane group lane / LPK, LPK lanes of 8
- * dims) keep an online softmax of their own per query head g < G: qf holds the lane's 8
- * dims of each query, m, l, acc its states. The key at pos is the new row, from k_new
- * and v_new in shared memory (other blocks may not see its store yet); pos < 0: none. */
-template <int LPK, int G>
+/* A warp's keys jb0, jb0 + round, ... below j_end through its ring of S stages (both F16
+ * split kernels), RK = SPLIT_LOADS * 32 / LPK keys a stage: the first S - 1 stages
+ * already issued (copy_stage, a commit each), each next one copied while one is
+ * computed. The lanes of a key (lane group lane / LPK, LPK lanes of 8
+ * dims) keep an online softmax of their own per query head g < group (<= G): the queries
+ * q_s (G, HD) in shared memory, m, l, acc the lanes' states. The key at pos is the new
+ * row, from k_new and v_new in shared memory (other blocks may not see its store yet);
+ * pos < 0: none. */
+template <int LPK, int G, int S>
 static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc, const __half *vc, int jb0, int round,
                                                    int j_end, int pos, const float *k_new, const float *v_new,
-                                                   int kv_dim, int off, int lane, const float qf[G][8], float m[G],
-                                                   float l[G], float acc[G][8]) {
-    constexpr int HD = 8 * LPK, KPL = 32 / LPK, L = SPLIT_LOADS, S = SPLIT_STAGES;
+                                                   int kv_dim, int off, int lane, const float (*q_s)[8 * LPK],
+                                                   int group, float m[G], float l[G], float acc[G][8]) {
+    constexpr int HD = 8 * LPK, KPL = 32 / LPK, L = SPLIT_LOADS;
     const int c = lane % LPK;
     const float scale = 1.0f / sqrtf((float)HD);
+    float qf[G][8]; /* the lane's 8 dims of each query */
 #pragma unroll
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; e++)
+        for (int e = 0; e < 8; e++) {
             acc[g][e] = 0.0f;
+            qf[g][e] = g < group ? q_s[g][8 * c + e] : 0.0f;
+        }
     }
     int t_read = 0, t_copy = S - 1; /* the ring slots read and filled next */
     for (int jb = jb0; jb < j_end; jb += round) {
@@ -908,13 +912,9 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
     }
     __syncthreads();
 
-    float qf[G][8], m[G], l[G], acc[G][8];
-#pragma unroll
-    for (int g = 0; g < G; g++)
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            qf[g][e] = g < group ? q_s[g][8 * c + e] : 0.0f;
-    ring_attend<LPK, G>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, qf, m, l, acc);
+    float m[G], l[G], acc[G][8];
+    ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, q_s, group, m,
+                           l, acc);
     store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
@@ -993,13 +993,20 @@ static __device__ __forceinline__ int token_rows(const cuda_batch_rows &br, int 
  * each) took 53 us a layer at Qwen3-0.6B's shape with 8 sequences of 128 keys, half the
  * batch step's kernel time (ncu, 2026-12-02). Here a block takes every query head of one
  * KV head of one token, over a share of the token's keys in its sequence's rows, through
- * the F16 split kernel's ring (ring_attend), SPLIT_STAGES - 1 stages of loads in flight.
+ * the F16 split kernel's ring (ring_attend), BATCH_STAGES - 1 stages of loads in flight.
  * The shares are fixed by the query's own key count (batch_split_count), so its sums run
  * in the same order whatever else the batch holds. With one share the block writes the
  * query's output; else each share's state goes to part, and the query's last share to
  * finish (a ticket per token and KV head, left at 0 for the next launch) merges them in
  * share order. */
-#define BATCH_SPLIT_ROUNDS 4 /* rounds of keys (ATT_WARPS warps' stages) a share takes before a query splits */
+/* Rounds of keys (ATT_WARPS warps' stages) a share takes before a query splits: 8 (256
+ * keys of 128 dims), so a batch of many short queries (a decode step of 64 sequences at a
+ * few hundred keys) runs one block per (token, KV head) and no merge; at 4 rounds, Qwen3-8B
+ * with 64 sequences of 130 keys took 48.5 us a layer in 1,024 blocks (ncu, 2026-12-02) */
+#define BATCH_SPLIT_ROUNDS 8
+/* Ring stages per warp: 3 (48 KB a block) fit 4 blocks an SM, as the 4-head kernel's
+ * registers do, where the decode kernel's 4 (64 KB) fit 3 */
+#define BATCH_STAGES 3
 static_assert(CUDA_ATT_BATCH_SPLIT <= ATT_WARPS * 32, "k_attention_batch_f16 merges a share a thread");
 
 /* Shares of a query's n_rounds rounds of keys: one per BATCH_SPLIT_ROUNDS, at most
@@ -1010,14 +1017,14 @@ static __host__ __device__ __forceinline__ int batch_split_count(int n_rounds) {
 }
 
 /* grid (n_head_kv, tokens t0.., the most shares any query of the context has), dynamic
- * shared memory split_f16_smem(LPK, G); hd = 8 * LPK, G >= the heads per KV head (a power
- * of two). part (CUDA_ATT_BATCH_TOKENS, n_head, CUDA_ATT_BATCH_SPLIT, hd + 2): m, l, acc of
+ * shared memory split_f16_smem(LPK, G, BATCH_STAGES); hd = 8 * LPK, G >= the heads per KV
+ * head (a power of two). part (CUDA_ATT_BATCH_TOKENS, n_head, CUDA_ATT_BATCH_SPLIT, hd + 2): m, l, acc of
  * each share of the launch's tokens; ticket (CUDA_ATT_BATCH_TOKENS, n_head_kv). */
 template <int LPK, int G>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const cuda_batch_rows br,
                       const void *k_cache_l, const void *v_cache_l, float *part, unsigned int *ticket, __half *out) {
-    constexpr int HD = 8 * LPK, KPL = 32 / LPK, L = SPLIT_LOADS, S = SPLIT_STAGES, RK = L * KPL;
+    constexpr int HD = 8 * LPK, KPL = 32 / LPK, L = SPLIT_LOADS, S = BATCH_STAGES, RK = L * KPL;
     extern __shared__ uint4 smem[];
     __shared__ float q_s[G][HD];
     __shared__ int is_last;
@@ -1051,13 +1058,9 @@ k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const 
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x)
         q_s[i / HD][i % HD] = __ldcg(q + i);
     __syncthreads();
-    float qf[G][8], m[G], l[G], acc[G][8];
-#pragma unroll
-    for (int g = 0; g < G; g++)
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            qf[g][e] = g < group ? q_s[g][8 * c + e] : 0.0f;
-    ring_attend<LPK, G>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane, qf, m, l, acc);
+    float m[G], l[G], acc[G][8];
+    ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane, q_s, group,
+                           m, l, acc);
     store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
     __half *o = out + (size_t)t * q_dim + (size_t)kvh * group * HD; /* (group, HD) */
     float *pt = part + ((size_t)tl * p.n_head + (size_t)kvh * group) * CUDA_ATT_BATCH_SPLIT * (HD + 2);
@@ -1610,7 +1613,7 @@ typedef struct batch_launch {
 } batch_launch;
 template <int LPK, int G>
 static batch_launch batch_f16_g(void) {
-    const batch_launch bl = {k_attention_batch_f16<LPK, G>, split_f16_smem(LPK, G)};
+    const batch_launch bl = {k_attention_batch_f16<LPK, G>, split_f16_smem(LPK, G, BATCH_STAGES)};
     return bl;
 }
 template <int LPK>
