@@ -1001,8 +1001,9 @@ static __device__ __forceinline__ int token_rows(const cuda_batch_rows &br, int 
  * share order. */
 /* Rounds of keys (ATT_WARPS warps' stages) a share takes before a query splits: 8 (256
  * keys of 128 dims), so a batch of many short queries (a decode step of 64 sequences at a
- * few hundred keys) runs one block per (token, KV head) and no merge; at 4 rounds, Qwen3-8B
- * with 64 sequences of 130 keys took 48.5 us a layer in 1,024 blocks (ncu, 2026-12-02) */
+ * few hundred keys) runs one block per (token, KV head) and no merge; at 4 rounds,
+ * Qwen3-8B with 64 sequences of 130 keys took 48.5 us a layer in 1,024 blocks (ncu,
+ * 2026-12-02) */
 #define BATCH_SPLIT_ROUNDS 8
 /* Ring stages per warp: 3 (48 KB a block) fit 4 blocks an SM, as the 4-head kernel's
  * registers do, where the decode kernel's 4 (64 KB) fit 3 */
@@ -1018,8 +1019,9 @@ static __host__ __device__ __forceinline__ int batch_split_count(int n_rounds) {
 
 /* grid (n_head_kv, tokens t0.., the most shares any query of the context has), dynamic
  * shared memory split_f16_smem(LPK, G, BATCH_STAGES); hd = 8 * LPK, G >= the heads per KV
- * head (a power of two). part (CUDA_ATT_BATCH_TOKENS, n_head, CUDA_ATT_BATCH_SPLIT, hd + 2): m, l, acc of
- * each share of the launch's tokens; ticket (CUDA_ATT_BATCH_TOKENS, n_head_kv). */
+ * head (a power of two). part (CUDA_ATT_BATCH_TOKENS, n_head, CUDA_ATT_BATCH_SPLIT, hd +
+ * 2): m, l, acc of each share of the launch's tokens; ticket (CUDA_ATT_BATCH_TOKENS,
+ * n_head_kv). */
 template <int LPK, int G>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const cuda_batch_rows br,
