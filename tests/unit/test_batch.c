@@ -24,6 +24,7 @@
 
 #include "edgerunner.h"
 #include "io/gguf_write.h"
+#include "quant/types.h" /* ER_TYPE_F32 */
 #include "test.h"
 #ifdef ER_HAVE_CUDA
 #include "backend/cuda/kernels.h" /* cuda_gemm_set_mmq */
