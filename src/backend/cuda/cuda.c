@@ -58,11 +58,11 @@ done:
 const backend_ops cuda_ops = {
     .name = "CUDA",
     /* step.c's forward pass: the Llama layer with every feature of backend.h: Q/K/V
-     * biases (Qwen2), Q/K norms (Qwen3), sliding windows (attention.cu), and Gemma-3's
+     * biases (Qwen2), Q/K norms (Qwen3), sliding windows (attention.cuh), and Gemma-3's
      * scaled embeddings, post-norms and GeGLU */
     .features = ER_FEAT_QKV_BIAS | ER_FEAT_QK_NORM | ER_FEAT_POST_NORMS | ER_FEAT_GEGLU | ER_FEAT_SLIDING_WINDOW |
                 ER_FEAT_EMBD_SCALE | ER_FEAT_TIED_OUTPUT,
-    /* attention.cu: F32, F16 and Q8_0 caches (K and V of one type, context.c) */
+    /* attention*.cu: F32, F16 and Q8_0 caches (K and V of one type, context.c) */
     .kv_types = 1u << ER_TYPE_F32 | 1u << ER_TYPE_F16 | 1u << ER_TYPE_Q8_0,
     /* F16, as llama.cpp: half the bytes of F32 at long context, and at short context
      * (random Qwen3-0.6B Q4_0, position 65, H200) the decode attention as fast as with
