@@ -101,7 +101,11 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     {
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
         cc->n_split = cuda_attention_split_count(&ap);
-        cc->fuse_epilogues = env_int("EDGERUNNER_CUDA_FUSE", 1) != 0;
+        /* the fused epilogues: not with post-norms, nor rows k_split_norm does not take */
+        cc->fuse_epilogues = env_int("EDGERUNNER_CUDA_FUSE", 1) != 0 && cuda_gemm_epi_norm_fits(c->n_embd);
+        for (int64_t il = 0; il < c->n_layer; il++)
+            cc->fuse_epilogues = cc->fuse_epilogues && !cc->cm->layers[il].post_attn_norm &&
+                                 !cc->cm->layers[il].post_ffn_norm;
         cc->att_part_floats = env_int("EDGERUNNER_CUDA_BATCH_ATTN", 1) ? cuda_attention_batch_part_floats(&ap) : 0;
     }
     /* cuda_gemm_batch's shares of K, for up to 256 tokens a pass (its largest product, every
@@ -116,7 +120,8 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
             int64_t rows = 0;
             for (const cuda_weight *w = ws[i]; w; w = w->next)
                 rows += w->n_out;
-            if ((n_split > 1 || i < 4) && (size_t)(n_split * rows * pass) > cc->gemm.part_floats)
+            const int layer_matrix = i < 4; /* ws[4], the head, needs part only where it splits */
+            if ((n_split > 1 || layer_matrix) && (size_t)(n_split * rows * pass) > cc->gemm.part_floats)
                 cc->gemm.part_floats = (size_t)(n_split * rows * pass);
             if (cuda_gemm_xq_bytes(n_batch, ws[i]->n_in) > cc->gemm.xq_bytes)
                 cc->gemm.xq_bytes = cuda_gemm_xq_bytes(n_batch, ws[i]->n_in);

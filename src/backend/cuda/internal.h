@@ -86,7 +86,8 @@ typedef struct cuda_context {
                               * the first batch (a one-sequence decode never needs them) */
     cuda_attn_scratch att;   /* decode_batch: cuda_attention_batch's share states and tickets, allocated at
                               * the first batch */
-    int fuse_epilogues;      /* decode_batch: RMSNorm and GLU in the GEMMs' epilogues (cuda_gemm_batch_epi);
+    int fuse_epilogues;      /* decode_batch: RMSNorm and GLU in the GEMMs' epilogues (cuda_gemm_batch_epi),
+                              * where the model has no post-norms and k_split_norm takes its rows;
                               * EDGERUNNER_CUDA_FUSE=0: apart, for comparison */
     size_t att_part_floats;  /* of att.part: cuda_attention_batch_part_floats, 0 where it takes none (or
                               * EDGERUNNER_CUDA_BATCH_ATTN=0: the block-per-query kernel, for comparison) */

@@ -161,11 +161,9 @@ static er_status enqueue_layers(cuda_context *cc, const int32_t *tokens, int n, 
     const model_config *c = &cm->m->config;
     const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim, n_embd = c->n_embd;
     const int batch = br != NULL, gelu = (c->features & ER_FEAT_GEGLU) != 0;
-    /* a batch without post-norms: each RMSNorm but the first and the GLU in the epilogue
-     * of the GEMM before it (cuda_gemm_batch_epi): 3 kernels a layer fewer */
-    int fused = batch && cc->fuse_epilogues && cuda_gemm_epi_norm_fits(n_embd);
-    for (int64_t il = 0; il < c->n_layer; il++)
-        fused = fused && !cm->layers[il].post_attn_norm && !cm->layers[il].post_ffn_norm;
+    /* a batch (cc->fuse_epilogues): each RMSNorm but the first and the GLU in the epilogue
+     * of the GEMM before it (cuda_gemm_batch_epi), 3 kernels a layer fewer */
+    const int fused = batch && cc->fuse_epilogues;
     CUDA_TRY(cuda_embed_tokens(&cm->token_embd, embd_scale(c), tokens, n, cc->x, cc->stream));
     if (fused)
         CUDA_TRY(cuda_rmsnorm(cc->x, cm->layers[0].attn_norm, n, (int)n_embd, c->norm_eps, cc->xh, cc->stream));
