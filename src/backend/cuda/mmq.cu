@@ -296,67 +296,74 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
 /* ---- The ring: weights through shared memory ------------------------------------------
  * The kernel above holds a chunk's weights in registers (at most two chunks a warp in
  * flight, 3 blocks an SM by registers: 1.6 TB/s at Qwen3-8B, latency-bound, ncu). This
- * one streams them with cp.async through a ring of MR_STAGES stages of MR_CB quant
- * blocks in shared memory, MR_STAGES - 1 stages in flight while the mmas run on one, the
+ * one streams them with cp.async through a ring of S stages of MR_CB quant
+ * blocks in shared memory, S - 1 stages in flight while the mmas run on one, the
  * input's stages in the same ring (its F16, quantized when its stage comes up, or its
  * quants). The same products and sums, for the matrices whose K is a whole number of
  * stages (K % 128 == 0); its shares of K are whole stages. Qwen3-8B per layer at 8
  * tokens: 92 us (2.2 TB/s) against k_mmq's 131 (docs/perf-log.md). */
 #define MR_CB 4                  /* quant blocks a stage */
-#define MR_STAGES 4
 #define MR_ROW (MR_CB * 32 + 32) /* bytes between rows of a stage's quants: a half-warp's 8-byte
                                     reads (4 rows x 4 lanes) fall in distinct banks */
 
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
  * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW) and scales
- * (8 NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). Then, without PRE, one buffer of
- * the current stage's quantized input (quants, then scales). */
-template <int NT, bool PRE>
+ * (8 NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one
+ * buffer of the current stage's quantized input (quants, then scales). */
+template <int NT, bool PRE, int S>
 struct ring_layout {
     static constexpr int w_q = 0, w_d = 64 * MR_ROW, x = w_d + 64 * MR_CB * 2;
     static constexpr int x_d = x + 8 * NT * MR_ROW;
     static constexpr int stage = PRE ? x_d + 8 * NT * MR_CB * 4 : x + 8 * NT * 32 * MR_CB * 2;
-    static constexpr int qbuf = MR_STAGES * stage;
+    static constexpr int qbuf = S * stage;
     static constexpr int bytes = PRE ? qbuf : qbuf + 8 * NT * MR_ROW + 8 * NT * MR_CB * 4;
+    /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4;
+     * with 3 stages the kernel's registers are capped to let them all run */
+    static constexpr int blocks_per_sm = 228 * 1024 / (bytes + 1024) < 4 ? 228 * 1024 / (bytes + 1024) : 4;
 };
 
 /* Stage kb0 .. kb0 + MR_CB - 1 of the weights (read-only: may be issued before pdl_wait). */
-template <int WT>
+template <int WT, int THREADS>
 static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_t n_tile, int kb0, uint8_t *st) {
     const int K = (int)w.n_in, n_blocks = K / 32;
     const size_t row_bytes = cuda_row_bytes(WT, K);
-    /* quants: 64 rows x 128 bytes, 8 chunks of 16 a row: 4 a thread */
+    /* quants: 64 rows x 128 bytes, 8 chunks of 16 a row: 512 / THREADS a thread */
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int j = i * MQ_THREADS + threadIdx.x, r = j >> 3, part = j & 7;
+    for (int i = 0; i < 512 / THREADS; i++) {
+        const int j = i * THREADS + threadIdx.x, r = j >> 3, part = j & 7;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
         cp_async16(st + r * MR_ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * 32 + 16 * part, 16);
     }
-    /* scales: 64 rows x 4 halves, 4 bytes a thread */
-    {
+    /* scales: 64 rows x 4 halves, 4 bytes a thread of the first 128 */
+    if (THREADS == 128 || threadIdx.x < 128) {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async4(st + ring_layout<1, true>::w_d + r * MR_CB * 2 + 4 * part,
+        cp_async4(st + ring_layout<1, true, 1>::w_d + r * MR_CB * 2 + 4 * part,
                   (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
     }
 }
 
-/* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). */
-template <int NT, bool PRE>
+/* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). Rows
+ * past T copy nothing (zeros). */
+template <int NT, bool PRE, int S, int THREADS>
 static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, int64_t t0, int kb0, uint8_t *st) {
-    typedef ring_layout<NT, PRE> L;
-    if (PRE) { /* quants: 8 NT rows x 128 bytes; scales: 8 NT rows x 16 bytes */
-        for (int j = threadIdx.x; j < 8 * NT * 9; j += MQ_THREADS) {
-            const int r = j / 9, part = j % 9;
+    typedef ring_layout<NT, PRE, S> L;
+    if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales: 16 bytes a row */
+#pragma unroll
+        for (int i = 0; i < (64 * NT + THREADS - 1) / THREADS; i++) {
+            const int j = i * THREADS + threadIdx.x, r = j >> 3, part = j & 7;
             const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
-            const int bytes = t0 + r < p.T ? 16 : 0;
-            if (part < 8)
-                cp_async16(st + L::x + r * MR_ROW + 16 * part, p.xq + t * K + (int64_t)kb0 * 32 + 16 * part, bytes);
-            else
-                cp_async16(st + L::x_d + r * MR_CB * 4, p.xd + t * (K / 32) + kb0, bytes);
+            if (64 * NT % THREADS == 0 || j < 64 * NT)
+                cp_async16(st + L::x + r * MR_ROW + 16 * part, p.xq + t * K + (int64_t)kb0 * 32 + 16 * part,
+                           t0 + r < p.T ? 16 : 0);
+        }
+        if (threadIdx.x < 8 * NT) {
+            const int r = threadIdx.x;
+            const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
+            cp_async16(st + L::x_d + r * MR_CB * 4, p.xd + t * (K / 32) + kb0, t0 + r < p.T ? 16 : 0);
         }
     } else { /* F16: 8 NT rows x 256 bytes */
-        for (int j = threadIdx.x; j < 8 * NT * 16; j += MQ_THREADS) {
+        for (int j = threadIdx.x; j < 8 * NT * 16; j += THREADS) {
             const int r = j >> 4, part = j & 15;
             const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
             cp_async16(st + L::x + r * 256 + 16 * part, p.X + t * K + (int64_t)kb0 * 32 + 8 * part,
@@ -365,46 +372,52 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
     }
 }
 
-/* grid and shares as k_mmq's (shares of whole stages), MQ_THREADS threads, dynamic shared
- * memory ring_layout<NT, PRE>::bytes. */
-template <int WT, int NT, bool PRE>
-__global__ void __launch_bounds__(MQ_THREADS) k_mmq_ring(const cuda_weight w, const mmq_args p) {
-    typedef ring_layout<NT, PRE> L;
+/* grid and shares as k_mmq's (shares of whole stages), TW MQ_THREADS threads, dynamic
+ * shared memory ring_layout<NT, PRE, S>::bytes. With TW = 2 (PRE only) two warps share
+ * each 16 rows, one on each half of the tokens: the same products, twice the warps. */
+template <int WT, int NT, bool PRE, int S, int TW>
+__global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE, S>::blocks_per_sm : 0))
+    k_mmq_ring(const cuda_weight w, const mmq_args p) {
+    typedef ring_layout<NT, PRE, S> L;
+    constexpr int THREADS = TW * MQ_THREADS, NTW = NT / TW; /* a warp's tiles of 8 tokens */
+    static_assert(TW == 1 || (PRE && NT % TW == 0), "token halves need the input quantized beforehand");
     extern __shared__ __align__(16) uint8_t ring[];
     const int K = (int)w.n_in, n_blocks = K / 32, kb_begin = (int)blockIdx.z * p.split_steps;
     const int kb_end = min(n_blocks, kb_begin + p.split_steps);
     const int n_stages = kb_end > kb_begin ? (kb_end - kb_begin) / MR_CB : 0;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    /* this warp's rows: 16 warp .. + 15 of the tile; its tokens: tiles tw NTW .. + NTW - 1 */
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tw = threadIdx.x >> 7;
+    const int g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
 
     /* the first stages' weights load while the previous kernel ends; their input after it */
 #pragma unroll
-    for (int s = 0; s < MR_STAGES - 1; s++)
+    for (int s = 0; s < S - 1; s++)
         if (s < n_stages)
-            ring_issue_w<WT>(w, n_tile, kb_begin + s * MR_CB, ring + s * L::stage);
+            ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + s * MR_CB, ring + s * L::stage);
     pdl_wait();
     pdl_launch_next();
 #pragma unroll
-    for (int s = 0; s < MR_STAGES - 1; s++) {
+    for (int s = 0; s < S - 1; s++) {
         if (s < n_stages)
-            ring_issue_x<NT, PRE>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
+            ring_issue_x<NT, PRE, S, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
         cp_async_commit(); /* group s (group 0 also holds the weights issued above) */
     }
 
-    float acc[NT][4] = {};
+    float acc[NTW][4] = {};
     for (int i = 0; i < n_stages; i++) {
-        cp_async_wait<MR_STAGES - 2>(); /* this thread's copies of stage i */
+        cp_async_wait<S - 2>(); /* this thread's copies of stage i */
         __syncthreads();                /* everyone's; and stage i - 1's slot is free */
-        const int next = i + MR_STAGES - 1;
+        const int next = i + S - 1;
         if (next < n_stages) {
-            uint8_t *slot = ring + (next % MR_STAGES) * L::stage;
-            ring_issue_w<WT>(w, n_tile, kb_begin + next * MR_CB, slot);
-            ring_issue_x<NT, PRE>(p, K, t0, kb_begin + next * MR_CB, slot);
+            uint8_t *slot = ring + (next % S) * L::stage;
+            ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + next * MR_CB, slot);
+            ring_issue_x<NT, PRE, S, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
         }
         cp_async_commit();
-        const uint8_t *st = ring + (i % MR_STAGES) * L::stage;
-        const int8_t *xq = (const int8_t *)(st + L::x);
-        const float *xd = (const float *)(st + L::x_d);
+        const uint8_t *st = ring + (i % S) * L::stage;
+        const int8_t *xq = (const int8_t *)(st + L::x) + tw * 8 * NTW * MR_ROW;
+        const float *xd = (const float *)(st + L::x_d) + tw * 8 * NTW * MR_CB;
         if (!PRE) { /* the stage's F16 input quantized into qbuf: 4 lanes a (token, block) */
             int8_t *qq = (int8_t *)(ring + L::qbuf);
             float *qd = (float *)(ring + L::qbuf + 8 * NT * MR_ROW);
@@ -426,45 +439,70 @@ __global__ void __launch_bounds__(MQ_THREADS) k_mmq_ring(const cuda_weight w, co
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
-            mma_block<NT>(*reinterpret_cast<const uint2 *>(wq + b * 32),
+            mma_block<NTW>(*reinterpret_cast<const uint2 *>(wq + b * 32),
                           *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * 32), __half2float(wd[b]),
                           __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
         }
     }
     cp_async_wait_all();
-    store_tile<NT>(acc, w, p, n_tile + warp * 16, t0, g, c);
+    store_tile<NTW>(acc, w, p, n_tile + warp * 16, t0 + tw * 8 * NTW, g, c);
 }
 
-template <int NT, bool PRE>
+template <int NT, bool PRE, int S, int TW>
 static cudaError_t launch_ring_nt(const cuda_weight *w, const mmq_args &p, const dim3 grid, cudaStream_t stream) {
-    constexpr int smem = ring_layout<NT, PRE>::bytes;
+    constexpr int smem = ring_layout<NT, PRE, S>::bytes;
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(MQ_THREADS), smem, stream, &attr);
-#define CALL(WT)                                                                  \
-    {                                                                             \
+    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(TW * MQ_THREADS), smem, stream, &attr);
+#define CALL(WT)                                                                    \
+    {                                                                               \
         static bool allowed = false; /* once per kernel, before its first launch */ \
-        if (!allowed) {                                                           \
-            const cudaError_t e = allow_smem(k_mmq_ring<WT, NT, PRE>, smem);      \
-            if (e != cudaSuccess)                                                 \
-                return e;                                                         \
-            allowed = true;                                                       \
-        }                                                                         \
-        return cudaLaunchKernelEx(&cfg, k_mmq_ring<WT, NT, PRE>, *w, p);          \
+        if (!allowed) {                                                             \
+            const cudaError_t e = allow_smem(k_mmq_ring<WT, NT, PRE, S, TW>, smem); \
+            if (e != cudaSuccess)                                                   \
+                return e;                                                           \
+            allowed = true;                                                         \
+        }                                                                           \
+        return cudaLaunchKernelEx(&cfg, k_mmq_ring<WT, NT, PRE, S, TW>, *w, p);     \
     }
     CUDA_WTYPE_SWITCH_INT8(w->type, CALL);
 #undef CALL
     return cudaErrorInvalidValue;
 }
 
+/* The ring's shape by the batch's tiles: 3 stages up to 32 tokens a block (4 KB to 49 KB a
+ * block: 4 blocks an SM), and for 64, 4 stages with two warps a 16 rows (88 KB: 2 blocks
+ * of 8 warps). Qwen3-8B's four layer GEMMs (bench/gpu_matvec_bench.c, H200, one run;
+ * docs/perf-log.md): 8 tokens 85.5 us against 4 stages' 91.9, 32 tokens 115.0 against
+ * 122.5, 64 tokens 185.2 against 202.7 (3 stages of one warp: 200.0). For measurements
+ * EDGERUNNER_CUDA_MMQ_STAGES (3 or 4) and EDGERUNNER_CUDA_MMQ_TW (1 or 2) override them
+ * (read once). */
+static int ring_env(const char *name) {
+    const char *env = getenv(name);
+    return env && *env ? atoi(env) : 0;
+}
+
+template <int NT, bool PRE, int S>
+static cudaError_t launch_ring_s(const cuda_weight *w, const mmq_args &p, const dim3 grid, cudaStream_t stream) {
+    static const int tw_env = ring_env("EDGERUNNER_CUDA_MMQ_TW");
+    const int tw = tw_env ? tw_env : NT == 8 ? 2 : 1;
+    if (PRE && NT >= 4 && tw == 2)
+        return launch_ring_nt<NT, PRE, S, (PRE && NT >= 4) ? 2 : 1>(w, p, grid, stream);
+    return launch_ring_nt<NT, PRE, S, 1>(w, p, grid, stream);
+}
+
 template <int NT>
 static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
+    static const int stages_env = ring_env("EDGERUNNER_CUDA_MMQ_STAGES");
+    const int stages = stages_env ? stages_env : NT == 8 ? 4 : 3;
     const int n_stages = (int)(w->n_in / (32 * MR_CB));
     const dim3 grid((unsigned int)((w->n_out + 63) / 64), (unsigned int)((p.T + 8 * NT - 1) / (8 * NT)),
                     (unsigned int)n_split);
     p.split_steps = (n_stages + n_split - 1) / n_split * MR_CB; /* whole stages */
     if (grid.y > 65535u)
         return cudaErrorInvalidValue;
-    return p.xq ? launch_ring_nt<NT, true>(w, p, grid, stream) : launch_ring_nt<NT, false>(w, p, grid, stream);
+    if (stages == 3)
+        return p.xq ? launch_ring_s<NT, true, 3>(w, p, grid, stream) : launch_ring_s<NT, false, 3>(w, p, grid, stream);
+    return p.xq ? launch_ring_s<NT, true, 4>(w, p, grid, stream) : launch_ring_s<NT, false, 4>(w, p, grid, stream);
 }
 
 /* Whether w's batch GEMMs take the ring: by its shape alone (a token's numbers may not
