@@ -350,35 +350,6 @@ extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_
     return cudaSuccess;
 }
 
-/* Blocks a batch GEMM aims at: 8 per SM of the H200 (132 SMs), where a block's steps
- * wait mostly on their loads; the environment variable EDGERUNNER_CUDA_SPLIT_BLOCKS
- * overrides it (read once), for measurements. */
-enum { SPLIT_TARGET_BLOCKS = 8 * 132, SPLIT_MIN_STEPS = 8 };
-
-static int64_t split_target_blocks(void) {
-    static int64_t target = 0;
-    if (!target) {
-        const char *env = getenv("EDGERUNNER_CUDA_SPLIT_BLOCKS");
-        const long long v = env ? atoll(env) : 0;
-        target = v > 0 ? (int64_t)v : (int64_t)SPLIT_TARGET_BLOCKS;
-    }
-    return target;
-}
-
-extern "C" int cuda_gemm_split_count(const cuda_weight *w) {
-    int n = 1;
-    const int64_t target = split_target_blocks();
-    for (; w; w = w->next) {
-        const int64_t n_steps = (w->n_in + GM_BK - 1) / GM_BK, n_blocks = (w->n_out + 63) / 64;
-        int64_t s = (target + n_blocks - 1) / n_blocks;
-        s = s < n_steps / SPLIT_MIN_STEPS ? s : n_steps / SPLIT_MIN_STEPS;
-        if (s > 1) /* no split without steps: (s - 1) whole shares and the rest */
-            s = (n_steps + (n_steps + s - 1) / s - 1) / ((n_steps + s - 1) / s);
-        n = s > n ? (int)s : n;
-    }
-    return n;
-}
-
 /* Whether cuda_gemm_batch takes the int8 tensor cores (mmq.cu) for the types that have
  * them: yes, unless EDGERUNNER_CUDA_MMQ=0 (read once) or cuda_gemm_set_mmq (tests,
  * benchmarks) says otherwise. */
@@ -397,6 +368,40 @@ static int mmq_on(void) {
 /* Whether a batch GEMM of w (one part) takes the int8 tensor cores: by its type, never by
  * the batch (a token's numbers may not depend on it) */
 static bool use_int8(const cuda_weight *w) { return mmq_on() && cuda_wtype_int8_mma(w->type); }
+
+/* Blocks a batch GEMM aims at, per SM of the H200 (132 SMs): 8 for the F16 tiles, where a
+ * block's steps wait mostly on their loads; 4 for the int8 tensor cores' ring, which runs
+ * 2 to 4 blocks an SM. Each share is a (T, n) plane of floats written and read again: at
+ * Qwen3-8B, 8 a SM gave 16 shares to wo and down, and halving that took the four layer
+ * GEMMs at 64 tokens from 182.4 to 163.2 us and B = 64 from 6,746 to 7,529 tok/s
+ * (docs/perf-log.md). EDGERUNNER_CUDA_SPLIT_BLOCKS overrides both (read once), for
+ * measurements. */
+enum { SPLIT_TARGET_BLOCKS = 8 * 132, SPLIT_TARGET_BLOCKS_INT8 = 4 * 132, SPLIT_MIN_STEPS = 8 };
+
+static int64_t split_target_blocks(const cuda_weight *w) {
+    static int64_t target_env = -1;
+    if (target_env < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_SPLIT_BLOCKS");
+        const long long v = env ? atoll(env) : 0;
+        target_env = v > 0 ? (int64_t)v : 0;
+    }
+    return target_env ? target_env : use_int8(w) ? SPLIT_TARGET_BLOCKS_INT8 : SPLIT_TARGET_BLOCKS;
+}
+
+extern "C" int cuda_gemm_split_count(const cuda_weight *w) {
+    int n = 1;
+    for (; w; w = w->next) {
+        const int64_t target = split_target_blocks(w);
+        const int64_t n_steps = (w->n_in + GM_BK - 1) / GM_BK, n_blocks = (w->n_out + 63) / 64;
+        int64_t s = (target + n_blocks - 1) / n_blocks;
+        s = s < n_steps / SPLIT_MIN_STEPS ? s : n_steps / SPLIT_MIN_STEPS;
+        if (s > 1) /* no split without steps: (s - 1) whole shares and the rest */
+            s = (n_steps + (n_steps + s - 1) / s - 1) / ((n_steps + s - 1) / s);
+        n = s > n ? (int)s : n;
+    }
+    return n;
+}
+
 
 /* One part of a batch GEMM: int8 tensor cores (mmq.cu) or F16 tiles */
 static cudaError_t batch_tiles(const cuda_weight *w, const __half *X, const int8_t *xq, const float *xd, int T,
