@@ -286,6 +286,18 @@ static __device__ __forceinline__ void halves8(uint4 u, float f[8]) {
     }
 }
 
+/* A lane's 8 elements of key or value row j: the new row's from `fresh` (F32, this step's,
+ * not yet in the cache) when j == pos, else the staged F16 word (read only then). */
+static __device__ __forceinline__ void ring_row8(int j, int pos, const float *fresh, const uint4 *staged, float f[8]) {
+    if (j == pos) {
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            f[e] = fresh[e];
+    } else {
+        halves8(*staged, f);
+    }
+}
+
 /* A warp's keys jb0, jb0 + round, ... below j_end through its ring of S stages (both F16
  * split kernels), RK = SPLIT_LOADS * 32 / LPK keys a stage: the first S - 1 stages
  * already issued (copy_stage, a commit each), each next one copied while one is
@@ -327,13 +339,7 @@ static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc
         for (int i = 0; i < L; i++) {
             const int j = jb + i * KPL + lane / LPK;
             float kf[8];
-            if (j == pos) { /* the new row */
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    kf[e] = k_new[8 * c + e];
-            } else {
-                halves8(rk[32 * i + lane], kf);
-            }
+            ring_row8(j, pos, k_new + 8 * c, rk + 32 * i + lane, kf);
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 float d = 0.0f;
@@ -364,13 +370,7 @@ static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc
         for (int i = 0; i < L; i++) {
             const int j = jb + i * KPL + lane / LPK;
             float vf[8];
-            if (j == pos) {
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    vf[e] = v_new[8 * c + e];
-            } else {
-                halves8(rv[32 * i + lane], vf);
-            }
+            ring_row8(j, pos, v_new + 8 * c, rv + 32 * i + lane, vf);
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 const float pr = sc[i][g] == -INFINITY ? 0.0f : expf(sc[i][g] - m[g]);
