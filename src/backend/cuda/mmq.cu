@@ -483,10 +483,11 @@ static int ring_env(const char *name) {
 
 template <int NT, bool PRE, int S>
 static cudaError_t launch_ring_s(const cuda_weight *w, const mmq_args &p, const dim3 grid, cudaStream_t stream) {
+    constexpr int TW_MAX = PRE && NT >= 4 ? 2 : 1; /* token halves need 4 tiles and quants beforehand */
     static const int tw_env = ring_env("EDGERUNNER_CUDA_MMQ_TW");
     const int tw = tw_env ? tw_env : NT == 8 ? 2 : 1;
-    if (PRE && NT >= 4 && tw == 2)
-        return launch_ring_nt<NT, PRE, S, (PRE && NT >= 4) ? 2 : 1>(w, p, grid, stream);
+    if (TW_MAX == 2 && tw == 2)
+        return launch_ring_nt<NT, PRE, S, TW_MAX>(w, p, grid, stream);
     return launch_ring_nt<NT, PRE, S, 1>(w, p, grid, stream);
 }
 
