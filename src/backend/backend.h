@@ -79,6 +79,9 @@ typedef struct er_weight {
     int64_t n_in;
     int64_t n_out;
     size_t row_size; /* bytes per row */
+    /* the CPU fast path's copy with rows interleaved by 8 (backend/cpu/packed.h), or NULL:
+     * set only in the view the fast CPU contexts share */
+    const uint8_t *packed;
 } er_weight;
 
 /* One layer's weights; a vector a feature brings is NULL where the model lacks it. */

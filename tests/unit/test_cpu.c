@@ -18,6 +18,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/fast.h"
+#include "backend/cpu/packed.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
@@ -242,6 +243,69 @@ static void test_gemm(uint32_t type) {
     }
 }
 
+/* The packed kernels (packed.h): within 1e-5 of the scalar reference's dot on the same
+ * quantized activations, and each (row, token) the same bits for any token count, tile,
+ * or row range of the call. */
+static void test_gemm_packed(uint32_t type) {
+    const cpu_gemm_fn fn = cpu_gemm_packed(type);
+    const er_type_traits *t = er_type_get(type);
+    if (!fn) {
+        printf("       (no AVX-512 VNNI on this CPU: the packed %s kernel is not tested)\n", t->name);
+        return;
+    }
+    const cpu_kernels *k = cpu_packed_kernels(type), *ref = cpu_kernels_ref(type);
+    static const int64_t ns[] = {32, 256, 1024, 2080};
+    enum { R = 40, T = 40 };
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        const int64_t n = ns[a];
+        const size_t rs = er_type_row_size(t, n), xs = cpu_act_row_size(k, n);
+        float *f = malloc((size_t)T * (size_t)n * sizeof *f);
+        uint8_t *w = malloc((size_t)R * rs), *wp = malloc((size_t)R * rs), *x = malloc((size_t)T * xs);
+        uint8_t *xr = malloc((size_t)T * xs); /* (T, xs) x as the reference's dot takes it */
+        float *want = malloc((size_t)R * T * sizeof *want); /* (T, R) one token at a time */
+        float *y = malloc((size_t)R * T * sizeof *y);       /* (T, R) */
+        for (int64_t i = 0; i < R * n; i++)
+            f[i] = frand();
+        for (int64_t r = 0; r < R; r++)
+            t->from_f32(f + r * n, w + (size_t)r * rs, n);
+        cpu_pack_rows(type, w, rs, R, n, wp);
+        for (int64_t i = 0; i < T * n; i++)
+            f[i] = frand();
+        for (int64_t j = 0; j < T; j++) {
+            k->quantize_row(f + j * n, x + (size_t)j * xs, n);
+            ref->quantize_row(f + j * n, xr + (size_t)j * xs, n);
+            fn(wp, rs, R, x + (size_t)j * xs, xs, 1, want + j * R, R, n);
+        }
+        double worst = 0.0, scale = 0.0;
+        for (int64_t j = 0; j < T; j++)
+            for (int64_t r = 0; r < R; r++) {
+                const float vr = ref->vec_dot(w + (size_t)r * rs, xr + (size_t)j * xs, n);
+                worst = fmax(worst, fabs((double)want[j * R + r] - vr));
+                scale = fmax(scale, fabs((double)vr));
+            }
+        CHECK(worst <= 1e-5 * scale, "packed %s x %lld: within %.2e of the scalar reference (scale %.3g)", t->name,
+              (long long)n, worst, scale);
+        static const int64_t row0[] = {0, 0, 16, 8}, rows[] = {8, 40, 16, 32};
+        for (size_t b = 0; b < sizeof rows / sizeof rows[0]; b++)
+            for (int64_t nt = 1; nt <= T; nt++) {
+                const int64_t r0 = row0[b], nr = rows[b];
+                fn(wp + (size_t)r0 * rs, rs, nr, x, xs, nt, y + r0, R, n);
+                int same = 1;
+                for (int64_t j = 0; j < nt; j++)
+                    same &= memcmp(want + j * R + r0, y + j * R + r0, (size_t)nr * sizeof *y) == 0;
+                CHECK(same, "packed %s rows %lld..%lld x %lld tokens x %lld: == one token at a time, bit for bit",
+                      t->name, (long long)r0, (long long)(r0 + nr), (long long)nt, (long long)n);
+            }
+        free(f);
+        free(w);
+        free(wp);
+        free(x);
+        free(xr);
+        free(want);
+        free(y);
+    }
+}
+
 /* the fast dequantizers of the f32 prefill == the types' reference, bit for bit */
 static void test_fast_to_f32(void) {
     static const uint32_t types[] = {ER_TYPE_Q8_0, ER_TYPE_Q4_K, ER_TYPE_Q4_0, ER_TYPE_Q6_K, ER_TYPE_F16};
@@ -448,7 +512,7 @@ static void test_fast_matmuls(void) {
                     f[i] = frand();
                 tr->from_f32(f, wd[o] + (size_t)r * rs, N_IN);
             }
-            w[o] = (er_weight){wd[o], sets[si][o], tr, N_IN, n_out, rs};
+            w[o] = (er_weight){wd[o], sets[si][o], tr, N_IN, n_out, rs, NULL};
             y[o] = malloc((size_t)(40 * n_out) * sizeof(float));
             yr[o] = malloc((size_t)(40 * n_out) * sizeof(float));
         }
@@ -522,7 +586,7 @@ static void test_fast_matmul(void) {
             }
             for (int64_t i = 0; i < n_tok * n_in; i++)
                 x[i] = frand();
-            er_weight w = {wd, types[ti], tr, n_in, n_out, rs};
+            er_weight w = {wd, types[ti], tr, n_in, n_out, rs, NULL};
             cpu_matmul(NULL, &w, x, n_tok, yr, n_out, row);
             /* the scale: max |y|, at least the std of one dot of uniform[-1, 1) vectors
              * (sqrt(n_in) / 3), so that a lone output near zero does not shrink the bound */
@@ -694,7 +758,7 @@ static void test_reference_ops_threads(void) {
             }
             for (int64_t i = 0; i < n_tok * n_in; i++)
                 x[i] = frand();
-            const er_weight w = {wd, types[ti], tr, n_in, n_out, rs};
+            const er_weight w = {wd, types[ti], tr, n_in, n_out, rs, NULL};
             cpu_matmul(NULL, &w, x, n_tok, y1, n_out, row);
             for (int p = 0; p < 4; p++) {
                 memset(y, 0xff, y_bytes); /* NaNs: an output no thread writes shows */
@@ -839,6 +903,8 @@ void test_cpu(void) {
     test_gemm(ER_TYPE_Q8_0);
     test_gemm(ER_TYPE_Q4_1);
     test_gemm(ER_TYPE_Q4_K);
+    test_gemm_packed(ER_TYPE_Q4_1);
+    test_gemm_packed(ER_TYPE_Q8_0);
     test_fast_to_f32();
     test_fast_swiglu();
     test_kv_f16_convert();

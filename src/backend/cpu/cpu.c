@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/packed.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,8 @@ static void context_free(void *ctx) {
     free(cc->one_pos);
     free(cc->one_logits);
     cpu_pool_free(cc->pool);
+    if (!cc->reference)
+        cpu_packed_put(cc->m);
     free(cc->act);
     free(cc->attn_scratch);
     free(cc);
@@ -117,6 +120,8 @@ static er_status context_create(const model_view *m, int reference, const backen
     if ((st = cpu_pool_create(p->n_threads, &cc->pool)) != ER_OK)
         goto fail;
     if (!reference) {
+        if ((st = cpu_packed_get(m, &cc->m)) != ER_OK) /* cc->m stays m */
+            goto fail;
         const size_t act_size = (cpu_fast_act_size(p->n_batch, max_in, cpu_pool_size(cc->pool)) + 63) / 64 * 64;
         const size_t attn_bytes = (size_t)cpu_pool_size(cc->pool) * cpu_fast_attn_scratch_floats(p->n_ctx, c->head_dim) *
                                   sizeof(float);

@@ -11,7 +11,8 @@
  * type's dot product consumes (kernels.h), shared out like the chunks; within a chunk, Q8_0,
  * Q4_1 and Q4_K run the int8 tiles of fast_avx2.c over the tokens (Q4_K: a 16-token prompt
  * 1.4x as fast as vec_dot; at 64 tokens the same speed as the f32 tile, which keeps
- * those), other types call vec_dot per (row, token). Decode (one token) reads every
+ * those), other types call vec_dot per (row, token). Packed weights (packed.h: Q4_1 and
+ * Q8_0 on an AVX-512 VNNI CPU) run their own kernel at every token count, one included. Decode (one token) reads every
  * weight byte once from memory: it is bound by bandwidth. cpu_fast_matmuls runs several
  * weights of one input in one pool run (Q, K, V; gate and up, with the SwiGLU).
  *
@@ -27,6 +28,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/packed.h"
 #include "quant/types.h"
 
 enum { SGEMM_TILE_TOKENS = 6, SGEMM_PANEL_ROWS = 16 };
@@ -49,6 +51,7 @@ typedef struct mm_part {
     const cpu_kernels *k; /* the weight type's vec_dot (types may differ between parts) */
     er_to_f32_fn to_f32;  /* sgemm: the weight rows' dequantization */
     cpu_gemm_fn gemm;    /* the tiled kernel over the tokens, or NULL (vec_dot per pair) */
+    const uint8_t *rows; /* what gemm reads: w->packed for the packed kernel, else w->data */
     float *y;            /* (n_tokens, y_stride)[:, 0..w->n_out) */
     int64_t y_stride;
     int64_t chunk;    /* rows per chunk, a multiple of 16: no two threads write one 64-byte line */
@@ -114,7 +117,7 @@ static void mm_rows(const mm_task *t, const mm_part *p, int ith, int64_t r0, int
     if (t->sgemm) {
         sgemm_rows(t, p, ith, r0, r1);
     } else if (p->gemm) {
-        p->gemm(w->data + (size_t)r0 * w->row_size, w->row_size, r1 - r0, t->xq, t->xq_stride, t->n_tokens, p->y + r0,
+        p->gemm(p->rows + (size_t)r0 * w->row_size, w->row_size, r1 - r0, t->xq, t->xq_stride, t->n_tokens, p->y + r0,
                 p->y_stride, w->n_in);
     } else {
         for (int64_t r = r0; r < r1; r++) {
@@ -160,13 +163,18 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* The kernels w's activations are made for: packed rows' own (packed.h), else the type's. */
+static const cpu_kernels *weight_kernels(const er_weight *w) {
+    return w->packed ? cpu_packed_kernels(w->type) : cpu_kernels_get(w->type);
+}
+
 /* Whether outs can share one mm_task: one n_in, the same activations (one format, made
  * by the same quantize_row: Q4_K and Q6_K rows of a Q4_K_M file share them), one path. */
 static int same_activations(const cpu_mm_out *outs, int n_outs, int64_t n_tokens) {
-    const cpu_kernels *k0 = cpu_kernels_get(outs[0].w->type);
+    const cpu_kernels *k0 = weight_kernels(outs[0].w);
     for (int i = 0; i < n_outs; i++) {
         const er_weight *w = outs[i].w;
-        const cpu_kernels *k = cpu_kernels_get(w->type);
+        const cpu_kernels *k = weight_kernels(w);
         if (w->n_in != outs[0].w->n_in || k->vec_dot_type != k0->vec_dot_type || k->quantize_row != k0->quantize_row ||
             (n_tokens >= CPU_SGEMM_MIN_TOKENS && !w->traits->to_f32))
             return 0;
@@ -186,7 +194,7 @@ void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const 
         return;
     }
     const er_weight *w0 = outs[0].w;
-    const cpu_kernels *k = cpu_kernels_get(w0->type);
+    const cpu_kernels *k = weight_kernels(w0);
     const int nth = cpu_pool_size(pool);
     mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k, .x = x,
                  .n_tokens = n_tokens};
@@ -219,10 +227,13 @@ void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const 
         int64_t chunk = (w->n_out + per_thread * nth - 1) / (per_thread * nth);
         chunk = (chunk + 15) / 16 * 16;
         /* one token: the table's vec_dot, which prefetches the weight stream (measured 1.5x
-         * the tiled kernel's speed at 1 thread); the tiled kernel computes the same bits */
+         * the tiled kernel's speed at 1 thread); the tiled kernel computes the same bits.
+         * Packed rows (packed.h) have one kernel for every token count, their own order. */
+        const cpu_gemm_fn packed = w->packed ? cpu_gemm_packed(w->type) : NULL;
         *p = (mm_part){.w = w,
-                       .k = cpu_kernels_get(w->type),
-                       .gemm = n_tokens > 1 ? cpu_gemm_get(w->type) : NULL,
+                       .k = weight_kernels(w),
+                       .gemm = packed ? packed : n_tokens > 1 ? cpu_gemm_get(w->type) : NULL,
+                       .rows = packed ? w->packed : w->data,
                        .y = outs[i].y,
                        .y_stride = outs[i].y_stride,
                        .chunk = chunk,

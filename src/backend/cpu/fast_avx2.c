@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "backend/cpu/ops.h"
+#include "backend/cpu/packed.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
@@ -417,6 +418,184 @@ VNNI static INLINE __m256i pair_vnni(__m256i a, __m256i c, __m256i x, const int 
 #undef INT8_FN
 #undef INT8_ATTR
 
+/* ---- rows packed by 8 (packed.h) x tokens, AVX-512 VNNI ------------------------------
+ *
+ * A tile is 8 rows (one group) x RN tokens over a window of nbw blocks. The tokens' scales
+ * come as floats (packed_gemm converts them once per call and window, not once per group:
+ * per block and token the f16 conversions and broadcasts were a fifth of the tile's
+ * instructions); acc starts at 0 in the first window and at y's values after it (a float
+ * stored and loaded back unchanged: the order of packed.h). Lane r is row r throughout,
+ * so a (row, token) is computed the same whatever RN, the window or the call. */
+enum { PACKED_WIN = 64 }; /* blocks per window: the scales of 32 tokens fit 16 KiB */
+
+/* Q4_1 rows x Q8_1 tokens: per block, each of the 4 chunks' nibbles (low, high: 8 rows x 4
+ * elements each) is unpacked once and multiplied by every token's 4 activations of those
+ * elements, broadcast (vpdpbusd, unsigned weights x signed activations: no sign work).
+ * Then per token: its 8 rows' block sums to float, one multiply of the rows' d by the
+ * token's, two FMAs. sc: (RN, PACKED_WIN, 2) the tokens' d and s per block. */
+VNNI static INLINE void q4_1x8_tile(const block_q4_1x8 *w, const uint8_t *x, size_t x_stride, const float *sc,
+                                    float *y, int64_t y_stride, int64_t nbw, int first, const int RN) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[8]; /* (RN) 8 rows' sums of token j */
+#pragma GCC unroll 8
+    for (int j = 0; j < RN; j++)
+        acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + j * y_stride);
+    for (int64_t b = 0; b < nbw; b++) {
+        const block_q4_1x8 *wb = w + b;
+        const block_q8_1 *xb[8]; /* (RN) block b of each token */
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            xb[j] = (const block_q8_1 *)(x + (size_t)j * x_stride) + b;
+#pragma GCC unroll 3
+        for (int l = 0; l < 3; l++)
+            _mm_prefetch((const char *)wb + PREFETCH_AHEAD + 64 * l, _MM_HINT_T0);
+        __m256i s[8]; /* (RN) 8 rows' int32 block sums of token j */
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            s[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs[c]);
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+#pragma GCC unroll 8
+            for (int j = 0; j < RN; j++) {
+                int32_t xl, xh; /* the token's elements 4c .. 4c + 3 and 16 + 4c .. 16 + 4c + 3 */
+                memcpy(&xl, xb[j]->qs + 4 * c, 4);
+                memcpy(&xh, xb[j]->qs + 16 + 4 * c, 4);
+                s[j] = _mm256_dpbusd_epi32(s[j], lo, _mm256_set1_epi32(xl));
+                s[j] = _mm256_dpbusd_epi32(s[j], hi, _mm256_set1_epi32(xh));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->d));
+        const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->m));
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++) {
+            const float *sj = sc + (j * PACKED_WIN + b) * 2; /* token j's d, s */
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(sj[0])), _mm256_cvtepi32_ps(s[j]), acc[j]);
+            acc[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sj[1]), acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < RN; j++)
+        _mm256_storeu_ps(y + j * y_stride, acc[j]);
+}
+
+/* Q8_0 rows x Q8_0 tokens stored unsigned (x + 128): per block the rows' 128 * sum(w)
+ * (vpdpbusd of 128 in every byte with each chunk, in two chains), negated, is where every
+ * token's sums start; then one vpdpbusd per chunk and token, one conversion and one FMA
+ * per token. sc: (RN, PACKED_WIN, 2) the tokens' d per block (and an unused slot). */
+VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w, const uint8_t *x, size_t x_stride, const float *sc,
+                                    float *y, int64_t y_stride, int64_t nbw, int first, const int RN) {
+    const __m256i top = _mm256_set1_epi8((char)0x80);
+    __m256 acc[8]; /* (RN) 8 rows' sums of token j */
+#pragma GCC unroll 8
+    for (int j = 0; j < RN; j++)
+        acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + j * y_stride);
+    for (int64_t b = 0; b < nbw; b++) {
+        const block_q8_0x8 *wb = w + b;
+        const block_q8_0 *xb[8]; /* (RN) block b of each token */
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            xb[j] = (const block_q8_0 *)(x + (size_t)j * x_stride) + b;
+#pragma GCC unroll 5
+        for (int l = 0; l < 5; l++)
+            _mm_prefetch((const char *)wb + PREFETCH_AHEAD + 64 * l, _MM_HINT_T0);
+        __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256(); /* 128 * sum(w), even and odd chunks */
+#pragma GCC unroll 4
+        for (int c = 0; c < 8; c += 2) {
+            c0 = _mm256_dpbusd_epi32(c0, top, _mm256_loadu_si256((const __m256i *)wb->qs[c]));
+            c1 = _mm256_dpbusd_epi32(c1, top, _mm256_loadu_si256((const __m256i *)wb->qs[c + 1]));
+        }
+        const __m256i start = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(c0, c1));
+        __m256i s[8]; /* (RN) 8 rows' int32 block sums of token j */
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            s[j] = start;
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs[c]);
+#pragma GCC unroll 8
+            for (int j = 0; j < RN; j++) {
+                int32_t xc; /* the token's elements 4c .. 4c + 3, unsigned */
+                memcpy(&xc, xb[j]->qs + 4 * c, 4);
+                s[j] = _mm256_dpbusd_epi32(s[j], _mm256_set1_epi32(xc), q);
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->d));
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(sc[(j * PACKED_WIN + b) * 2])),
+                                     _mm256_cvtepi32_ps(s[j]), acc[j]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < RN; j++)
+        _mm256_storeu_ps(y + j * y_stride, acc[j]);
+}
+
+/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1): token blocks of 32 (as
+ * int8_gemm), windows of PACKED_WIN blocks, the groups of 8 rows, tiles of 8 tokens, then
+ * one of the rest. */
+VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
+                                    float *y, int64_t y_stride, int64_t n, const int wt) {
+    enum { TOK_BLOCK = 32, RN = 8 };
+    const int64_t nb = n / QK8_0;
+    const size_t wbs = wt == W_Q8_0 ? sizeof(block_q8_0x8) : sizeof(block_q4_1x8);
+    const size_t xbs = wt == W_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q8_1);
+    _Alignas(32) float sc[TOK_BLOCK * PACKED_WIN * 2]; /* (TOK_BLOCK, PACKED_WIN, 2) the window's token scales */
+    for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
+        const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
+        for (int64_t b0 = 0; b0 < nb; b0 += PACKED_WIN) {
+            const int64_t nbw = nb - b0 < PACKED_WIN ? nb - b0 : PACKED_WIN;
+            for (int64_t t = t0; t < t1; t++)
+                for (int64_t b = 0; b < nbw; b++) {
+                    const uint16_t *h = (const uint16_t *)(x + (size_t)t * x_stride + (size_t)(b0 + b) * xbs);
+                    float *st = sc + ((t - t0) * PACKED_WIN + b) * 2;
+                    st[0] = _cvtsh_ss(h[0]);
+                    st[1] = wt == W_Q8_0 ? 0.0f : _cvtsh_ss(h[1]);
+                }
+            for (int64_t g = 0; g < n_rows / 8; g++) {
+                const uint8_t *wg = w + ((size_t)g * (size_t)nb + (size_t)b0) * wbs;
+#define TILE(rn)                                                                                             \
+    do {                                                                                                     \
+        const uint8_t *xt = x + (size_t)t * x_stride + (size_t)b0 * xbs;                                     \
+        const float *st = sc + (t - t0) * PACKED_WIN * 2;                                                    \
+        float *yt = y + t * y_stride + 8 * g;                                                                \
+        if (wt == W_Q8_0)                                                                                    \
+            q8_0x8_tile((const block_q8_0x8 *)wg, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, rn);         \
+        else                                                                                                 \
+            q4_1x8_tile((const block_q4_1x8 *)wg, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, rn);         \
+    } while (0)
+                int64_t t = t0;
+                for (; t + RN <= t1; t += RN)
+                    TILE(RN);
+                switch (t1 - t) {
+                case 1: TILE(1); break;
+                case 2: TILE(2); break;
+                case 3: TILE(3); break;
+                case 4: TILE(4); break;
+                case 5: TILE(5); break;
+                case 6: TILE(6); break;
+                case 7: TILE(7); break;
+                default: break;
+                }
+#undef TILE
+            }
+        }
+    }
+}
+
+VNNI static void gemm_q4_1x8_q8_1_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                        size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_1);
+}
+
+VNNI static void gemm_q8_0x8_q8_0u_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                         size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q8_0);
+}
+
 /* Q4_K x Q8_K for a batch, in the shape of llama.cpp's tiled AVX2 kernel: per 256-block,
  * 16 weight rows are unpacked once to bytes (with their 6-bit scales), then each 32-byte
  * weight load serves 8 tokens (vpmaddubsw, then vpmaddwd by the sub-block's scale into
@@ -693,6 +872,12 @@ cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
     return type == ER_TYPE_Q8_0 ? gemm_q8_0_q8_0_vnni : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_vnni : NULL;
 }
 
+cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
+    if (!have_vnni())
+        return NULL;
+    return type == ER_TYPE_Q4_1 ? gemm_q4_1x8_q8_1_vnni : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni : NULL;
+}
+
 cpu_gemm_fn cpu_gemm_get(uint32_t type) {
     const cpu_gemm_fn f = cpu_gemm_vnni(type);
     return f ? f : cpu_gemm_avx2(type);
@@ -736,6 +921,11 @@ cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
 }
 
 cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
+cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
     (void)type;
     return NULL;
 }

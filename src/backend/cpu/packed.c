@@ -1,0 +1,166 @@
+/*
+ * packed.c - the fast path's packed copy of a model's weights (packed.h): the packing,
+ * and one copy per model shared by its fast contexts (a server's, a bench's alone and
+ * batched ones), counted by reference under a lock.
+ */
+#include "backend/cpu/packed.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "quant/types.h"
+
+void cpu_pack_rows(uint32_t type, const uint8_t *src, size_t row_size, int64_t n_out, int64_t n_in, uint8_t *dst) {
+    const int64_t nb = n_in / QK8_0;
+    _Static_assert(QK4_1 == QK8_0, "one block length");
+    for (int64_t g = 0; g < n_out / 8; g++)
+        for (int64_t b = 0; b < nb; b++)
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *row = src + (size_t)(8 * g + r) * row_size;
+                if (type == ER_TYPE_Q4_1) {
+                    const block_q4_1 *in = (const block_q4_1 *)row + b;
+                    block_q4_1x8 *out = (block_q4_1x8 *)dst + g * nb + b;
+                    out->d[r] = in->d;
+                    out->m[r] = in->m;
+                    for (int c = 0; c < 4; c++)
+                        memcpy(out->qs[c][r], in->qs + 4 * c, 4);
+                } else {
+                    const block_q8_0 *in = (const block_q8_0 *)row + b;
+                    block_q8_0x8 *out = (block_q8_0x8 *)dst + g * nb + b;
+                    out->d[r] = in->d;
+                    for (int c = 0; c < 8; c++)
+                        memcpy(out->qs[c][r], in->qs + 4 * c, 4);
+                }
+            }
+}
+
+/* Q8_0 activations stored unsigned (x + 128, the top bit flipped): the operand vpdpbusd
+ * takes unsigned (packed.h) */
+static void quantize_row_q8_0u(const float *x, void *y, int64_t n) {
+    cpu_kernels_get(ER_TYPE_Q8_0)->quantize_row(x, y, n);
+    block_q8_0 *b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++)
+        for (int j = 0; j < QK8_0; j++)
+            b[i].qs[j] = (int8_t)((uint8_t)b[i].qs[j] ^ 0x80);
+}
+
+static const cpu_kernels packed_q8_0 = {"vnni packed", ER_TYPE_Q8_0, quantize_row_q8_0u, NULL};
+
+const cpu_kernels *cpu_packed_kernels(uint32_t type) {
+    /* Q4_1: its table's Q8_1 activations, as they are */
+    return type == ER_TYPE_Q8_0 ? &packed_q8_0 : type == ER_TYPE_Q4_1 ? cpu_kernels_get(type) : NULL;
+}
+
+/* One model's packed copy. */
+typedef struct packed_model {
+    const model_view *src;  /* the model's own view (the key) */
+    model_view view;        /* src's, its packable weights with .packed set */
+    layer_weights *layers;  /* (n_layer) view.layers */
+    uint8_t *bytes;         /* every packed weight one after another, each 64-byte aligned */
+    int refs;
+    struct packed_model *next;
+} packed_model;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static packed_model *models; /* under lock */
+
+static int packable(const er_weight *w) { return cpu_gemm_packed(w->type) && w->n_out % 8 == 0 && w->data; }
+
+static size_t packed_bytes(const er_weight *w) { return packable(w) ? ((size_t)w->n_out * w->row_size + 63) / 64 * 64 : 0; }
+
+/* The weights of l that matmuls read (not the embedding table: the lookup reads rows). */
+#define LAYER_MATS(l) {&(l)->wq, &(l)->wk, &(l)->wv, &(l)->wo, &(l)->w_gate, &(l)->w_up, &(l)->w_down}
+enum { N_LAYER_MATS = 7 };
+
+/* Packs w into *at (advanced past it) if it is packable; then m's pages of the file that
+ * hold only w are dropped (model_view.release): decode reads the copy, and only a prompt
+ * of CPU_SGEMM_MIN_TOKENS or more (f32 tiles on the file's rows) faults them back in. */
+static void pack(const model_view *m, er_weight *w, uint8_t **at) {
+    if (!packable(w))
+        return;
+    cpu_pack_rows(w->type, w->data, w->row_size, w->n_out, w->n_in, *at);
+    w->packed = *at;
+    *at += packed_bytes(w);
+    if (m->release)
+        m->release(m->release_owner, w->data, (size_t)w->n_out * w->row_size);
+}
+
+static void packed_free(packed_model *p) {
+    if (!p)
+        return;
+    free(p->layers);
+    free(p->bytes);
+    free(p);
+}
+
+/* A packed copy of m, or *out = NULL when nothing in it is packable. */
+static er_status packed_create(const model_view *m, packed_model **out) {
+    const int64_t n_layer = m->config.n_layer;
+    size_t total = packed_bytes(&m->output);
+    for (int64_t il = 0; il < n_layer; il++) {
+        const er_weight *mats[N_LAYER_MATS] = LAYER_MATS(&m->layers[il]);
+        for (int i = 0; i < N_LAYER_MATS; i++)
+            total += packed_bytes(mats[i]);
+    }
+    *out = NULL;
+    if (total == 0)
+        return ER_OK;
+    packed_model *p = calloc(1, sizeof *p);
+    if (!p || !(p->layers = malloc((size_t)n_layer * sizeof *p->layers)) || !(p->bytes = aligned_alloc(64, total))) {
+        packed_free(p);
+        return er_fail(ER_ERR_NO_MEMORY, "%s: cannot allocate %.1f MiB for the CPU's packed weights", m->path,
+                       (double)total / (1024.0 * 1024.0));
+    }
+    p->src = m;
+    p->view = *m;
+    p->view.layers = p->layers;
+    memcpy(p->layers, m->layers, (size_t)n_layer * sizeof *p->layers);
+    uint8_t *at = p->bytes;
+    pack(m, &p->view.output, &at);
+    for (int64_t il = 0; il < n_layer; il++) {
+        er_weight *mats[N_LAYER_MATS] = LAYER_MATS(&p->layers[il]);
+        for (int i = 0; i < N_LAYER_MATS; i++)
+            pack(m, mats[i], &at);
+    }
+    p->refs = 1;
+    *out = p;
+    return ER_OK;
+}
+
+er_status cpu_packed_get(const model_view *m, const model_view **out) {
+    const char *env = getenv("EDGERUNNER_CPU_PACK"); /* "0": the row-major kernels, to compare */
+    *out = m;
+    if (env && strcmp(env, "0") == 0)
+        return ER_OK;
+    er_status st = ER_OK;
+    pthread_mutex_lock(&lock);
+    packed_model *p = models;
+    while (p && p->src != m)
+        p = p->next;
+    if (p) {
+        p->refs++;
+    } else if ((st = packed_create(m, &p)) == ER_OK && p) {
+        p->next = models;
+        models = p;
+    }
+    if (p)
+        *out = &p->view;
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+void cpu_packed_put(const model_view *view) {
+    pthread_mutex_lock(&lock);
+    packed_model **at = &models;
+    while (*at && &(*at)->view != view)
+        at = &(*at)->next;
+    packed_model *p = *at;
+    if (p && --p->refs == 0)
+        *at = p->next;
+    else
+        p = NULL;
+    pthread_mutex_unlock(&lock);
+    packed_free(p);
+}
