@@ -266,8 +266,7 @@ typedef struct attn_task {
     atomic_llong next; /* the next work item, counted over the sequences' tokens in turn */
 } attn_task;
 
-/* row[0..n) = softmax(scale * row), in place */
-static void softmax_scaled(float *row, int64_t n, float scale) {
+void cpu_softmax_scaled(float *row, int64_t n, float scale) {
     float max = -INFINITY, sum = 0.0f;
     for (int64_t j = 0; j < n; j++) {
         row[j] *= scale;
@@ -295,6 +294,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     const int64_t group = c->n_head / c->n_head_kv;
     const int64_t per_token = c->n_head / a->heads; /* items per token */
     const float scale = 1.0f / sqrtf((float)c->head_dim);
+    const cpu_softmax_fn softmax = cpu_fast_softmax_get();
     float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
     (void)nth;
     /* items in increasing order: i and base (the items of the sequences before it) only
@@ -316,7 +316,7 @@ static void attn_worker(void *arg, int ith, int nth) {
             const float *qh = a->q + t * c->n_head * c->head_dim + h * c->head_dim;
             ko->dots(scores, qh, kv_at(sq->kv.k, ko, j0 * kv_stride + kvh * c->head_dim), kv_stride, pos + 1 - j0,
                      c->head_dim);
-            softmax_scaled(scores, pos + 1 - j0, scale);
+            softmax(scores, pos + 1 - j0, scale);
             vo->wsum(a->out + t * c->n_head * c->head_dim_v + h * c->head_dim_v, scores,
                      kv_at(sq->kv.v, vo, j0 * v_stride + kvh * c->head_dim_v), v_stride, pos + 1 - j0, c->head_dim_v);
         }
@@ -368,6 +368,7 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
     const int64_t q_stride = c->n_head * hd, out_stride = c->n_head * hdv;
     const int64_t n_keys = a->pos0 + t1, ld = n_keys; /* keys of the block's last query */
     const float scale = 1.0f / sqrtf((float)hd);
+    const cpu_softmax_fn softmax = cpu_fast_softmax_get();
     float *s = sc;                                                   /* (t1 - t0, n_keys) */
     float *vpanel = s + (size_t)ATTN_BLOCK_TOKENS * (size_t)a->n_ctx; /* (n_keys, 16) */
     float *krows = vpanel + SGEMM_PANEL_ROWS * (size_t)a->n_ctx;      /* (16, hd) */
@@ -388,7 +389,7 @@ static void battn_unit(const battn_task *a, float *sc, int64_t h, int64_t t0, in
     for (int64_t t = t0; t < t1; t++) {
         float *row = s + (t - t0) * ld;
         const int64_t pos = a->pos0 + t;
-        softmax_scaled(row, pos + 1, scale);
+        softmax(row, pos + 1, scale);
         for (int64_t j = pos + 1; j < n_keys; j++)
             row[j] = 0.0f;
     }

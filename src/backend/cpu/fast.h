@@ -129,6 +129,14 @@ typedef void (*cpu_swiglu_fn)(float *gate, const float *up, int64_t n);
  * two inputs (not on n or on where a range starts). */
 cpu_swiglu_fn cpu_fast_swiglu_get(void);
 
+/* row[0..n) = softmax(scale * row), in place. */
+typedef void (*cpu_softmax_fn)(float *row, int64_t n, float scale);
+/* The fast path's: exp in AVX2 vectors (within a few ulp of libm's expf), else
+ * cpu_softmax_scaled. A row's values depend on the row and n only. */
+cpu_softmax_fn cpu_fast_softmax_get(void);
+/* The plain-C one: expf per element. */
+void cpu_softmax_scaled(float *row, int64_t n, float scale);
+
 /* Batches of at least this many tokens multiply in f32 on dequantized weights (as the
  * reference computes); smaller ones quantize their activations for the integer dots. */
 #define CPU_SGEMM_MIN_TOKENS 32
