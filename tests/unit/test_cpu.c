@@ -932,6 +932,7 @@ void test_cpu(void) {
     test_gemm(ER_TYPE_Q8_0);
     test_gemm(ER_TYPE_Q4_1);
     test_gemm(ER_TYPE_Q4_K);
+    test_gemm_packed(ER_TYPE_Q4_0);
     test_gemm_packed(ER_TYPE_Q4_1);
     test_gemm_packed(ER_TYPE_Q8_0);
     test_fast_to_f32();

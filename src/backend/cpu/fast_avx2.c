@@ -28,6 +28,7 @@
 #include "backend/cpu/fast.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "backend/cpu/ops.h"
@@ -288,7 +289,7 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
  * CPU's instruction set (batch invariance, forward.c). */
 
 /* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
-enum { W_Q8_0, W_Q4_1 };
+enum { W_Q8_0, W_Q4_1, W_Q4_0 }; /* W_Q4_0: the packed kernels only */
 
 /* A row's 32 weights of block wb as bytes in element order: Q8_0's int8 as they are,
  * Q4_1's nibbles (elements j and j + 16 share byte j) as 0..15 */
@@ -432,56 +433,77 @@ enum { PACKED_WIN = 64 }; /* blocks per window: the scales of 32 tokens fit 16 K
  * 281/350, 312/378, 355/372, 340/347, 274/336, 241/265 tok/s. */
 enum { PACKED_PREFETCH = 8192 };
 
-/* Q4_1 rows x Q8_1 tokens: per block, each of the 4 chunks' nibbles (low, high: 8 rows x 4
- * elements each) is unpacked once and multiplied by every token's 4 activations of those
- * elements, broadcast (vpdpbusd, unsigned weights x signed activations: no sign work).
- * Then per token: its 8 rows' block sums to float, one multiply of the rows' d by the
- * token's, two FMAs. sc: (RN, PACKED_WIN, 2) the tokens' d and s per block. */
-VNNI static INLINE void q4_1x8_tile(const block_q4_1x8 *w, const uint8_t *x, size_t x_stride, const float *sc,
-                                    float *y, int64_t y_stride, int64_t nbw, int first, const int RN) {
+/* Q4_1 rows x Q8_1 tokens, Q4_0 rows x Q8_0 tokens: per block, each of the 4 chunks'
+ * nibbles (low, high: 8 rows x 4 elements each) is unpacked once and multiplied by every
+ * token's 4 activations of those elements, broadcast (vpdpbusd, unsigned weights x signed
+ * activations: no sign work); Q4_0's sums start at the token's -8 * sum(x). Then per
+ * token: its 8 rows' block sums to float, one multiply of the rows' d by the token's, an
+ * FMA (Q4_1: and one for the minimums). sc: (RN, PACKED_WIN, 2) the tokens' d per block,
+ * and s (Q4_1) or the int32 -8 * sum(x) (Q4_0). */
+VNNI static INLINE void q4x8_tile(const uint8_t *w, const uint8_t *x, size_t x_stride, const float *sc, float *y,
+                                  int64_t y_stride, int64_t nbw, int first, const int wt, const int RN) {
+    const size_t wbs = wt == W_Q4_0 ? sizeof(block_q4_0x8) : sizeof(block_q4_1x8);
+    const size_t xbs = wt == W_Q4_0 ? sizeof(block_q8_0) : sizeof(block_q8_1);
+    const size_t xqs = wt == W_Q4_0 ? offsetof(block_q8_0, qs) : offsetof(block_q8_1, qs);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[8]; /* (RN) 8 rows' sums of token j */
 #pragma GCC unroll 8
     for (int j = 0; j < RN; j++)
         acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + j * y_stride);
     for (int64_t b = 0; b < nbw; b++) {
-        const block_q4_1x8 *wb = w + b;
-        const block_q8_1 *xb[8]; /* (RN) block b of each token */
+        const uint8_t *wb = w + (size_t)b * wbs;
+        const uint8_t (*qs)[8][4] = wt == W_Q4_0 ? ((const block_q4_0x8 *)wb)->qs : ((const block_q4_1x8 *)wb)->qs;
+        const int8_t *xq[8]; /* (RN) the 32 activations of block b of each token */
 #pragma GCC unroll 8
         for (int j = 0; j < RN; j++)
-            xb[j] = (const block_q8_1 *)(x + (size_t)j * x_stride) + b;
+            xq[j] = (const int8_t *)(x + (size_t)j * x_stride + (size_t)b * xbs + xqs);
 #pragma GCC unroll 3
         for (int l = 0; l < 3; l++)
             _mm_prefetch((const char *)wb + PACKED_PREFETCH + 64 * l, _MM_HINT_T1);
         __m256i s[8]; /* (RN) 8 rows' int32 block sums of token j */
 #pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
-            s[j] = _mm256_setzero_si256();
+        for (int j = 0; j < RN; j++) {
+            int32_t start = 0;
+            if (wt == W_Q4_0)
+                memcpy(&start, sc + (j * PACKED_WIN + b) * 2 + 1, sizeof start);
+            s[j] = _mm256_set1_epi32(start);
+        }
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs[c]);
+            const __m256i q = _mm256_loadu_si256((const __m256i *)qs[c]);
             const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
 #pragma GCC unroll 8
             for (int j = 0; j < RN; j++) {
                 int32_t xl, xh; /* the token's elements 4c .. 4c + 3 and 16 + 4c .. 16 + 4c + 3 */
-                memcpy(&xl, xb[j]->qs + 4 * c, 4);
-                memcpy(&xh, xb[j]->qs + 16 + 4 * c, 4);
+                memcpy(&xl, xq[j] + 4 * c, 4);
+                memcpy(&xh, xq[j] + 16 + 4 * c, 4);
                 s[j] = _mm256_dpbusd_epi32(s[j], lo, _mm256_set1_epi32(xl));
                 s[j] = _mm256_dpbusd_epi32(s[j], hi, _mm256_set1_epi32(xh));
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->d));
-        const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->m));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)); /* d[8] leads both blocks */
 #pragma GCC unroll 8
         for (int j = 0; j < RN; j++) {
             const float *sj = sc + (j * PACKED_WIN + b) * 2; /* token j's d, s */
             acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(sj[0])), _mm256_cvtepi32_ps(s[j]), acc[j]);
-            acc[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sj[1]), acc[j]);
+            if (wt == W_Q4_1)
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const block_q4_1x8 *)wb)->m)),
+                                         _mm256_set1_ps(sj[1]), acc[j]);
         }
     }
 #pragma GCC unroll 8
     for (int j = 0; j < RN; j++)
         _mm256_storeu_ps(y + j * y_stride, acc[j]);
+}
+
+/* the sum of 32 int8 */
+VNNI static INLINE int32_t sum_i8_32(const int8_t *q) {
+    const __m256i p =
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q));
+    __m128i v = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+    return _mm_cvtsi128_si32(v);
 }
 
 /* Q8_0 rows x Q8_0 tokens stored unsigned (x + 128): per block the rows' 128 * sum(w)
@@ -543,8 +565,8 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
                                     float *y, int64_t y_stride, int64_t n, const int wt) {
     enum { TOK_BLOCK = 32, RN = 8 };
     const int64_t nb = n / QK8_0;
-    const size_t wbs = wt == W_Q8_0 ? sizeof(block_q8_0x8) : sizeof(block_q4_1x8);
-    const size_t xbs = wt == W_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q8_1);
+    const size_t wbs = wt == W_Q8_0 ? sizeof(block_q8_0x8) : wt == W_Q4_0 ? sizeof(block_q4_0x8) : sizeof(block_q4_1x8);
+    const size_t xbs = wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
     _Alignas(32) float sc[TOK_BLOCK * PACKED_WIN * 2]; /* (TOK_BLOCK, PACKED_WIN, 2) the window's token scales */
     for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
         const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
@@ -555,7 +577,11 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
                     const uint16_t *h = (const uint16_t *)(x + (size_t)t * x_stride + (size_t)(b0 + b) * xbs);
                     float *st = sc + ((t - t0) * PACKED_WIN + b) * 2;
                     st[0] = _cvtsh_ss(h[0]);
-                    st[1] = wt == W_Q8_0 ? 0.0f : _cvtsh_ss(h[1]);
+                    st[1] = wt == W_Q4_1 ? _cvtsh_ss(h[1]) : 0.0f;
+                    if (wt == W_Q4_0) { /* Q4_0's weights are q - 8: -8 * sum(x), exact, as int32 bits */
+                        const int32_t start = -8 * sum_i8_32(((const block_q8_0 *)h)->qs);
+                        memcpy(st + 1, &start, sizeof start);
+                    }
                 }
             for (int64_t g = 0; g < n_rows / 8; g++) {
                 const uint8_t *wg = w + ((size_t)g * (size_t)nb + (size_t)b0) * wbs;
@@ -567,7 +593,7 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
         if (wt == W_Q8_0)                                                                                    \
             q8_0x8_tile((const block_q8_0x8 *)wg, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, rn);         \
         else                                                                                                 \
-            q4_1x8_tile((const block_q4_1x8 *)wg, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, rn);         \
+            q4x8_tile(wg, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, wt, rn);                             \
     } while (0)
                 int64_t t = t0;
                 for (; t + RN <= t1; t += RN)
@@ -592,6 +618,12 @@ VNNI static void gemm_q4_1x8_q8_1_vnni(const uint8_t *w, size_t w_stride, int64_
                                         size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
     (void)w_stride;
     packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_1);
+}
+
+VNNI static void gemm_q4_0x8_q8_0_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_0);
 }
 
 VNNI static void gemm_q8_0x8_q8_0u_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
@@ -922,7 +954,10 @@ cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
 cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
     if (!have_vnni())
         return NULL;
-    return type == ER_TYPE_Q4_1 ? gemm_q4_1x8_q8_1_vnni : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni : NULL;
+    return type == ER_TYPE_Q4_1   ? gemm_q4_1x8_q8_1_vnni
+           : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni
+           : type == ER_TYPE_Q4_0 ? gemm_q4_0x8_q8_0_vnni
+                                  : NULL;
 }
 
 cpu_gemm_fn cpu_gemm_get(uint32_t type) {

@@ -14,12 +14,18 @@
 
 void cpu_pack_rows(uint32_t type, const uint8_t *src, size_t row_size, int64_t n_out, int64_t n_in, uint8_t *dst) {
     const int64_t nb = n_in / QK8_0;
-    _Static_assert(QK4_1 == QK8_0, "one block length");
+    _Static_assert(QK4_0 == QK8_0 && QK4_1 == QK8_0, "one block length");
     for (int64_t g = 0; g < n_out / 8; g++)
         for (int64_t b = 0; b < nb; b++)
             for (int r = 0; r < 8; r++) {
                 const uint8_t *row = src + (size_t)(8 * g + r) * row_size;
-                if (type == ER_TYPE_Q4_1) {
+                if (type == ER_TYPE_Q4_0) {
+                    const block_q4_0 *in = (const block_q4_0 *)row + b;
+                    block_q4_0x8 *out = (block_q4_0x8 *)dst + g * nb + b;
+                    out->d[r] = in->d;
+                    for (int c = 0; c < 4; c++)
+                        memcpy(out->qs[c][r], in->qs + 4 * c, 4);
+                } else if (type == ER_TYPE_Q4_1) {
                     const block_q4_1 *in = (const block_q4_1 *)row + b;
                     block_q4_1x8 *out = (block_q4_1x8 *)dst + g * nb + b;
                     out->d[r] = in->d;
@@ -49,8 +55,10 @@ static void quantize_row_q8_0u(const float *x, void *y, int64_t n) {
 static const cpu_kernels packed_q8_0 = {"vnni packed", ER_TYPE_Q8_0, quantize_row_q8_0u, NULL};
 
 const cpu_kernels *cpu_packed_kernels(uint32_t type) {
-    /* Q4_1: its table's Q8_1 activations, as they are */
-    return type == ER_TYPE_Q8_0 ? &packed_q8_0 : type == ER_TYPE_Q4_1 ? cpu_kernels_get(type) : NULL;
+    /* Q4_0, Q4_1: their table's Q8_0 resp. Q8_1 activations, as they are */
+    if (type == ER_TYPE_Q8_0)
+        return &packed_q8_0;
+    return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 ? cpu_kernels_get(type) : NULL;
 }
 
 /* One model's packed copy. */
