@@ -168,6 +168,12 @@ static const cpu_kernels *weight_kernels(const er_weight *w) {
     return w->packed ? cpu_packed_kernels(w->type) : cpu_kernels_get(w->type);
 }
 
+/* Whether w's product with n_tokens rows takes the f32 tiles: CPU_SGEMM_MIN_TOKENS rows or
+ * more, unless w is packed, whose int8 kernel is the faster one at any count (packed.h:
+ * Qwen3-0.6B Q8_0 pp512, 2 threads, f32 tiles 0.94x llama.cpp's int8 build) and computes
+ * every count alike. */
+static int f32_path(const er_weight *w, int64_t n_tokens) { return n_tokens >= CPU_SGEMM_MIN_TOKENS && !w->packed; }
+
 /* Whether outs can share one mm_task: one n_in, the same activations (one format, made
  * by the same quantize_row: Q4_K and Q6_K rows of a Q4_K_M file share them), one path. */
 static int same_activations(const cpu_mm_out *outs, int n_outs, int64_t n_tokens) {
@@ -176,7 +182,7 @@ static int same_activations(const cpu_mm_out *outs, int n_outs, int64_t n_tokens
         const er_weight *w = outs[i].w;
         const cpu_kernels *k = weight_kernels(w);
         if (w->n_in != outs[0].w->n_in || k->vec_dot_type != k0->vec_dot_type || k->quantize_row != k0->quantize_row ||
-            (n_tokens >= CPU_SGEMM_MIN_TOKENS && !w->traits->to_f32))
+            f32_path(w, n_tokens) != f32_path(outs[0].w, n_tokens) || (f32_path(w, n_tokens) && !w->traits->to_f32))
             return 0;
     }
     return 1;
@@ -198,7 +204,7 @@ void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const 
     const int nth = cpu_pool_size(pool);
     mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k, .x = x,
                  .n_tokens = n_tokens};
-    if (n_tokens >= CPU_SGEMM_MIN_TOKENS) {
+    if (f32_path(w0, n_tokens)) {
         /* the activations are used as they are; the buffer holds the panels */
         t.sgemm = cpu_sgemm_get();
         t.scratch = act;

@@ -138,7 +138,8 @@ cpu_softmax_fn cpu_fast_softmax_get(void);
 void cpu_softmax_scaled(float *row, int64_t n, float scale);
 
 /* Batches of at least this many tokens multiply in f32 on dequantized weights (as the
- * reference computes); smaller ones quantize their activations for the integer dots. */
+ * reference computes); smaller ones quantize their activations for the integer dots.
+ * Packed weights (packed.h) take their int8 kernel at every count. */
 #define CPU_SGEMM_MIN_TOKENS 32
 
 /* Prefill in f32 on dequantized weights:
