@@ -83,8 +83,8 @@ static size_t packed_bytes(const er_weight *w) { return packable(w) ? ((size_t)w
 enum { N_LAYER_MATS = 7 };
 
 /* Packs w into *at (advanced past it) if it is packable; then m's pages of the file that
- * hold only w are dropped (model_view.release): decode reads the copy, and only a prompt
- * of CPU_SGEMM_MIN_TOKENS or more (f32 tiles on the file's rows) faults them back in. */
+ * hold only w are dropped (model_view.release): the fast path reads only the copy, at
+ * every token count; a reference context on the same model faults them back in. */
 static void pack(const model_view *m, er_weight *w, uint8_t **at) {
     if (!packable(w))
         return;
