@@ -8,8 +8,9 @@
  *   residual) ; matvec gate|up with SwiGLU (RMSNorm of residual + accumulator folded
  *   in) ; matvec down (+= residual + accumulator, which it clears) ; output head
  *   (RMSNorm folded in) with the argmax ; commit (token -> out_ids, pos + 1). Where
- *   wo is not Q8_0 or Q4_0 (see cuda_enqueue_step), or of a shape the attention kernel
- *   cannot fold in, it runs as a matvec of its own (5 kernels per layer).
+ *   wo is not Q8_0 or Q4_0 (see cuda_enqueue_step), larger than 2^21 elements, or of a
+ *   shape the attention kernel cannot fold in, it runs as a matvec of its own (5
+ *   kernels per layer).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
@@ -44,9 +45,25 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/internal.h"
+
+/* Whether the decode attention folds in wo, of this many elements: only a small one. The
+ * fold saves a launch but runs wo's product on the attention's few blocks, one cluster
+ * per head; a larger wo streams faster as a matvec of its own. On the H200, decode tok/s
+ * folded / apart (docs/perf-log.md): Q4_0 Qwen3-0.6B (wo 1024 x 2048) 1,955 / 1,873,
+ * 1.7B (2048 x 2048) 1,138 / 1,164, 4B 510 / 565, 8B 378 / 462; Q8_0 1.7B 841 / 1,023,
+ * 4B 427 / 503 (its 8B wo never fitted the kernel's shared memory).
+ * EDGERUNNER_CUDA_FOLD_WO=0: never, =1: wherever the kernel can (to compare). */
+enum { FOLD_WO_MAX_ELEMS = 1 << 21 };
+static int fold_wo_wanted(const cuda_weight *wo) {
+    const char *env = getenv("EDGERUNNER_CUDA_FOLD_WO");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1")))
+        return env[0] == '1';
+    return wo->n_out * wo->n_in <= FOLD_WO_MAX_ELEMS;
+}
 
 /* The factor of the embedding lookup. */
 static float embd_scale(const model_config *c) { return c->features & ER_FEAT_EMBD_SCALE ? c->embd_scale : 1.0f; }
@@ -67,9 +84,11 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
         /* wo folded into the attention kernel: its output then waits in cc->acc until
          * gate_up reads x + acc and down folds it into x. Only where that measured faster
          * (Qwen3-0.6B on the H200, docs/perf-log.md): Q8_0 1,720 against 1,661-1,674 tok/s,
-         * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet. A post-norm
-         * needs the whole product first, so those layers never fold it. */
-        const int fold_wo = !split && !l->post_attn_norm && cuda_attention_can_project(&ap, &l->wo);
+         * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet; and only a
+         * small wo (fold_wo_wanted). A post-norm needs the whole product first, so those
+         * layers never fold it. */
+        const int fold_wo = !split && !l->post_attn_norm && fold_wo_wanted(&l->wo) &&
+                            cuda_attention_can_project(&ap, &l->wo);
         unsigned long long *acc = fold_wo ? cc->acc : NULL;
         uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
         CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
