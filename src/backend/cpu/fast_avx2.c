@@ -135,6 +135,14 @@ AVX2 static INLINE float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* the largest of 8 floats, in every lane */
+AVX2 static INLINE __m256 hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm256_broadcastss_ps(m);
+}
+
 /* 6 tokens x 16 outputs in 12 accumulators; per k two panel loads, six broadcasts and
  * twelve FMAs: the FMA units, not the loads, set the pace (the int8 tiles below need
  * about seven instructions per 32 products). */
@@ -484,13 +492,14 @@ VNNI static INLINE void q4x8_tile(const uint8_t *w, const uint8_t *x, size_t x_s
             }
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)); /* d[8] leads both blocks */
+        const __m256 mw = wt == W_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const block_q4_1x8 *)wb)->m))
+                                       : _mm256_setzero_ps(); /* Q4_1's minimums */
 #pragma GCC unroll 8
         for (int j = 0; j < RN; j++) {
             const float *sj = sc + (j * PACKED_WIN + b) * 2; /* token j's d, s */
             acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(sj[0])), _mm256_cvtepi32_ps(s[j]), acc[j]);
             if (wt == W_Q4_1)
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const block_q4_1x8 *)wb)->m)),
-                                         _mm256_set1_ps(sj[1]), acc[j]);
+                acc[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sj[1]), acc[j]);
         }
     }
 #pragma GCC unroll 8
@@ -560,7 +569,7 @@ VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w, const uint8_t *x, siz
         _mm256_storeu_ps(y + j * y_stride, acc[j]);
 }
 
-/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1): token blocks of 32 (as
+/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0): token blocks of 32 (as
  * int8_gemm), windows of PACKED_WIN blocks, the groups of 8 rows, tiles of 8 tokens, then
  * one of the rest. */
 VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
@@ -579,10 +588,11 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
                     const uint16_t *h = (const uint16_t *)(x + (size_t)t * x_stride + (size_t)(b0 + b) * xbs);
                     float *st = sc + ((t - t0) * PACKED_WIN + b) * 2;
                     st[0] = _cvtsh_ss(h[0]);
-                    st[1] = wt == W_Q4_1 ? _cvtsh_ss(h[1]) : 0.0f;
                     if (wt == W_Q4_0) { /* Q4_0's weights are q - 8: -8 * sum(x), exact, as int32 bits */
                         const int32_t start = -8 * sum_i8_32(((const block_q8_0 *)h)->qs);
                         memcpy(st + 1, &start, sizeof start);
+                    } else {
+                        st[1] = wt == W_Q4_1 ? _cvtsh_ss(h[1]) : 0.0f; /* Q8_0: unused */
                     }
                 }
             for (int64_t g = 0; g < n_rows / 8; g++) {
@@ -801,11 +811,7 @@ AVX2 static void softmax_avx2(float *row, int64_t n, float scale) {
     const int nt = (int)(n - i);
     for (int k = 0; k < 8; k++)
         tail[k] = k < nt ? row[i + k] * scale : -INFINITY;
-    mx = _mm256_max_ps(mx, _mm256_loadu_ps(tail));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const __m256 max = _mm256_broadcastss_ps(m4);
+    const __m256 max = hmax8(_mm256_max_ps(mx, _mm256_loadu_ps(tail)));
     __m256 sum = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
         const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + i), max));
