@@ -544,10 +544,16 @@ VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w, const uint8_t *x, siz
             c1 = _mm256_dpbusd_epi32(c1, top, _mm256_loadu_si256((const __m256i *)wb->qs[c + 1]));
         }
         const __m256i start = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(c0, c1));
-        __m256i s[8]; /* (RN) 8 rows' int32 block sums of token j */
+        /* 8 rows' int32 block sums of token j in two chains, even and odd chunks: half as
+         * long a chain of dependent vpdpbusd (6,144 x 576 x 8 tokens, one thread: 168 against
+         * 217 us; Qwen3-0.6B Q8_0 pp256 521 against 459 tok/s; Q4_1's tile, split likewise,
+         * did not move). Integer sums: the same bits. */
+        __m256i s[8], s_odd[8]; /* (RN) */
 #pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
+        for (int j = 0; j < RN; j++) {
             s[j] = start;
+            s_odd[j] = _mm256_setzero_si256();
+        }
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs[c]);
@@ -555,9 +561,15 @@ VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w, const uint8_t *x, siz
             for (int j = 0; j < RN; j++) {
                 int32_t xc; /* the token's elements 4c .. 4c + 3, unsigned */
                 memcpy(&xc, xb[j]->qs + 4 * c, 4);
-                s[j] = _mm256_dpbusd_epi32(s[j], _mm256_set1_epi32(xc), q);
+                if (c & 1)
+                    s_odd[j] = _mm256_dpbusd_epi32(s_odd[j], _mm256_set1_epi32(xc), q);
+                else
+                    s[j] = _mm256_dpbusd_epi32(s[j], _mm256_set1_epi32(xc), q);
             }
         }
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            s[j] = _mm256_add_epi32(s[j], s_odd[j]);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->d));
 #pragma GCC unroll 8
         for (int j = 0; j < RN; j++)
