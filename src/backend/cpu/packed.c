@@ -3,11 +3,14 @@
  * and one copy per model shared by its fast contexts (a server's, a bench's alone and
  * batched ones), counted by reference under a lock.
  */
+#define _DEFAULT_SOURCE /* madvise */
+
 #include "backend/cpu/packed.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/status.h"
 #include "quant/types.h"
@@ -95,6 +98,12 @@ static void pack(const model_view *m, er_weight *w, uint8_t **at) {
         m->release(m->release_owner, w->data, (size_t)w->n_out * w->row_size);
 }
 
+/* The packed copy is asked for in 2 MiB pages (transparent huge pages where the system
+ * offers them on request, as Debian's default "madvise" does): a decode step streams all
+ * of it, ~24,000 pages of 4 KiB for SmolLM2, more than the TLB holds. Measured (10 pairs,
+ * bench --parallel 8 -npp 16 -ntg 128 -t 2, SmolLM2): median +2.2%; one sequence: 0%. */
+enum { HUGE_PAGE = 2 << 20 };
+
 static void packed_free(packed_model *p) {
     if (!p)
         return;
@@ -116,11 +125,15 @@ static er_status packed_create(const model_view *m, packed_model **out) {
     if (total == 0)
         return ER_OK;
     packed_model *p = calloc(1, sizeof *p);
-    if (!p || !(p->layers = malloc((size_t)n_layer * sizeof *p->layers)) || !(p->bytes = aligned_alloc(64, total))) {
+    const size_t alloc = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (!p || !(p->layers = malloc((size_t)n_layer * sizeof *p->layers)) || !(p->bytes = aligned_alloc(HUGE_PAGE, alloc))) {
         packed_free(p);
         return er_fail(ER_ERR_NO_MEMORY, "%s: cannot allocate %.1f MiB for the CPU's packed weights", m->path,
                        (double)total / (1024.0 * 1024.0));
     }
+#ifdef MADV_HUGEPAGE
+    madvise(p->bytes, alloc, MADV_HUGEPAGE); /* a request: refused, the pages stay small */
+#endif
     p->src = m;
     p->view = *m;
     p->view.layers = p->layers;
