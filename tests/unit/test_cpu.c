@@ -512,7 +512,8 @@ static void test_fast_attention(void) {
 /* cpu_fast_matmuls against one cpu_fast_matmul per weight, bit for bit: weights of
  * different types in one run (a Q4_K_M file's Q4_K and Q6_K rows share Q8_K activations;
  * Q8_0 beside Q4_K does not and runs apart), and gate/up with the SwiGLU against the two
- * products and cpu_fast_swiglu_get() after them; one token, a batch, and the f32 prefill. */
+ * products and cpu_fast_swiglu_get() after them; the fused RMSNorm and residual add
+ * (cpu_mm_fuse) against them apart; one token, a batch, and the f32 prefill. */
 static void test_fast_matmuls(void) {
     static const uint32_t sets[][3] = {{ER_TYPE_Q4_K, ER_TYPE_Q6_K, ER_TYPE_Q4_K},
                                        {ER_TYPE_Q6_K, ER_TYPE_Q4_K, ER_TYPE_Q8_0},
@@ -522,10 +523,15 @@ static void test_fast_matmuls(void) {
     cpu_pool *pool = NULL;
     cpu_pool_create(2, &pool);
     float *x = malloc(40 * N_IN * sizeof(float)), *f = malloc(N_IN * sizeof(float));
+    float *xn = malloc(40 * N_IN * sizeof(float)), *xn_ref = malloc(40 * N_IN * sizeof(float));
+    float *norm_w = malloc(N_IN * sizeof(float)), *res = malloc(40 * 96 * sizeof(float));
+    float *res_ref = malloc(40 * 96 * sizeof(float)); /* (40, n_outs[0]) */
     void *act = aligned_alloc(64, (cpu_fast_act_size(40, N_IN, 2) + 63) / 64 * 64);
-    int same = 1;
+    int same = 1, same_fused = 1;
     for (int64_t i = 0; i < 40 * N_IN; i++)
         x[i] = frand();
+    for (int64_t i = 0; i < N_IN; i++)
+        norm_w[i] = 1.0f + 0.5f * frand();
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         er_weight w[3];
         uint8_t *wd[3];
@@ -552,6 +558,24 @@ static void test_fast_matmuls(void) {
                 cpu_fast_matmul(pool, &w[o], x, n_tok, yr[o], w[o].n_out, act);
                 same &= !memcmp(y[o], yr[o], (size_t)(n_tok * w[o].n_out) * sizeof(float));
             }
+            /* fused: the input normalized inside the run, then the first product added to a
+             * residual inside its run, against cpu_rmsnorm, the products and the adds after */
+            const cpu_mm_fuse norm = {norm_w, 1e-5f, xn, NULL};
+            cpu_fast_matmuls_fused(pool, outs, 3, x, n_tok, act, 0, &norm);
+            cpu_rmsnorm(xn_ref, x, norm_w, n_tok, N_IN, 1e-5f);
+            same_fused &= !memcmp(xn, xn_ref, (size_t)(n_tok * N_IN) * sizeof(float));
+            for (int o = 0; o < 3; o++) {
+                cpu_fast_matmul(pool, &w[o], xn_ref, n_tok, yr[o], w[o].n_out, act);
+                same_fused &= !memcmp(y[o], yr[o], (size_t)(n_tok * w[o].n_out) * sizeof(float));
+            }
+            for (int64_t i = 0; i < n_tok * w[0].n_out; i++)
+                res[i] = res_ref[i] = frand();
+            const cpu_mm_fuse add = {NULL, 0.0f, NULL, res};
+            cpu_fast_matmuls_fused(pool, outs, 1, x, n_tok, act, 0, &add);
+            cpu_fast_matmul(pool, &w[0], x, n_tok, yr[0], w[0].n_out, act);
+            for (int64_t i = 0; i < n_tok * w[0].n_out; i++)
+                res_ref[i] += yr[0][i];
+            same_fused &= !memcmp(res, res_ref, (size_t)(n_tok * w[0].n_out) * sizeof(float));
             if (w[0].n_out != w[2].n_out)
                 continue;
             /* w[0] and w[2] as gate and up (set 0: Q4_K and Q4_K) */
@@ -569,8 +593,14 @@ static void test_fast_matmuls(void) {
         }
     }
     CHECK(same, "fast matmuls: one run of several weights (mixed types, SwiGLU) differs from one weight at a time");
+    CHECK(same_fused, "fast matmuls with the RMSNorm and the residual add fused differ from them apart");
     free(x);
     free(f);
+    free(xn);
+    free(xn_ref);
+    free(norm_w);
+    free(res);
+    free(res_ref);
     free(act);
     cpu_pool_free(pool);
 }

@@ -67,7 +67,9 @@ typedef struct mm_task {
     const cpu_kernels *k;       /* the activations' quantize_row (every part's) */
     const cpu_sgemm_ops *sgemm; /* prefill in f32 on dequantized weights, when set */
     float *scratch;             /* (threads, sgemm_scratch_floats) */
-    const float *x;
+    const float *x; /* the products' input: fuse->xn where the task normalizes into it */
+    const float *x_in; /* what the task normalizes (fuse->norm_w), or NULL */
+    const cpu_mm_fuse *fuse;
     int64_t n_tokens;
     const uint8_t *xq; /* (n_tokens, xq_stride) activations in k->vec_dot_type */
     size_t xq_stride;
@@ -138,6 +140,8 @@ static void mm_worker(void *arg, int ith, int nth) {
          * has not arrived: that one finds no row left and waits as the others do */
         const int64_t n_in = t->part[0].w->n_in;
         for (int64_t i; (i = atomic_fetch_add(&t->q_next, 1)) < t->n_tokens;) {
+            if (t->x_in)
+                cpu_rmsnorm(t->fuse->xn + i * n_in, t->x_in + i * n_in, t->fuse->norm_w, 1, n_in, t->fuse->eps);
             t->k->quantize_row(t->x + i * n_in, t->xq_out + (size_t)i * t->xq_stride, n_in);
             atomic_fetch_add(&t->q_done, 1);
         }
@@ -154,6 +158,13 @@ static void mm_worker(void *arg, int ith, int nth) {
         const mm_part *p = &t->part[i];
         const int64_t r0 = c * p->chunk, r1 = r0 + p->chunk < p->w->n_out ? r0 + p->chunk : p->w->n_out;
         mm_rows(t, p, ith, r0, r1);
+        if (t->fuse && t->fuse->residual)
+            for (int64_t i_tok = 0; i_tok < t->n_tokens; i_tok++) {
+                float *res = t->fuse->residual + i_tok * p->y_stride;
+                const float *y = p->y + i_tok * p->y_stride;
+                for (int64_t r = r0; r < r1; r++)
+                    res[r] += y[r];
+            }
         if (!t->swiglu)
             continue;
         /* the same rows of the up, then gate = silu(gate) * up on them: a chunk's rows are
@@ -191,20 +202,36 @@ static int same_activations(const cpu_mm_out *outs, int n_outs, int64_t n_tokens
 
 void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const float *x, int64_t n_tokens,
                       void *act, int swiglu) {
+    cpu_fast_matmuls_fused(pool, outs, n_outs, x, n_tokens, act, swiglu, NULL);
+}
+
+void cpu_fast_matmuls_fused(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const float *x, int64_t n_tokens,
+                            void *act, int swiglu, const cpu_mm_fuse *f) {
+    const er_weight *w0 = outs[0].w;
+    const int nth = cpu_pool_size(pool);
     if (n_outs > CPU_MM_MAX_OUTS || !same_activations(outs, n_outs, n_tokens) ||
         (swiglu && (n_outs != 2 || outs[0].w->n_out != outs[1].w->n_out))) {
-        for (int i = 0; i < n_outs; i++)
+        if (f && f->norm_w) { /* normalized once, here, for every product */
+            cpu_rmsnorm(f->xn, x, f->norm_w, n_tokens, w0->n_in, f->eps);
+            x = f->xn;
+        }
+        for (int i = 0; i < n_outs; i++) /* (a residual comes with one product, which never gets here) */
             cpu_fast_matmuls(pool, &outs[i], 1, x, n_tokens, act, 0);
         for (int64_t i = 0; swiglu && i < n_tokens; i++)
             cpu_fast_swiglu_get()(outs[0].y + i * outs[0].y_stride, outs[1].y + i * outs[1].y_stride,
                                   outs[0].w->n_out);
         return;
     }
-    const er_weight *w0 = outs[0].w;
     const cpu_kernels *k = weight_kernels(w0);
-    const int nth = cpu_pool_size(pool);
-    mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k, .x = x,
-                 .n_tokens = n_tokens};
+    /* the rows are normalized inside the task where its threads quantize them anyway (a
+     * batch); else before it, as cpu_rmsnorm on every row */
+    const int norm_inside = f && f->norm_w && !f32_path(w0, n_tokens) && k->vec_dot_type != ER_TYPE_F32 &&
+                            n_tokens > 1 && nth > 1;
+    if (f && f->norm_w && !norm_inside)
+        cpu_rmsnorm(f->xn, x, f->norm_w, n_tokens, w0->n_in, f->eps);
+    mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k,
+                 .x = f && f->norm_w ? f->xn : x, .x_in = norm_inside ? x : NULL, .fuse = f, .n_tokens = n_tokens};
+    x = t.x;
     if (f32_path(w0, n_tokens)) {
         /* the activations are used as they are; the buffer holds the panels */
         t.sgemm = cpu_sgemm_get();

@@ -50,6 +50,24 @@ enum { CPU_MM_MAX_OUTS = 3 };
 void cpu_fast_matmuls(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const float *x, int64_t n_tokens,
                       void *act, int swiglu);
 
+/* The work on either side of a layer's products that would otherwise run on one thread
+ * between pool runs, while the others wait (an 8-sequence SmolLM2 step: ~4% of its
+ * samples in serial RMSNorm, residual adds and their waits). */
+typedef struct cpu_mm_fuse {
+    /* norm_w: the products' input is xn (n_tokens, n_in) = rmsnorm(x) * norm_w, written
+     * by the task, a row per token as cpu_rmsnorm computes it */
+    const float *norm_w;
+    float eps;
+    float *xn;
+    /* residual: one product; residual (n_tokens, y_stride)[:, 0..n_out) += its y, a chunk
+     * of rows at a time once they are final (the same float adds as after the run) */
+    float *residual;
+} cpu_mm_fuse;
+
+/* cpu_fast_matmuls with the fused work of f (NULL: none). */
+void cpu_fast_matmuls_fused(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, const float *x, int64_t n_tokens,
+                            void *act, int swiglu, const cpu_mm_fuse *f);
+
 /* The KV cache's element types (F32, F16) and what attention does with their rows; one
  * table per type, as kernels.h has per weight type. F16 rows are converted to f32 as they
  * are read (F16C on AVX2: 8 per vcvtph2ps), so every sum is still an f32 sum; storing

@@ -38,28 +38,40 @@ _Static_assert(CPU_SGEMM_MIN_TOKENS == ER_PROMPT_CHUNK_MIN, "edgerunner.h promis
 /* For each of outs: y (n rows, y_stride apart) = x (n rows of w->n_in) @ W^T, where the
  * rows are `runs`: a run is n_run[i] consecutive rows that may share one call (big[i]:
  * the f32 path). The fast path computes every weight of outs in one pool run per piece
- * (cpu_fast_matmuls), and with `swiglu` (outs = {gate, up}) gate = silu(gate) * up. */
+ * (cpu_fast_matmuls), and with `swiglu` (outs = {gate, up}) gate = silu(gate) * up.
+ * f (NULL: none): x is first normalized into f->xn, and/or the one product is added to
+ * f->residual (cpu_mm_fuse), in the same pool runs on the fast path. */
 static void matmul_runs(cpu_context *cc, const cpu_mm_out *outs, int n_outs, int swiglu, const float *x,
-                        const int64_t *n_run, const int8_t *big, int64_t n_runs) {
+                        const cpu_mm_fuse *f, const int64_t *n_run, const int8_t *big, int64_t n_runs) {
     const int64_t n_in = outs[0].w->n_in;
     int64_t t = 0, n_all = 0;
     for (int64_t i = 0; i < n_runs; i++)
         n_all += n_run[i];
     if (cc->reference) {
+        if (f && f->norm_w) {
+            cpu_rmsnorm(f->xn, x, f->norm_w, n_all, n_in, f->eps);
+            x = f->xn;
+        }
         for (int i = 0; i < n_outs; i++)
             cpu_matmul(cc->pool, outs[i].w, x, n_all, outs[i].y, outs[i].y_stride, cc->row);
         for (int64_t i = 0; swiglu && i < n_all; i++)
             cpu_swiglu(outs[0].y + i * outs[0].y_stride, outs[1].y + i * outs[1].y_stride, outs[0].w->n_out);
+        for (int64_t i = 0; f && f->residual && i < n_all * outs[0].y_stride; i++)
+            f->residual[i] += outs[0].y[i];
         return;
     }
     for (int64_t i = 0; i < n_runs; i++) {
         const int64_t piece = big[i] ? n_run[i] : CPU_SGEMM_MIN_TOKENS - 1;
         for (int64_t done = 0; done < n_run[i]; done += piece) {
-            const int64_t n = n_run[i] - done < piece ? n_run[i] - done : piece;
+            const int64_t n = n_run[i] - done < piece ? n_run[i] - done : piece, row = t + done;
             cpu_mm_out at[CPU_MM_MAX_OUTS]; /* outs from row t + done */
             for (int o = 0; o < n_outs; o++)
-                at[o] = (cpu_mm_out){outs[o].w, outs[o].y + (t + done) * outs[o].y_stride, outs[o].y_stride};
-            cpu_fast_matmuls(cc->pool, at, n_outs, x + (t + done) * n_in, n, cc->act, swiglu);
+                at[o] = (cpu_mm_out){outs[o].w, outs[o].y + row * outs[o].y_stride, outs[o].y_stride};
+            cpu_mm_fuse fa; /* f from row t + done */
+            if (f)
+                fa = (cpu_mm_fuse){f->norm_w, f->eps, f->xn ? f->xn + row * n_in : NULL,
+                                   f->residual ? f->residual + row * outs[0].y_stride : NULL};
+            cpu_fast_matmuls_fused(cc->pool, at, n_outs, x + row * n_in, n, cc->act, swiglu, f ? &fa : NULL);
         }
         t += n_run[i];
     }
@@ -67,9 +79,9 @@ static void matmul_runs(cpu_context *cc, const cpu_mm_out *outs, int n_outs, int
 
 /* One weight's matmul_runs. */
 static void matmul_runs1(cpu_context *cc, const er_weight *w, const float *x, float *y, int64_t y_stride,
-                         const int64_t *n_run, const int8_t *big, int64_t n_runs) {
+                         const cpu_mm_fuse *f, const int64_t *n_run, const int8_t *big, int64_t n_runs) {
     const cpu_mm_out out = {w, y, y_stride};
-    matmul_runs(cc, &out, 1, 0, x, n_run, big, n_runs);
+    matmul_runs(cc, &out, 1, 0, x, f, n_run, big, n_runs);
 }
 
 /* Attention of every sequence over its own cache rows. Fast path: the sequences of
@@ -163,9 +175,9 @@ void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
         uint8_t *v_cache = (uint8_t *)cc->v_cache + (size_t)(il * cc->n_seq) * v_seq;
         const float *rope_cs = cc->rope_cs[l->swa]; /* (n_ctx, half, 2) */
 
-        cpu_rmsnorm(xn, x, l->attn_norm, n_tokens, n_embd, c->norm_eps);
         const cpu_mm_out qkv[3] = {{&l->wq, cc->q, q_dim}, {&l->wk, k_new, kv_dim}, {&l->wv, v_new, v_dim}};
-        matmul_runs(cc, qkv, 3, 0, xn, n_run, big, n_runs);
+        const cpu_mm_fuse attn_norm = {l->attn_norm, c->norm_eps, xn, NULL}; /* xn = rmsnorm(x) */
+        matmul_runs(cc, qkv, 3, 0, x, &attn_norm, n_run, big, n_runs);
         if (feat & ER_FEAT_QKV_BIAS) {
             cpu_add_bias(cc->q, l->bq, n_tokens, q_dim);
             cpu_add_bias(k_new, l->bk, n_tokens, kv_dim);
@@ -192,23 +204,28 @@ void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
             v_ops->store(v_new + s->t0 * v_dim, v_cache + (size_t)s->seq * v_seq + (size_t)s->pos0 * v_row, s->n * v_dim);
         }
         attention(cc, k_cache, v_cache, k_seq, v_seq, n_spans, l->swa ? c->n_swa : 0);
-        matmul_runs1(cc, &l->wo, cc->attn, xn, n_embd, n_run, big, n_runs);
-        if (feat & ER_FEAT_POST_NORMS)
+        /* x += attn Wo: added inside the product's pool run, unless post-normed first */
+        const cpu_mm_fuse add_x = {NULL, 0.0f, NULL, x};
+        const int post = (feat & ER_FEAT_POST_NORMS) != 0;
+        matmul_runs1(cc, &l->wo, cc->attn, xn, n_embd, post ? NULL : &add_x, n_run, big, n_runs);
+        if (post) {
             cpu_rmsnorm(xn, xn, l->post_attn_norm, n_tokens, n_embd, c->norm_eps);
-        for (int64_t i = 0; i < n_tokens * n_embd; i++)
-            x[i] += xn[i];
+            for (int64_t i = 0; i < n_tokens * n_embd; i++)
+                x[i] += xn[i];
+        }
 
-        cpu_rmsnorm(xn, x, l->ffn_norm, n_tokens, n_embd, c->norm_eps);
         /* SwiGLU inside the gate/up products; GeGLU after them */
         const cpu_mm_out gate_up[2] = {{&l->w_gate, cc->gate, c->n_ff}, {&l->w_up, cc->up, c->n_ff}};
-        matmul_runs(cc, gate_up, 2, !(feat & ER_FEAT_GEGLU), xn, n_run, big, n_runs);
+        const cpu_mm_fuse ffn_norm = {l->ffn_norm, c->norm_eps, xn, NULL}; /* xn = rmsnorm(x) */
+        matmul_runs(cc, gate_up, 2, !(feat & ER_FEAT_GEGLU), x, &ffn_norm, n_run, big, n_runs);
         if (feat & ER_FEAT_GEGLU)
             cpu_geglu(cc->gate, cc->up, n_tokens * c->n_ff);
-        matmul_runs1(cc, &l->w_down, cc->gate, xn, n_embd, n_run, big, n_runs);
-        if (feat & ER_FEAT_POST_NORMS)
+        matmul_runs1(cc, &l->w_down, cc->gate, xn, n_embd, post ? NULL : &add_x, n_run, big, n_runs);
+        if (post) {
             cpu_rmsnorm(xn, xn, l->post_ffn_norm, n_tokens, n_embd, c->norm_eps);
-        for (int64_t i = 0; i < n_tokens * n_embd; i++)
-            x[i] += xn[i];
+            for (int64_t i = 0; i < n_tokens * n_embd; i++)
+                x[i] += xn[i];
+        }
     }
 
     /* the output head is the largest matmul: only the rows that ask, gathered into xn in
@@ -229,5 +246,5 @@ void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
         big[n_head_runs++] = (int8_t)is_big(s->n_logits);
     }
     if (n_out > 0)
-        matmul_runs1(cc, &m->output, xn, logits, c->n_vocab, n_run, big, n_head_runs);
+        matmul_runs1(cc, &m->output, xn, logits, c->n_vocab, NULL, n_run, big, n_head_runs);
 }
