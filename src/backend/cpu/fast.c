@@ -297,6 +297,9 @@ typedef struct attn_task {
     const model_config *c;
     float *scores;
     int64_t heads; /* heads per work item: a whole group that shares a KV head, or 1 */
+    const cpu_attn_prep *prep; /* or NULL */
+    int64_t n_tokens;
+    atomic_llong p_next, p_done; /* prep's tokens taken, and done */
     atomic_llong next; /* the next work item, counted over the sequences' tokens in turn */
 } attn_task;
 
@@ -331,6 +334,14 @@ static void attn_worker(void *arg, int ith, int nth) {
     const cpu_softmax_fn softmax = cpu_fast_softmax_get();
     float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
     (void)nth;
+    if (a->prep) { /* as mm_worker's quantization: only threads inside the task are waited on */
+        for (int64_t t; (t = atomic_fetch_add(&a->p_next, 1)) < a->n_tokens;) {
+            a->prep->fn(a->prep->arg, t);
+            atomic_fetch_add(&a->p_done, 1);
+        }
+        for (int spins = 0; atomic_load(&a->p_done) < a->n_tokens;)
+            cpu_pool_spin(&spins);
+    }
     /* items in increasing order: i and base (the items of the sequences before it) only
      * move forward */
     int64_t i = 0, base = 0;
@@ -359,6 +370,12 @@ static void attn_worker(void *arg, int ith, int nth) {
 
 void cpu_fast_attention_seqs(cpu_pool *pool, float *out, const float *q, const cpu_attn_seq *seqs, int64_t n_seqs,
                              const model_config *c, float *scores, int64_t n_ctx, int64_t window) {
+    cpu_fast_attention_seqs_prep(pool, out, q, seqs, n_seqs, c, scores, n_ctx, window, NULL);
+}
+
+void cpu_fast_attention_seqs_prep(cpu_pool *pool, float *out, const float *q, const cpu_attn_seq *seqs,
+                                  int64_t n_seqs, const model_config *c, float *scores, int64_t n_ctx, int64_t window,
+                                  const cpu_attn_prep *prep) {
     int64_t n_tokens = 0;
     for (int64_t i = 0; i < n_seqs; i++)
         n_tokens += seqs[i].n;
@@ -366,7 +383,9 @@ void cpu_fast_attention_seqs(cpu_pool *pool, float *out, const float *q, const c
      * single heads where groups would be too few to share out (one token's 3 groups) */
     const int64_t group = c->n_head / c->n_head_kv;
     const int64_t heads = n_tokens * c->n_head_kv >= 4 * (int64_t)cpu_pool_size(pool) ? group : 1;
-    attn_task a = {out, q, seqs, n_seqs, n_ctx, window, c, scores, heads, 0};
+    attn_task a = {out, q, seqs, n_seqs, n_ctx, window, c, scores, heads, prep, n_tokens, 0, 0, 0};
+    atomic_init(&a.p_next, 0);
+    atomic_init(&a.p_done, 0);
     atomic_init(&a.next, 0);
     cpu_pool_run(pool, attn_worker, &a);
 }

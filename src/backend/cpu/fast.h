@@ -121,6 +121,18 @@ typedef struct cpu_attn_seq {
  * each (token, head) is computed exactly as cpu_fast_attention's per-token path does. */
 void cpu_fast_attention_seqs(cpu_pool *pool, float *out, const float *q, const cpu_attn_seq *seqs, int64_t n_seqs,
                              const model_config *c, float *scores, int64_t n_ctx, int64_t window);
+/* What every token of a step needs done before any attends (RoPE, its K and V into the
+ * cache): fn(arg, t) for each of the n_tokens tokens. */
+typedef struct cpu_attn_prep {
+    void (*fn)(void *arg, int64_t t);
+    void *arg;
+} cpu_attn_prep;
+/* cpu_fast_attention_seqs with prep's tokens shared out first, in the same pool run: every
+ * thread waits until all are done, then takes attention items (one meeting of the threads
+ * instead of two, and no thread idle while one prepares them all). */
+void cpu_fast_attention_seqs_prep(cpu_pool *pool, float *out, const float *q, const cpu_attn_seq *seqs,
+                                  int64_t n_seqs, const model_config *c, float *scores, int64_t n_ctx, int64_t window,
+                                  const cpu_attn_prep *prep);
 /* Floats of one thread's block_scratch for a context of n_ctx tokens. */
 size_t cpu_fast_attn_scratch_floats(int64_t n_ctx, int64_t head_dim);
 

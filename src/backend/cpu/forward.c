@@ -84,12 +84,72 @@ static void matmul_runs1(cpu_context *cc, const er_weight *w, const float *x, fl
     matmul_runs(cc, &out, 1, 0, x, f, n_run, big, n_runs);
 }
 
-/* Attention of every sequence over its own cache rows. Fast path: the sequences of
- * fewer than CPU_SGEMM_MIN_TOKENS tokens (decode steps) in one pool run, per token as
- * cpu_fast_attention computes them; longer ones one call each (its blocked prompt path). */
-static void attention(cpu_context *cc, uint8_t *k_cache, uint8_t *v_cache, size_t k_seq, size_t v_seq,
-                      int64_t n_spans, int64_t window) {
+/* rows (n_rows, n) = their values in `type` (quantized and back), row by row; row: scratch
+ * of one row in that type */
+static void round_rows(const er_type_traits *type, float *rows, int64_t n_rows, int64_t n, void *row) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        type->from_f32(rows + r * n, row, n);
+        type->to_f32(row, rows + r * n, n);
+    }
+}
+
+/* A layer's work on each token between the q, k, v products and the attention. */
+typedef struct token_prep {
+    cpu_context *cc;
+    const backend_batch *b;
+    const layer_weights *l;
+    const float *rope_cs;       /* (n_ctx, n_rot / 2, 2) */
+    uint8_t *k_cache, *v_cache; /* the layer's, (n_seq, n_ctx, kv_dim) and (n_seq, n_ctx, v_dim) */
+} token_prep;
+
+/* Token t: [QKV_BIAS] biases, [QK_NORM] the heads' norms, RoPE on q and k, [the reference,
+ * when asked] K and V rounded through the cache type, then K and V into the cache rows of
+ * its sequence and position (each sequence reads and writes its own rows only). */
+static void prep_token(void *arg, int64_t t) {
+    const token_prep *p = arg;
+    cpu_context *cc = p->cc;
     const model_config *c = &cc->m->config;
+    const layer_weights *l = p->l;
+    const int64_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
+    const int64_t v_dim = c->n_head_kv * c->head_dim_v;
+    float *qt = cc->q + t * q_dim, *kt = cc->k_cur + t * kv_dim, *vt = cc->v_cur + t * v_dim;
+    if (c->features & ER_FEAT_QKV_BIAS) {
+        cpu_add_bias(qt, l->bq, 1, q_dim);
+        cpu_add_bias(kt, l->bk, 1, kv_dim);
+        cpu_add_bias(vt, l->bv, 1, v_dim);
+    }
+    const float *cs = p->rope_cs + p->b->pos[t] * (c->n_rot / 2) * 2;
+    if (c->features & ER_FEAT_QK_NORM) {
+        cpu_rmsnorm(qt, qt, l->q_norm, c->n_head, c->head_dim, c->norm_eps);
+        cpu_rmsnorm(kt, kt, l->k_norm, c->n_head_kv, c->head_dim, c->norm_eps);
+    }
+    cpu_rope(qt, c->n_head, c->head_dim, c->n_rot, c->rope_neox, cs);
+    cpu_rope(kt, c->n_head_kv, c->head_dim, c->n_rot, c->rope_neox, cs);
+    if (cc->k_round)
+        round_rows(cc->k_round, kt, 1, kv_dim, cc->round_row);
+    if (cc->v_round)
+        round_rows(cc->v_round, vt, 1, v_dim, cc->round_row);
+    const size_t k_row = (size_t)kv_dim * cc->k_ops->elem_size, v_row = (size_t)v_dim * cc->v_ops->elem_size;
+    const size_t seq = (size_t)p->b->seq_ids[t], pos = (size_t)p->b->pos[t];
+    cc->k_ops->store(kt, p->k_cache + (seq * (size_t)cc->n_ctx + pos) * k_row, kv_dim);
+    cc->v_ops->store(vt, p->v_cache + (seq * (size_t)cc->n_ctx + pos) * v_row, v_dim);
+}
+
+/* Each token's prep_token, then the attention of every sequence over its own cache rows.
+ * Fast path: the sequences of fewer than CPU_SGEMM_MIN_TOKENS tokens (decode steps) in one
+ * pool run, per token as cpu_fast_attention computes them, with the tokens' prep shared
+ * out in the same run when they are all such (a step of decodes); longer ones one call
+ * each (its blocked prompt path). The reference and its rounding prepare on one thread. */
+static void attention(cpu_context *cc, const token_prep *prep, size_t k_seq, size_t v_seq, int64_t n_spans,
+                      int64_t window) {
+    const model_config *c = &cc->m->config;
+    uint8_t *k_cache = prep->k_cache, *v_cache = prep->v_cache;
+    int all_small = !cc->reference && !cc->k_round && !cc->v_round;
+    for (int64_t i = 0; i < n_spans; i++)
+        all_small &= !is_big(cc->spans[i].n);
+    if (!all_small)
+        for (int64_t t = 0; t < prep->b->n_tokens; t++)
+            prep_token((void *)prep, t);
     int64_t n_small = 0;
     for (int64_t i = 0; i < n_spans; i++) {
         const cpu_span *s = &cc->spans[i];
@@ -105,16 +165,10 @@ static void attention(cpu_context *cc, uint8_t *k_cache, uint8_t *v_cache, size_
             cc->attn_seqs[n_small++] = (cpu_attn_seq){s->t0, s->n, s->pos0, kv};
         }
     }
-    if (n_small > 0)
-        cpu_fast_attention_seqs(cc->pool, cc->attn, cc->q, cc->attn_seqs, n_small, c, cc->scores, cc->n_ctx, window);
-}
-
-/* rows (n_rows, n) = their values in `type` (quantized and back), row by row; row: scratch
- * of one row in that type */
-static void round_rows(const er_type_traits *type, float *rows, int64_t n_rows, int64_t n, void *row) {
-    for (int64_t r = 0; r < n_rows; r++) {
-        type->from_f32(rows + r * n, row, n);
-        type->to_f32(row, rows + r * n, n);
+    if (n_small > 0) {
+        const cpu_attn_prep inside = {prep_token, (void *)prep};
+        cpu_fast_attention_seqs_prep(cc->pool, cc->attn, cc->q, cc->attn_seqs, n_small, c, cc->scores, cc->n_ctx,
+                                     window, all_small ? &inside : NULL);
     }
 }
 
@@ -154,7 +208,6 @@ void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
     const int64_t q_dim = c->n_head * c->head_dim;
     const int64_t kv_dim = c->n_head_kv * c->head_dim;
     const int64_t v_dim = c->n_head_kv * c->head_dim_v;
-    const int64_t half = c->n_rot / 2;
     float *x = cc->x, *xn = cc->xn;
     float *k_new = cc->k_cur, *v_new = cc->v_cur; /* (n_tokens, kv_dim), (n_tokens, v_dim) */
     const cpu_kv_ops *k_ops = cc->k_ops, *v_ops = cc->v_ops;
@@ -173,37 +226,12 @@ void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
         /* (n_seq, n_ctx, kv_dim), (n_seq, n_ctx, v_dim) */
         uint8_t *k_cache = (uint8_t *)cc->k_cache + (size_t)(il * cc->n_seq) * k_seq;
         uint8_t *v_cache = (uint8_t *)cc->v_cache + (size_t)(il * cc->n_seq) * v_seq;
-        const float *rope_cs = cc->rope_cs[l->swa]; /* (n_ctx, half, 2) */
 
         const cpu_mm_out qkv[3] = {{&l->wq, cc->q, q_dim}, {&l->wk, k_new, kv_dim}, {&l->wv, v_new, v_dim}};
         const cpu_mm_fuse attn_norm = {l->attn_norm, c->norm_eps, xn, NULL}; /* xn = rmsnorm(x) */
         matmul_runs(cc, qkv, 3, 0, x, &attn_norm, n_run, big, n_runs);
-        if (feat & ER_FEAT_QKV_BIAS) {
-            cpu_add_bias(cc->q, l->bq, n_tokens, q_dim);
-            cpu_add_bias(k_new, l->bk, n_tokens, kv_dim);
-            cpu_add_bias(v_new, l->bv, n_tokens, v_dim);
-        }
-        for (int64_t t = 0; t < n_tokens; t++) {
-            float *qt = cc->q + t * q_dim, *kt = k_new + t * kv_dim;
-            const float *cs = rope_cs + b->pos[t] * half * 2;
-            if (feat & ER_FEAT_QK_NORM) {
-                cpu_rmsnorm(qt, qt, l->q_norm, c->n_head, c->head_dim, c->norm_eps);
-                cpu_rmsnorm(kt, kt, l->k_norm, c->n_head_kv, c->head_dim, c->norm_eps);
-            }
-            cpu_rope(qt, c->n_head, c->head_dim, c->n_rot, c->rope_neox, cs);
-            cpu_rope(kt, c->n_head_kv, c->head_dim, c->n_rot, c->rope_neox, cs);
-        }
-        if (cc->k_round)
-            round_rows(cc->k_round, k_new, n_tokens, kv_dim, cc->round_row);
-        if (cc->v_round)
-            round_rows(cc->v_round, v_new, n_tokens, v_dim, cc->round_row);
-        /* each sequence reads and writes its own rows only */
-        for (int64_t i = 0; i < n_spans; i++) {
-            const cpu_span *s = &cc->spans[i];
-            k_ops->store(k_new + s->t0 * kv_dim, k_cache + (size_t)s->seq * k_seq + (size_t)s->pos0 * k_row, s->n * kv_dim);
-            v_ops->store(v_new + s->t0 * v_dim, v_cache + (size_t)s->seq * v_seq + (size_t)s->pos0 * v_row, s->n * v_dim);
-        }
-        attention(cc, k_cache, v_cache, k_seq, v_seq, n_spans, l->swa ? c->n_swa : 0);
+        const token_prep prep = {cc, b, l, cc->rope_cs[l->swa], k_cache, v_cache};
+        attention(cc, &prep, k_seq, v_seq, n_spans, l->swa ? c->n_swa : 0);
         /* x += attn Wo: added inside the product's pool run, unless post-normed first */
         const cpu_mm_fuse add_x = {NULL, 0.0f, NULL, x};
         const int post = (feat & ER_FEAT_POST_NORMS) != 0;
