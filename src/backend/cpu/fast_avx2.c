@@ -902,14 +902,20 @@ AVX2 static INLINE void wsum_avx2_body(float *out, const float *p, const void *v
     }
     int64_t i0 = 0;
     for (; i0 + 64 <= d; i0 += 64) {
+        /* unrolled, so that acc lives in registers: GCC -O2 left the loops rolled and acc
+         * on the stack, each FMA a load and a store (perf, bench --parallel 8 on SmolLM2:
+         * this function's share of the samples 7.2-7.7% before, 4.5-4.6% after) */
         __m256 acc[8];
+#pragma GCC unroll 8
         for (int c = 0; c < 8; c++)
             acc[c] = _mm256_setzero_ps();
         for (int64_t j = 0; j < n_rows; j++) {
             const __m256 pj = _mm256_set1_ps(p[j]);
+#pragma GCC unroll 8
             for (int c = 0; c < 8; c++)
                 acc[c] = _mm256_fmadd_ps(pj, load8(v, j * v_stride + i0 + 8 * c, f16), acc[c]);
         }
+#pragma GCC unroll 8
         for (int c = 0; c < 8; c++)
             _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
     }
