@@ -1,8 +1,10 @@
 /* check.cpp - wtypes.cuh's device functions run on the host (stubs.h) against the CPU
  * reference of every type the upload repacks: rows quantized by quant/'s from_f32, each
  * file block through repack_block, then every element through elem (must equal to_f32),
- * every chunk through chunk_scale + chunk_dot (vs the dot in doubles) and every 16
- * elements through gemm_load + gemm_half (vs to_f32 rounded to F16). A check of the
+ * every chunk through chunk_scale + chunk_dot (vs the dot in doubles), for the types of
+ * cuda_wtype_int8_dot through chunk_isum with x quantized per block of 32 (vs the dot of
+ * the quantized x in doubles), and every 16 elements through gemm_load + gemm_half (vs
+ * to_f32 rounded to F16). A check of the
  * device layouts and their repack without a GPU; the kernels themselves are tested on
  * the GPU by tests/unit/test_cuda.c. Built and run by run.sh. */
 #include <stdio.h>
@@ -29,22 +31,36 @@ template <int WT> static int check(int n_out, int n_in) {
     std::vector<uint8_t> qs(rb * n_out + 16, 0xAA); std::vector<uint16_t> d((sb * n_out) / 2 + 8, 0xAAAA);
     const int64_t nb = (int64_t)n_out * n_in / cuda_wtype_block(WT);
     for (int64_t b = 0; b < nb; b++) repack_block<WT>(&raw[b * cuda_wtype_repack_bytes(WT)], b, qs.data(), d.data());
-    double e_elem = 0, e_dot = 0, e_gemm = 0, vmax = 0;
+    double e_elem = 0, e_dot = 0, e_i8 = 0, e_gemm = 0, vmax = 0;
     constexpr int CE = CHUNK_ELEMS(WT);
+    /* x quantized per block of 32 as matvec.cu's quantize_input (quant8_f32) */
+    std::vector<int8_t> xq(n_in); std::vector<float> xd(n_in / 32); std::vector<int> xsum(n_in / 32);
+    for (int b = 0; b < n_in / 32; b++) {
+        float amax = 0; for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        const float id = amax > 0 ? 127.0f / amax : 0.0f; xd[b] = amax / 127.0f; xsum[b] = 0;
+        for (int j = 0; j < 32; j++) { xq[32 * b + j] = (int8_t)fminf(127.0f, fmaxf(-127.0f, rintf(x[32 * b + j] * id))); xsum[b] += xq[32 * b + j]; }
+    }
     for (int r = 0; r < n_out; r++) {
         const uint8_t *w_row = qs.data() + r * rb; const __half *d_row = (const __half *)(d.data()) + r * (sb / 2);
-        double dref = 0, dsum = 0, mag = 0;
+        double dref = 0, dsum = 0, mag = 0, dref8 = 0, dsum8 = 0, mag8 = 0;
         for (int i = 0; i < n_in; i++) {
             const double v = ref[(size_t)r * n_in + i]; vmax = fmax(vmax, fabs(v));
             e_elem = fmax(e_elem, fabs(elem<WT>(w_row, d_row, i) - v));
             dref += v * x[i]; mag += fabs(v * x[i]);
+            dref8 += v * xq[i] * xd[i / 32]; mag8 += fabs(v * xq[i] * xd[i / 32]);
         }
         for (int c = 0; c < n_in / CE; c++) {
             uint4 v; memcpy(&v, w_row + 16 * c, 16);
             float4 xv[CE / 4]; memcpy(xv, &x[c * CE], sizeof xv);
             dsum += chunk_dot<WT>(v, chunk_scale<WT>(d_row, c), xv);
+            if constexpr (cuda_wtype_int8_dot(WT)) {
+                int4 q[2]; memcpy(q, &xq[c * CE], CE); /* the chunk's 16 or 32 quants */
+                const int b = c * CE / 32;
+                dsum8 += (float)chunk_isum<WT>(v, q, xsum[b]) * (chunk_scale<WT>(d_row, c).d[0] * xd[b]);
+            }
         }
         e_dot = fmax(e_dot, fabs(dsum - dref) / mag);
+        if (cuda_wtype_int8_dot(WT)) e_i8 = fmax(e_i8, fabs(dsum8 - dref8) / mag8);
         for (int k0 = 0; k0 < n_in; k0 += 32) for (int part = 0; part < 2; part++) {
             w_regs rg; gemm_load<WT>(w_row, (const __half *)d.data(), r, n_in, k0, part, rg);
             uint32_t h[8]; gemm_half<WT>(rg, part, h);
@@ -55,8 +71,8 @@ template <int WT> static int check(int n_out, int n_in) {
             }
         }
     }
-    const int ok = e_elem <= 1e-6 * vmax && e_dot < 1e-6 && e_gemm <= 1e-3;
-    printf("%-5s %d x %d: elem %.3g (of max %.3g), chunk_dot %.3g of sum|wx|, gemm f16 rel %.3g  %s\n", cuda_wtype_name(WT), n_out, n_in, e_elem, vmax, e_dot, e_gemm, ok ? "ok" : "FAIL");
+    const int ok = e_elem <= 1e-6 * vmax && e_dot < 1e-6 && e_i8 < 1e-6 && e_gemm <= 1e-3;
+    printf("%-5s %d x %d: elem %.3g (of max %.3g), chunk_dot %.3g of sum|wx|, chunk_isum %.3g, gemm f16 rel %.3g  %s\n", cuda_wtype_name(WT), n_out, n_in, e_elem, vmax, e_dot, e_i8, e_gemm, ok ? "ok" : "FAIL");
     return ok;
 }
 

@@ -12,6 +12,7 @@ typedef struct { uint16_t x; } __half;
 typedef struct { uint16_t x, y; } __half2;
 struct uint4 { uint32_t x, y, z, w; };
 struct float4 { float x, y, z, w; };
+struct int4 { int x, y, z, w; };
 struct float2 { float x, y; };
 static inline float2 make_float2(float a, float b) { return {a, b}; }
 static inline float __half2float(__half h) { return er_f16_to_f32(h.x); }
@@ -33,5 +34,9 @@ static inline __half2 __hmul2(__half2 a, __half2 b) { return {h_op(a.x, b.x, 1),
 static inline __half2 __half2half2(__half h) { return {h.x, h.x}; }
 static inline __half2 __float2half2_rn(float f) { uint16_t h = er_f32_to_f16(f); return {h, h}; }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
+static inline int __dp4a(int a, int b, int c) {
+    for (int k = 0; k < 4; k++) c += (int8_t)(a >> (8 * k)) * (int8_t)(b >> (8 * k));
+    return c;
+}
 static inline float dot4(float4 a, float b0, float b1, float b2, float b3) { return fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, a.w * b3))); }
 static inline uint32_t half2_bits(float lo, float hi) { return (uint32_t)er_f32_to_f16(lo) | (uint32_t)er_f32_to_f16(hi) << 16; }

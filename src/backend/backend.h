@@ -171,6 +171,10 @@ typedef struct backend_ops {
     er_status (*model_upload)(const model_view *m, void **dev);
     void (*model_free)(void *dev); /* NULL-safe */
     size_t (*model_bytes)(const void *dev); /* device bytes of the uploaded weights */
+    /* Whether its decode of the uploaded weights rounds activations to 8 bits (CUDA: the
+     * int8 matvecs of Q4_0 weights), so that its greedy ids may leave the
+     * reference's at a near tie (bench checks them teacher-forced). NULL: never. */
+    int (*rounds_activations)(const void *dev);
 
     er_status (*context_create)(const model_view *m, void *dev, const backend_ctx_params *p, void **ctx);
     void (*context_free)(void *ctx); /* NULL-safe */

@@ -3,9 +3,12 @@
  * random inputs: every weight type of the device layout (wtypes.cuh), every matvec mode
  * (plain, residual add, RMSNorm folded in, SwiGLU, the head's argmax), at the shapes of
  * Qwen3-0.6B, of the output head, and at small odd shapes that take the fallbacks
- * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned); and the
- * fused decode attention (Q/K norm, RoPE, cache write, GQA over 1 to 3,001 positions,
- * one or several rounds of its cluster, sliding windows) and the prefill's attention
+ * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned), Q4_0 with
+ * the input in f32 and, in the modes that normalize it, quantized to int8 (the host
+ * quantizes its own alike; run_case's bound allows one rounding apart); and the fused
+ * decode attention (Q/K
+ * norm, RoPE, cache write, GQA over 1 to 3,001 positions, one or several rounds of its
+ * cluster, sliding windows) and the prefill's attention
  * (also with windows) and tensor-core GEMM against the same kind of host computation.
  * With a window, the cache rows below every window are NaN: a kernel that reads one
  * fails. Every attention case runs with the KV cache in F32, F16 or Q8_0 (enum
@@ -244,10 +247,48 @@ static void random_acc(unsigned long long *acc, double *value, int n) {
 /* GELU's tanh approximation (cpu_geglu) in doubles */
 static double gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(0.79788456080286535588 * g * (1.0 + 0.044715 * g * g))); }
 
-/* One matvec on the device vs the host; returns the worst |error| / max |y|. With
- * with_acc, the residual has a pending fixed-point part (cuda_matvec's acc), which
- * MV_ADD must also clear. */
-static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax_ok) {
+/* x (n, whole blocks of 32) quantized in place per block as the int8 kernels quantize
+ * their input (common.cuh, quant8_f32: d = max |x| / 127 in float, q = x * (127 / max)
+ * rounded to even): each element becomes q d, and d[block] (d not NULL) its block's d. */
+static void quantize_ref(double *x, size_t n, double *d) {
+    for (size_t i = 0; i < n; i += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf((float)x[i + j]));
+        const float dq = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float q = fminf(127.0f, fmaxf(-127.0f, rintf((float)x[i + j] * id)));
+            x[i + j] = (double)q * dq;
+        }
+        if (d)
+            d[i / 32] = dq;
+    }
+}
+
+/* Whether m's matvec in this mode quantizes its input to int8 (cuda_matvec_takes_int8) */
+static int takes_int8(const host_matrix *m, int mode) {
+    const cuda_weight w = {m->type, m->n_in, m->n_out, NULL, NULL, NULL};
+    return cuda_matvec_takes_int8(&w, mode);
+}
+
+/* One matvec on the device vs the host; returns the worst |error| / max |y|, and in *tol
+ * the bound it is held to. With with_acc, the residual has a pending fixed-point part
+ * (cuda_matvec's acc), which MV_ADD must also clear.
+ *
+ * The bound: 1e-5 for the float sums. With int8 input (cuda_matvec_takes_int8) the host
+ * quantizes its xn as the kernel does (quantize_ref), but the kernel's xn (normalized
+ * in float) differs from the host's by an ulp or so, which
+ * moves x 127 / max by up to ~|q| 2^-23 <= 1.5e-5: an element that close to a .5 boundary
+ * (~1e-5 of them) rounds to the neighbouring q on one side, and moves a row's dot by
+ * |w| d_x (d_x = max / 127 of its block). tol adds one such flip at the row's worst
+ * element (largest |w| d_x: ~2-3x a typical element's, so two typical flips fit too),
+ * through the activation in the gated modes (|act'| <= 1.13, GELU's; SiLU's 1.10), over
+ * max(|y|, sum |w x|). With this test's rows (Q8_0 |w| <= 6.4, mean 1.9; Q4_0 0.4 and
+ * 0.12: the same ratio; |xn| <= ~3, mean ~0.9) that is ~(6.4 x 3 / 127) / (n_in 1.9 x 0.9)
+ * = 0.09 / n_in: 2.8e-3 at 32 elements, 9e-5 at 1,024, while a wrong quant, nibble,
+ * swizzle or scale moves y by whole terms. A flip is expected in ~1e-5 n_in of the cases
+ * (0.1 at n_in 12,288). */
+static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax_ok, double *tol) {
     const int n_in = m->n_in, n_out = m->n_out;
     const int gated = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
     const int n_y = gated ? n_out / 2 : n_out;
@@ -255,6 +296,8 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     float *x = malloc((size_t)n_in * sizeof(float)), *nw = malloc((size_t)n_in * sizeof(float));
     float *y0 = malloc((size_t)n_y * sizeof(float)), *y = malloc((size_t)n_y * sizeof(float));
     double *ref = malloc((size_t)n_y * sizeof(double)), *xn = malloc((size_t)n_in * sizeof(double));
+    double *xd = calloc((size_t)(n_in + 31) / 32, sizeof(double)); /* int8 input: each block's scale, else 0 */
+    const int int8 = takes_int8(m, mode);
     const int n_acc = mode == MV_ADD ? n_y : n_in; /* acc belongs to the residual: y of MV_ADD, else x */
     unsigned long long *acc = malloc((size_t)n_acc * sizeof *acc), *dacc = NULL;
     double *acc_v = calloc((size_t)n_acc, sizeof(double));
@@ -263,7 +306,8 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     cuda_step_state *dstate = NULL;
     double worst = INFINITY;
     *argmax_ok = 1;
-    if (!x || !nw || !y0 || !y || !ref || !xn || !acc || !acc_v)
+    *tol = 1e-5;
+    if (!x || !nw || !y0 || !y || !ref || !xn || !xd || !acc || !acc_v)
         goto done;
     for (int i = 0; i < n_in; i++) {
         x[i] = 2.0f * rndf();
@@ -284,33 +328,43 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     const double scale = 1.0 / sqrt(ss / n_in + eps);
     for (int i = 0; i < n_in; i++)
         xn[i] = norm ? xn[i] * scale * nw[i] : xn[i];
+    if (int8)
+        quantize_ref(xn, (size_t)n_in, xd);
     /* the error's scale: the largest |y|, and at least the largest sum |w x| of a row
      * (for the gated modes the product of the gate's and the up row's), since the
      * kernel's float error is relative to those sums: a dot can cancel to far less (a
      * single row of 32 did: 1.6e-5 of its |y|), and act(gate) * up can be far smaller
      * than gate . x and up . x (GeGLU of a large negative gate: ~1e-25 in doubles, 0 in
      * floats; with 2 rows that is the whole y) */
-    double ymax = 0.0;
+    double ymax = 0.0, flip = 0.0;
     int best = 0;
     for (int r = 0; r < n_y; r++) {
-        double a = 0.0, u = 0.0, sa = 0.0, su = 0.0;
+        double a = 0.0, u = 0.0, sa = 0.0, su = 0.0, fa = 0.0, fu = 0.0; /* fa, fu: a flip's, largest |w| d_x */
         for (int i = 0; i < n_in; i++) {
-            a += m->value[(size_t)r * n_in + i] * xn[i];
-            sa += fabs(m->value[(size_t)r * n_in + i] * xn[i]);
+            const double w = m->value[(size_t)r * n_in + i];
+            a += w * xn[i];
+            sa += fabs(w * xn[i]);
+            fa = fmax(fa, fabs(w) * xd[i / 32]);
         }
         if (gated) {
             for (int i = 0; i < n_in; i++) {
-                u += m->value[(size_t)(n_y + r) * n_in + i] * xn[i];
-                su += fabs(m->value[(size_t)(n_y + r) * n_in + i] * xn[i]);
+                const double w = m->value[(size_t)(n_y + r) * n_in + i];
+                u += w * xn[i];
+                su += fabs(w * xn[i]);
+                fu = fmax(fu, fabs(w) * xd[i / 32]);
             }
-            a = (mode == MV_NORM_GEGLU ? gelu_tanh(a) : a / (1.0 + exp(-a))) * u;
+            const double g = mode == MV_NORM_GEGLU ? gelu_tanh(a) : a / (1.0 + exp(-a));
+            fa = 1.13 * fabs(u) * fa + fabs(g) * fu;
+            a = g * u;
             sa *= su;
         }
+        flip = fa > flip ? fa : flip;
         ymax = sa > ymax ? sa : ymax;
         ref[r] = mode == MV_ADD ? y0[r] + acc_v[r] + a : a;
         ymax = fabs(ref[r]) > ymax ? fabs(ref[r]) : ymax;
         best = ref[r] > ref[best] ? r : best;
     }
+    *tol += ymax > 0 ? flip / ymax : 0.0;
 
     /* the device */
     if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)n_in * sizeof(float)) != cudaSuccess ||
@@ -343,7 +397,7 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
         cuda_step_state s;
         cudaMemcpy(&s, dstate, sizeof s, cudaMemcpyDeviceToHost);
         const int got = (int)(0xffffffffu - (unsigned int)(s.argmax_key & 0xffffffffu));
-        *argmax_ok = got == best || fabs(ref[got] - ref[best]) <= 1e-5 * ymax;
+        *argmax_ok = got == best || fabs(ref[got] - ref[best]) <= 2 * *tol * ymax; /* each within tol */
     }
 done:
     cudaFree(dw.w);
@@ -361,6 +415,7 @@ done:
     free(y);
     free(ref);
     free(xn);
+    free(xd);
     return worst;
 }
 
@@ -1153,16 +1208,8 @@ static int gemm_ref_make(const host_matrix *m, int T, int int8_x, gemm_ref *r) {
         r->x[i] = quant_f16_sat(2.0f * rndf());
         xv[i] = er_f16_to_f32(r->x[i]);
     }
-    for (size_t i = 0; int8_x && i < (size_t)T * K; i += 32) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++)
-            amax = fmaxf(amax, fabsf((float)xv[i + j]));
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (int j = 0; j < 32; j++) {
-            const float q = fminf(127.0f, fmaxf(-127.0f, rintf((float)xv[i + j] * id)));
-            xv[i + j] = (double)q * d;
-        }
-    }
+    if (int8_x)
+        quantize_ref(xv, (size_t)T * K, NULL);
     for (size_t i = 0; i < (size_t)N * K; i++)
         w16[i] = int8_x ? m->value[i] : er_f16_to_f32(er_f32_to_f16((float)m->value[i]));
     for (int t = 0; t < T; t++)
@@ -1508,18 +1555,25 @@ void test_cuda(void) {
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
             /* each shape through the kernel its size picks, then through the streaming one
-             * (the default takes it only for matrices larger than Qwen3-0.6B's) */
-            for (int stream = 0; stream <= 1; stream++) {
-                cuda_matvec_set_stream_min(stream ? 1 : 0);
-                for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
-                    for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
-                        if (stream && mode == MV_NORM_ARGMAX)
-                            continue; /* the head has its own kernel */
-                        int argmax_ok = 0;
-                        const double err = run_case(&m, mode, with_acc, &argmax_ok);
-                        CHECK(err <= 1e-5 && argmax_ok, "%s %s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|), argmax %s",
-                              cuda_wtype_name(t), mode_name(mode), with_acc ? " + acc" : "",
-                              stream ? " (streamed)" : "", shapes[s][0], shapes[s][1], err, argmax_ok ? "ok" : "wrong");
+             * (the default takes it only for matrices larger than Qwen3-0.6B's); the types
+             * with int8 dot products with the f32 input, then the int8 one */
+            for (int int8 = 0; int8 <= cuda_wtype_int8_dot(t); int8++) {
+                cuda_matvec_set_int8(int8);
+                for (int stream = 0; stream <= 1; stream++) {
+                    cuda_matvec_set_stream_min(stream ? 1 : 0);
+                    for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
+                        for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
+                            if (stream && mode == MV_NORM_ARGMAX)
+                                continue; /* the head has its own kernel */
+                            int argmax_ok = 0;
+                            double tol = 0.0;
+                            const double err = run_case(&m, mode, with_acc, &argmax_ok, &tol);
+                            CHECK(err <= tol && argmax_ok,
+                                  "%s %s%s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|) (bound %.3g), argmax %s",
+                                  cuda_wtype_name(t), mode_name(mode), with_acc ? " + acc" : "",
+                                  stream ? " (streamed)" : "", takes_int8(&m, mode) ? " (int8 input)" : "", shapes[s][0],
+                                  shapes[s][1], err, tol, argmax_ok ? "ok" : "wrong");
+                        }
                     }
                 }
             }
@@ -1533,14 +1587,19 @@ void test_cuda(void) {
             CHECK(make_matrix(t, 50, 172, &m) == 0, "out of memory");
             for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                 int argmax_ok = 0;
-                const double err = run_case(&m, mode, mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU, &argmax_ok);
-                CHECK(err <= 1e-5 && argmax_ok, "%s %s (50 x 172): error %.3g", cuda_wtype_name(t), mode_name(mode), err);
+                double tol = 0.0;
+                const int gated = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
+                const double err = run_case(&m, mode, gated, &argmax_ok, &tol);
+                CHECK(err <= tol && argmax_ok, "%s %s (50 x 172): error %.3g", cuda_wtype_name(t), mode_name(mode),
+                      err);
             }
             free_matrix(&m);
         }
     }
     /* the upload's repack of the file's blocks, for every type it repacks: the values of
-     * the CPU reference (quant/), through the matvec and the embedding */
+     * the CPU reference (quant/), through the matvec (with the f32 input: a check of the
+     * layout, which the int8 one would blur) and the embedding */
+    cuda_matvec_set_int8(0);
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         if (!cuda_wtype_repack_bytes(t))
             continue;
@@ -1552,9 +1611,11 @@ void test_cuda(void) {
                   cuda_wtype_name(t), rp[s][0], rp[s][1], err, embd_err);
         }
     }
-    /* the layer matrices of the dense Qwen3 sizes as the decode step runs them (Q4_0):
-     * qkv with the norm, wo and down with the residual add, gate|up with SwiGLU; from
-     * 1.7B on they take the streaming kernel, and 32B's down stages 100 KB of input */
+    cuda_matvec_set_int8(-1);
+    /* the layer matrices of the dense Qwen3 sizes as the decode step runs them (Q4_0, its
+     * input in f32 and in int8): qkv with the norm, wo and down with the residual add,
+     * gate|up with SwiGLU; from 1.7B on they take the streaming kernel, and 32B's down
+     * stages 100 KB of input (and 32 KB of its quants) */
     static const int qwen3[][4] = {/* n_embd, q_dim, n_ff, n_head_kv * 128 */
                                    {2048, 2048, 6144, 1024}, {2560, 4096, 9728, 1024},
                                    {4096, 4096, 12288, 1024}, {5120, 8192, 25600, 1024}};
@@ -1566,10 +1627,16 @@ void test_cuda(void) {
                 continue; /* 32B's gate|up: 2 GB of doubles here; 8B's has the same kernel */
             host_matrix m;
             CHECK(make_matrix(CUDA_W_Q4_0, mat[k][0], mat[k][1], &m) == 0, "out of memory");
-            int argmax_ok = 0;
-            const double err = run_case(&m, mat[k][2], 1, &argmax_ok);
-            CHECK(err <= 1e-5, "Q4_0 %s + acc (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|)", mode_name(mat[k][2]),
-                  mat[k][0], mat[k][1], e, err);
+            for (int int8 = 0; int8 <= (mat[k][2] != MV_ADD); int8++) {
+                cuda_matvec_set_int8(int8);
+                int argmax_ok = 0;
+                double tol = 0.0;
+                const double err = run_case(&m, mat[k][2], 1, &argmax_ok, &tol);
+                CHECK(err <= tol,
+                      "Q4_0 %s + acc%s (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|) (bound %.3g)",
+                      mode_name(mat[k][2]), takes_int8(&m, mat[k][2]) ? " (int8 input)" : "", mat[k][0], mat[k][1], e,
+                      err, tol);
+            }
             free_matrix(&m);
         }
     }
@@ -1579,12 +1646,17 @@ void test_cuda(void) {
             continue;
         host_matrix m;
         CHECK(make_matrix(t, 151936, 1024, &m) == 0, "out of memory");
-        int argmax_ok = 0;
-        const double err = run_case(&m, MV_NORM_ARGMAX, 0, &argmax_ok);
-        CHECK(err <= 1e-5 && argmax_ok, "%s head (151936 x 1024): error %.3g, argmax %s", cuda_wtype_name(t), err,
-              argmax_ok ? "ok" : "wrong");
+        for (int int8 = 0; int8 <= cuda_wtype_int8_dot(t); int8++) {
+            cuda_matvec_set_int8(int8);
+            int argmax_ok = 0;
+            double tol = 0.0;
+            const double err = run_case(&m, MV_NORM_ARGMAX, 0, &argmax_ok, &tol);
+            CHECK(err <= tol && argmax_ok, "%s head%s (151936 x 1024): error %.3g (bound %.3g), argmax %s",
+                  cuda_wtype_name(t), int8 ? " (int8 input)" : "", err, tol, argmax_ok ? "ok" : "wrong");
+        }
         free_matrix(&m);
     }
+    cuda_matvec_set_int8(-1);
     /* decode attention: Qwen3-0.6B's heads at 1 to 3,001 positions (one round of the
      * cluster is 128 keys), a Llama-like head without Q/K norm and with the original
      * RoPE pairing, stories260K's 8-dim heads, a head of 80 dims (not whole warps) */

@@ -148,7 +148,9 @@ static int logits_finite(const er_context *ctx, int64_t n_vocab) {
  * type, but f32 values a few ulps apart (the two backends sum in different orders) can
  * round to neighbouring F16 or Q8_0 values, and the ids part at a near tie (seen: random
  * Qwen3-0.6B Q5_K_M, token 16, H200). Its tolerance is twice bench/check_cuda.py's decode
- * bound for the type, which is measured there: F16 2e-3, Q8_0 4e-2. */
+ * bound for the type, which is measured there: F16 2e-3, Q8_0 4e-2. And so is CUDA where
+ * its decode rounds activations to 8 bits (backend_ops.rounds_activations: the int8
+ * matvecs of Q4_0 weights), as the CPU fast path does, with its tolerance. */
 #define FORCED_TOL 0.05
 #define FORCED_TOL_CUDA_F16 2e-3
 #define FORCED_TOL_CUDA_Q8_0 4e-2
@@ -459,15 +461,18 @@ int cmd_bench(int argc, char **argv) {
         seeded_ids(prompt, depth, n_vocab);
     }
     /* what the timed runs must reproduce: the reference's ids, or on the CPU fast path and
-     * on CUDA with a rounded cache its own ids once they have passed the teacher-forced
-     * check against the reference (check_forced) */
+     * on CUDA with a rounded cache or rounded activations its own ids once they have
+     * passed the teacher-forced check against the reference (check_forced) */
     const int32_t *expect = ref;
     int64_t n_ties = -1;
     const int rounded_cache = type_k != ER_KV_F32 || type_v != ER_KV_F32;
-    const double tol = mp.backend == ER_BACKEND_CPU ? FORCED_TOL
+    const int rounded_acts =
+        model->device && model->device->rounds_activations && model->device->rounds_activations(model->dev);
+    const double tol = mp.backend == ER_BACKEND_CPU || rounded_acts ? FORCED_TOL
                        : type_k == ER_KV_Q8_0 || type_v == ER_KV_Q8_0 ? FORCED_TOL_CUDA_Q8_0
                                                                       : FORCED_TOL_CUDA_F16;
-    if ((mp.backend == ER_BACKEND_CPU && !cp.reference) || (mp.backend == ER_BACKEND_CUDA && rounded_cache)) {
+    if ((mp.backend == ER_BACKEND_CPU && !cp.reference) ||
+        (mp.backend == ER_BACKEND_CUDA && (rounded_cache || rounded_acts))) {
         int64_t got = 0;
         if (check_forced(ctx, prompt, n_prompt, ref, n, n_vocab, tol, &n_ties) != 0)
             goto done;
@@ -608,7 +613,10 @@ int cmd_bench(int argc, char **argv) {
             printf("model     %s (sha256 %.16s...)\nbackend   %s%s: teacher-forced on the CPU "
                    "reference's ids, argmax == reference at %" PRId64 "/%" PRId64 " steps (the rest within %.3g of "
                    "max|logit|); ids identical on all %d runs\n",
-                   model_path, sha, backend, mp.backend == ER_BACKEND_CPU ? " fast path" : " (F16/Q8_0 cache)",
+                   model_path, sha, backend,
+                   mp.backend == ER_BACKEND_CPU ? " fast path"
+                   : rounded_acts               ? " (8-bit activations)"
+                                                : " (F16/Q8_0 cache)",
                    n - n_ties, n, tol, nr + (int)warmup);
         printf("decode    %.1f tok/s median (min %.1f, max %.1f), %" PRId64 " tokens from a %" PRId64
                "-token prompt%s\n", dmed, dmin, dmax, n, n_prompt, depth > 0 ? " (-d: seeded ids)" : "");

@@ -1,10 +1,10 @@
 /*
  * common.cuh - helpers shared by the kernel files: warp and block reductions, a float4
- * dot, cp.async copies, the fixed-point residual accumulator, tensor-core mma and F16
- * pairs, and on the host side the launch configuration for programmatic dependent
- * launch and the shared-memory attributes of a kernel. What depends on the weight type
- * (chunk dot products, single elements, the GEMM's conversion) is in wtypes.cuh, which
- * this file includes last.
+ * dot, cp.async copies, the fixed-point residual accumulator, the int8 quantization of
+ * inputs, tensor-core mma and F16 pairs, and on the host side the launch configuration
+ * for programmatic dependent launch and the shared-memory attributes of a kernel. What
+ * depends on the weight type (chunk dot products, single elements, the GEMM's
+ * conversion) is in wtypes.cuh, which this file includes last.
  */
 #ifndef ER_BACKEND_CUDA_COMMON_CUH
 #define ER_BACKEND_CUDA_COMMON_CUH
@@ -80,6 +80,30 @@ static __device__ __forceinline__ unsigned long long to_fixed(float v) {
 }
 static __device__ __forceinline__ float from_fixed(unsigned long long a) {
     return __ll2float_rn((long long)a) * 2.3283064365386963e-10f; /* 2^-32 */
+}
+
+/* One quarter v (8 elements) of a block of 32 quantized to int8 with the block's scale,
+ * as the CPU's dot quantizes its input: the 4 lanes of a block are 4 consecutive lanes
+ * (their max |x| by shuffles, so every lane of the warp must call this). d = max / 127,
+ * q = round(x 127 / max) to even (a block of zeros: d = 0, q = 0); the 8 quants in order
+ * come back as int8 bytes, d in *d_out. The one arithmetic of the batch GEMM's inputs
+ * (mmq.cu) and the decode matvecs' (matvec.cu). */
+static __device__ __forceinline__ uint2 quant8_f32(const float v[8], float *d_out) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        amax = fmaxf(amax, fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1])));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    uint32_t w[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int qi = max(-127, min(127, __float2int_rn(v[i] * id)));
+        w[i >> 2] |= (uint32_t)(qi & 0xff) << (8 * (i & 3));
+    }
+    *d_out = amax / 127.0f;
+    return make_uint2(w[0], w[1]);
 }
 
 /* A launch that may overlap the previous kernel's tail (programmatic dependent launch:

@@ -55,6 +55,26 @@ done:
     return best;
 }
 
+/* Whether a matrix has a part whose matvec in this mode takes the int8 input
+ * (cuda_matvec_takes_int8). */
+static int int8_matvec(const cuda_weight *w, int mode) {
+    for (; w; w = w->next)
+        if (cuda_matvec_takes_int8(w, mode))
+            return 1;
+    return 0;
+}
+
+/* Whether the head, or a layer's qkv or gate|up, takes the int8 input. */
+static int rounds_activations(const void *dev) {
+    const cuda_model *cm = dev;
+    if (!cm)
+        return 0;
+    int any = int8_matvec(&cm->output, MV_NORM_ARGMAX);
+    for (int64_t il = 0; il < cm->m->config.n_layer && !any; il++)
+        any = int8_matvec(&cm->layers[il].qkv, MV_NORM_STORE) || int8_matvec(&cm->layers[il].gate_up, MV_NORM_SWIGLU);
+    return any;
+}
+
 const backend_ops cuda_ops = {
     .name = "CUDA",
     /* step.c's forward pass: the Llama layer with every feature of backend.h: Q/K/V
@@ -73,6 +93,7 @@ const backend_ops cuda_ops = {
     .model_upload = cuda_model_upload,
     .model_free = cuda_model_free,
     .model_bytes = cuda_model_bytes,
+    .rounds_activations = rounds_activations,
     .context_create = cuda_context_create,
     .context_free = cuda_context_free,
     .decode = cuda_decode,

@@ -69,6 +69,18 @@ cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const fl
  * default (one slice per multiprocessor too large for shared memory). For the unit
  * tests, which run every shape both ways. */
 void cuda_matvec_set_stream_min(size_t bytes);
+/* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0) may multiply the input
+ * quantized to int8 per block of 32 (d = max |x| / 127, q = round(x / d), as the batch
+ * GEMM's int8 tensor cores and the CPU fast path quantize it) instead of in f32: yes
+ * unless EDGERUNNER_CUDA_MV_INT8=0 (read once); cuda_matvec_set_int8 overrides it (the
+ * unit tests run both; a decode step graph keeps what it was captured with), on < 0 goes
+ * back to the default. */
+void cuda_matvec_set_int8(int on);
+int cuda_matvec_int8(void);
+/* Whether w's matvec in this mode (enum cuda_matvec_mode) takes the int8 input: where
+ * cuda_matvec_int8 allows it, the head, and the qkv and gate|up large enough to stream
+ * (matvec.cu says why). */
+int cuda_matvec_takes_int8(const cuda_weight *w, int mode);
 
 /* x (n_embd) = row state->token of the embedding matrix times scale (Gemma-3's
  * embd_scale, else 1); resets the argmax key. */

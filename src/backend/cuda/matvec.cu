@@ -36,7 +36,21 @@
  * The input vector sits in shared memory swizzled (xs_slot): each lane reads the 16
  * weight bytes of one chunk and the 4-32 floats they multiply; unswizzled, the 8 lanes
  * of a quarter-warp would read float4s 64 or 128 bytes apart, on the same banks.
+ *
+ * Q4_0 weights (cuda_wtype_int8_dot), in the modes that normalize their input (qkv,
+ * gate|up, the head: cuda_matvec_takes_int8), multiply the input quantized to int8 per
+ * block of 32, as the batch GEMM quantizes it (quant8_f32), with dp4a (chunk_isum), as
+ * llama.cpp's MMVQ: in f32, a Q4_0 chunk of 32 weights took ~125 instructions (nibbles
+ * to floats, FFMAs, 8 LDS.128 of inputs), and at Qwen3-8B the Q4_0 kernels were bound by
+ * them at ~2 TB/s (docs/perf-log.md, "where an 8B step goes"); in int8 its 32 products
+ * are 8 dp4a on 2 LDS.128 of quants. Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every
+ * other type: the switch is a template argument, I8, of the three kernels). The
+ * block stages the input in f32 first (the norm needs all of it), then quantizes it
+ * into xq (quantize_input), swizzled as xs: a chunk's 32 quants are 2 16-byte units
+ * (xq_slot).
  */
+#include <stdlib.h>
+
 #include "backend/cuda/common.cuh"
 
 #define MV_THREADS 512
@@ -76,12 +90,26 @@ static __device__ __forceinline__ unsigned int ordered_bits(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* float4 q of chunk c of the staged input: rotated within the chunk by (c * Q) / 8 so
- * that 8 consecutive chunks put the same q on 8 different 16-byte bank groups. */
+/* 16-byte unit q of chunk c of a staged input of Q units a chunk (a power of 2): rotated
+ * within the chunk by (c * Q) / 8 so that 8 consecutive chunks put the same q on 8
+ * different 16-byte bank groups. */
+template <int Q>
+static __device__ __forceinline__ int unit_slot(int c, int q) {
+    return c * Q + ((q + ((c * Q) >> 3)) & (Q - 1));
+}
+
+/* float4 q of chunk c of the staged input */
 template <int WT>
 static __device__ __forceinline__ int xs_slot(int c, int q) {
-    constexpr int Q = CHUNK_ELEMS(WT) / 4;
-    return c * Q + ((q + ((c * Q) >> 3)) & (Q - 1));
+    return unit_slot<CHUNK_ELEMS(WT) / 4>(c, q);
+}
+
+/* 16 int8 q of chunk c of the quantized input: Q4_0's chunk has two (elements 0..15 and
+ * 16..31 of its block), rotated as xs_slot rotates float4s, without which the 8 lanes of
+ * a quarter-warp would read units 32 bytes apart, two on each bank group. */
+template <int WT>
+static __device__ __forceinline__ int xq_slot(int c, int q) {
+    return unit_slot<CHUNK_ELEMS(WT) / 16>(c, q);
 }
 
 /* Float index of element i of the staged input. */
@@ -100,13 +128,53 @@ static __device__ __forceinline__ void load_x(const float4 *xs4, int c, float4 *
         xv[q] = xs4[xs_slot<WT>(c, q)];
 }
 
+/* An input block of 32 quantized (quantize_input): its scale, and the sum of its quants
+ * (chunk_isum's xsum). */
+typedef struct xq_block {
+    float d;
+    int sum;
+} xq_block;
+
+/* The input in shared memory (staged_x_bytes from the start of it): xs the f32 input,
+ * (xs_floats) swizzled; with int8 dot products (I8) then xq, its quants, (n_in / 16)
+ * 16-byte units at xq_slot, and xb (n_in / 32) their blocks. */
+typedef struct staged_x {
+    float *xs;
+    int4 *xq;
+    xq_block *xb;
+} staged_x;
+
+/* a[k] += the dot of chunk c of row k (its 16 bytes v[k], its scales from d[k]) with the
+ * staged input, for R rows sharing the input's loads: in f32 (chunk_dot), or with I8
+ * the exact integer of chunk_isum times the weight's and the input's block scales. */
+template <int WT, bool I8, int R>
+static __device__ __forceinline__ void chunk_dots(const uint4 *v, const __half *const *d, const staged_x &x, int c,
+                                                  float a[R]) {
+    if constexpr (I8) {
+        int4 xq[CHUNK_ELEMS(WT) / 16];
+#pragma unroll
+        for (int q = 0; q < CHUNK_ELEMS(WT) / 16; q++)
+            xq[q] = x.xq[xq_slot<WT>(c, q)];
+        const xq_block xb = x.xb[c * CHUNK_ELEMS(WT) / 32];
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            a[k] += (float)chunk_isum<WT>(v[k], xq, xb.sum) * (chunk_scale<WT>(d[k], c).d[0] * xb.d);
+    } else {
+        float4 xv[CHUNK_ELEMS(WT) / 4];
+        load_x<WT>(reinterpret_cast<const float4 *>(x.xs), c, xv);
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            a[k] += chunk_dot<WT>(v[k], chunk_scale<WT>(d[k], c), xv);
+    }
+}
+
 /* Dots of R rows (in global or shared memory) with the staged input, by one warp,
  * sharing the input loads and interleaving the R sums; every lane gets all of them in
  * a[]. Rows of whole 16-byte chunks go chunk by chunk, others (F16/BF16/F32 rows of odd
  * lengths) element by element. */
-template <int WT, int R>
+template <int WT, bool I8, int R>
 static __device__ __forceinline__ void rows_dot(const uint8_t *const *row, const __half *const *d, int n_in,
-                                                bool chunked, const float *xs, int lane, float a[R]) {
+                                                bool chunked, const staged_x &x, int lane, float a[R]) {
 #pragma unroll
     for (int k = 0; k < R; k++)
         a[k] = 0.0f;
@@ -121,15 +189,11 @@ static __device__ __forceinline__ void rows_dot(const uint8_t *const *row, const
 #pragma unroll
             for (int k = 0; k < R; k++)
                 v[k] = reinterpret_cast<const uint4 *>(row[k])[c];
-            float4 xv[CHUNK_ELEMS(WT) / 4];
-            load_x<WT>(reinterpret_cast<const float4 *>(xs), c, xv);
-#pragma unroll
-            for (int k = 0; k < R; k++)
-                a[k] += chunk_dot<WT>(v[k], chunk_scale<WT>(d[k], c), xv);
+            chunk_dots<WT, I8, R>(v, d, x, c, a);
         }
     } else {
         for (int i = lane; i < n_in; i += 32) {
-            const float xi = xs[xs_index<WT>(i)];
+            const float xi = x.xs[xs_index<WT>(i)];
 #pragma unroll
             for (int k = 0; k < R; k++)
                 a[k] += elem<WT>(row[k], d[k], i) * xi;
@@ -163,6 +227,18 @@ static __host__ __device__ __forceinline__ int xs_floats(int wt, int n_in) {
     return (n_in + ce - 1) / ce * ce;
 }
 
+/* Bytes of the staged input: xs, and with I8 xq and xb (n_in is whole blocks of 32). */
+static __host__ __device__ __forceinline__ size_t staged_x_bytes(int wt, bool i8, int n_in) {
+    const size_t xs = (size_t)xs_floats(wt, n_in) * sizeof(float);
+    return i8 ? xs + n_in + (n_in / 32 * sizeof(xq_block) + 15) / 16 * 16 : xs;
+}
+
+template <int WT>
+static __device__ __forceinline__ staged_x staged_at(uint8_t *smem, int n_in) {
+    uint8_t *xq = smem + (size_t)xs_floats(WT, n_in) * sizeof(float);
+    return {reinterpret_cast<float *>(smem), reinterpret_cast<int4 *>(xq), reinterpret_cast<xq_block *>(xq + n_in)};
+}
+
 /* Scale bytes of a row: cuda_scale_row_bytes, but in int. In this form the kernels
  * compile to the code that was measured (checked on the SASS); the 64-bit division of
  * cuda_scale_row_bytes, or no test of HAS_SCALES, changes the Q8_0 / Q4_0 kernels. */
@@ -179,7 +255,7 @@ static __host__ __device__ __forceinline__ constexpr bool gated(int mode) {
  * weights, then per part (gate and up for SwiGLU) the rows and their scales. */
 static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, int n_in, int rows) {
     const int parts = gated(mode) ? 2 : 1;
-    size_t bytes = (size_t)xs_floats(wt, n_in) * sizeof(float) + staged_bytes((size_t)n_in * sizeof(float));
+    size_t bytes = staged_x_bytes(wt, false, n_in) + staged_bytes((size_t)n_in * sizeof(float));
     bytes += ((size_t)rows * sizeof(float) + 15) / 16 * 16; /* the residual's rows (MV_ADD) */
     bytes += parts * staged_bytes((size_t)rows * cuda_row_bytes(wt, n_in));
     if (HAS_SCALES(wt))
@@ -248,6 +324,37 @@ static __device__ __forceinline__ void stage_input(const float *__restrict__ x, 
     }
 }
 
+/* The int8 input (I8) from the staged one: xs quantized per block of 32 (quant8_f32), 8
+ * elements a thread, 4 threads a block, into x.xq, and each block's scale and sum of
+ * quants into x.xb. Its first barrier shows it the staged input; the caller's next one
+ * shows the quants. */
+template <int WT>
+static __device__ __forceinline__ void quantize_input(const staged_x &x, int n_in) {
+    constexpr int CE = CHUNK_ELEMS(WT);
+    const float4 *xs4 = reinterpret_cast<const float4 *>(x.xs);
+    const int lane = threadIdx.x & 31, n8 = n_in / 8;
+    __syncthreads();
+    for (int i0 = threadIdx.x - lane; i0 < n8; i0 += blockDim.x) { /* whole warps: quant8_f32 shuffles */
+        const int i = i0 + lane, c = 8 * i / CE, e = 8 * i % CE; /* elements e..e + 7 of chunk c */
+        float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+        if (i < n8) {
+            lo = xs4[xs_slot<WT>(c, e / 4)];
+            hi = xs4[xs_slot<WT>(c, e / 4 + 1)];
+        }
+        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        float d;
+        const uint2 q = quant8_f32(v, &d);
+        int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (i < n8) {
+            reinterpret_cast<uint2 *>(x.xq + xq_slot<WT>(c, e / 16))[(e / 8) & 1] = q;
+            if ((i & 3) == 0)
+                x.xb[i / 4] = {d, sum};
+        }
+    }
+}
+
 template <int WT, int MODE>
 __global__ void __launch_bounds__(MV_THREADS, 1)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
@@ -264,8 +371,8 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
 
     /* the weights do not depend on the previous kernel: start their copies first */
-    float *xs = reinterpret_cast<float *>(smem); /* (xs_floats) the input, swizzled */
-    uint8_t *p = smem + (size_t)xs_floats(WT, n_in) * sizeof(float);
+    const staged_x sx = staged_at<WT>(smem, n_in); /* the input, swizzled */
+    uint8_t *p = smem + staged_x_bytes(WT, false, n_in);
     const float *nw = norm ? reinterpret_cast<const float *>(stage_async(p, norm_w, (size_t)n_in * sizeof(float)))
                            : nullptr;
     p += staged_bytes((size_t)n_in * sizeof(float));
@@ -296,7 +403,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         }
         y_old[threadIdx.x] = v;
     }
-    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, xs, red, false);
+    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, false);
     cp_async_wait_all();
     __syncthreads();
 
@@ -311,7 +418,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         const uint8_t *rows[2] = {ws[0] + r * rb, ws[k1] + r1 * rb};
         const __half *scales[2] = {ds[0] + r * (sb / 2), ds[k1] + r1 * (sb / 2)};
         float a[2];
-        rows_dot<WT, 2>(rows, scales, n_in, chunked, xs, lane, a);
+        rows_dot<WT, false, 2>(rows, scales, n_in, chunked, sx, lane, a);
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
                 y[r0 + r] = silu(a[0]) * a[1];
@@ -333,7 +440,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
 /* The output head: y = W rmsnorm(x) over all rows, argmax into state->argmax_key. A
  * resident grid; warp g of G takes rows g, g + G, ... HEAD_ROWS(WT) at a time, so that
  * each lane has several 16-byte loads in flight. */
-template <int WT>
+template <int WT, bool I8>
 __global__ void __launch_bounds__(HEAD_THREADS)
 k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, const float *__restrict__ x,
        const float *__restrict__ norm_w, float eps, float *__restrict__ y, cuda_step_state *state) {
@@ -341,7 +448,7 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     __shared__ float red[32];
     __shared__ unsigned long long best;
     pdl_launch_next();
-    float *xs = reinterpret_cast<float *>(smem); /* (xs_floats) */
+    const staged_x sx = staged_at<WT>(smem, n_in);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * HEAD_WARPS, gw = blockIdx.x * HEAD_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
@@ -349,7 +456,9 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     if (threadIdx.x == 0)
         best = 0;
     pdl_wait();
-    stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, xs, red, false);
+    stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, sx.xs, red, false);
+    if constexpr (I8)
+        quantize_input<WT>(sx, n_in);
     __syncthreads();
 
     unsigned long long mine = 0;
@@ -364,7 +473,7 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
             scales[k] = d + (size_t)rk * (sb / 2);
         }
         float a[R];
-        rows_dot<WT, R>(rows, scales, n_in, chunked, xs, lane, a);
+        rows_dot<WT, I8, R>(rows, scales, n_in, chunked, sx, lane, a);
 #pragma unroll
         for (int k = 0; k < R; k++) {
             const int row = r + k * n_warps;
@@ -387,14 +496,13 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
  * each lane has U chunks of each row in flight before it uses the first (rows_dot has
  * one), which a matrix too large for shared memory needs to keep HBM busy. Sums in chunk
  * order per lane, as rows_dot's. */
-template <int WT, int R, int U>
+template <int WT, bool I8, int R, int U>
 static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row, const __half *const *d, int n_in,
-                                                       const float *xs, int lane, float a[R]) {
+                                                       const staged_x &x, int lane, float a[R]) {
 #pragma unroll
     for (int k = 0; k < R; k++)
         a[k] = 0.0f;
     const int n_chunks = n_in / CHUNK_ELEMS(WT);
-    const float4 *xs4 = reinterpret_cast<const float4 *>(xs);
     int c = lane;
 #pragma unroll 1
     for (; c + 32 * (U - 1) < n_chunks; c += 32 * U) {
@@ -405,13 +513,8 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
             for (int k = 0; k < R; k++)
                 v[u][k] = reinterpret_cast<const uint4 *>(row[k])[c + 32 * u];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            float4 xv[CHUNK_ELEMS(WT) / 4];
-            load_x<WT>(xs4, c + 32 * u, xv);
-#pragma unroll
-            for (int k = 0; k < R; k++)
-                a[k] += chunk_dot<WT>(v[u][k], chunk_scale<WT>(d[k], c + 32 * u), xv);
-        }
+        for (int u = 0; u < U; u++)
+            chunk_dots<WT, I8, R>(v[u], d, x, c + 32 * u, a);
     }
 #pragma unroll 1
     for (; c < n_chunks; c += 32) { /* the rest: fewer than 32 U chunks */
@@ -419,11 +522,7 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
 #pragma unroll
         for (int k = 0; k < R; k++)
             v[k] = __ldcs(reinterpret_cast<const uint4 *>(row[k]) + c);
-        float4 xv[CHUNK_ELEMS(WT) / 4];
-        load_x<WT>(xs4, c, xv);
-#pragma unroll
-        for (int k = 0; k < R; k++)
-            a[k] += chunk_dot<WT>(v[k], chunk_scale<WT>(d[k], c), xv);
+        chunk_dots<WT, I8, R>(v, d, x, c, a);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -437,7 +536,7 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
  * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
  * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
  * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. */
-template <int WT, int MODE>
+template <int WT, int MODE, bool I8>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
                 const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
@@ -450,9 +549,9 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
-    float *xs = reinterpret_cast<float *>(smem); /* (xs_floats) the input, swizzled */
+    const staged_x sx = staged_at<WT>(smem, n_in); /* the input, swizzled (and quantized) */
     const float *nw =
-        norm ? reinterpret_cast<const float *>(stage_async(smem + (size_t)xs_floats(WT, n_in) * sizeof(float), norm_w,
+        norm ? reinterpret_cast<const float *>(stage_async(smem + staged_x_bytes(WT, I8, n_in), norm_w,
                                                            (size_t)n_in * sizeof(float)))
              : nullptr;
     cp_async_commit();
@@ -469,7 +568,9 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     }
     pdl_wait();
     pdl_launch_next();
-    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, xs, red, true);
+    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, true);
+    if constexpr (I8)
+        quantize_input<WT>(sx, n_in);
     cp_async_wait_all();
     __syncthreads();
 
@@ -480,7 +581,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         const uint8_t *rows[2] = {w + (size_t)r * rb, w + (size_t)r1 * rb};
         const __half *scales[2] = {d + (size_t)r * (sb / 2), d + (size_t)r1 * (sb / 2)};
         float a[2];
-        rows_dot_stream<WT, 2, STREAM_CHUNKS>(rows, scales, n_in, xs, lane, a);
+        rows_dot_stream<WT, I8, 2, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a);
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
                 y[r] = silu(a[0]) * a[1];
@@ -520,15 +621,15 @@ static int multiprocessors(void) {
     return n_sm;
 }
 
-template <int WT>
+template <int WT, bool I8>
 static cudaError_t launch_head(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                cuda_step_state *state, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
-    const size_t smem = (size_t)xs_floats(WT, n_in) * sizeof(float);
+    const size_t smem = staged_x_bytes(WT, I8, n_in);
     int per_sm = 0;
-    cudaError_t e = allow_smem(k_head<WT>, smem);
+    cudaError_t e = allow_smem(k_head<WT, I8>, smem);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_head<WT>, HEAD_THREADS, smem);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_head<WT, I8>, HEAD_THREADS, smem);
     if (e != cudaSuccess)
         return e;
     const int wanted = (n_out + HEAD_WARPS * HEAD_ROWS(WT) - 1) / (HEAD_WARPS * HEAD_ROWS(WT));
@@ -536,23 +637,22 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
     n_blocks = n_blocks < wanted ? n_blocks : wanted;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(HEAD_THREADS), smem, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_head<WT>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, x, norm_w,
-                              eps, y, state);
+    return cudaLaunchKernelEx(&cfg, k_head<WT, I8>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, x,
+                              norm_w, eps, y, state);
 }
 
 /* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
  * pass of rows */
-template <int WT, int MODE>
+template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  unsigned long long *acc, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
-    const size_t smem = (size_t)xs_floats(WT, n_in) * sizeof(float) +
-                        (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
+    const size_t smem = staged_x_bytes(WT, I8, n_in) + (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
     int per_sm = 0;
-    cudaError_t e = allow_smem(k_matvec_stream<WT, MODE>, smem);
+    cudaError_t e = allow_smem(k_matvec_stream<WT, MODE, I8>, smem);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_matvec_stream<WT, MODE>, STREAM_THREADS, smem);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_matvec_stream<WT, MODE, I8>, STREAM_THREADS, smem);
     if (e != cudaSuccess)
         return e;
     const int rows_per_pass = gated(MODE) ? 1 : 2, n_logical = n_out / (gated(MODE) ? 2 : 1);
@@ -561,19 +661,28 @@ static cudaError_t launch_stream(const cuda_weight *w, const float *x, const flo
     n_blocks = n_blocks < wanted ? n_blocks : wanted;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
+    return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE, I8>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
                               n_out, x, norm_w, eps, y, acc);
 }
 
-template <int WT, int MODE>
+/* Whether w's matvec in this mode takes k_matvec_stream (else k_matvec) */
+static bool streams(const cuda_weight *w, int mode) {
+    const int parts = gated(mode) ? 2 : 1;
+    const size_t row_bytes = parts * (cuda_row_bytes(w->type, w->n_in) + scale_row_bytes(w->type, (int)w->n_in));
+    return cuda_row_bytes(w->type, w->n_in) % 16 == 0 &&
+           (size_t)(w->n_out / parts) * row_bytes > (stream_min_bytes ? stream_min_bytes : MV_STREAM_MIN_BYTES);
+}
+
+/* k_matvec_stream with I8 where streams(), else k_matvec (in f32) */
+template <int WT, int MODE, bool I8>
 static cudaError_t launch(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                           unsigned long long *acc, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     const int parts = gated(MODE) ? 2 : 1;
     const int n_logical = n_out / parts;
     const size_t row_bytes = parts * (cuda_row_bytes(WT, n_in) + scale_row_bytes(WT, n_in));
-    if (cuda_row_bytes(WT, n_in) % 16 == 0 && (size_t)n_logical * row_bytes > (stream_min_bytes ? stream_min_bytes : MV_STREAM_MIN_BYTES))
-        return launch_stream<WT, MODE>(w, x, norm_w, eps, y, acc, stream);
+    if (streams(w, MODE))
+        return launch_stream<WT, MODE, I8>(w, x, norm_w, eps, y, acc, stream);
     /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
      * MV_SLICE_BYTES */
     int rows = (n_logical + multiprocessors() - 1) / multiprocessors();
@@ -586,27 +695,61 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
         return e;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(MV_THREADS), smem, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out, rows,
-                              x, norm_w, eps, y, acc);
+    return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out,
+                              rows, x, norm_w, eps, y, acc);
 }
 
-template <int WT>
+template <int WT, bool I8>
 static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
     switch (mode) {
-    case MV_STORE: return launch<WT, MV_STORE>(w, x, norm_w, eps, y, acc, stream);
-    case MV_ADD: return launch<WT, MV_ADD>(w, x, norm_w, eps, y, acc, stream);
-    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE>(w, x, norm_w, eps, y, acc, stream);
-    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU>(w, x, norm_w, eps, y, acc, stream);
-    case MV_NORM_GEGLU: return launch<WT, MV_NORM_GEGLU>(w, x, norm_w, eps, y, acc, stream);
-    case MV_NORM_ARGMAX: return launch_head<WT>(w, x, norm_w, eps, y, state, stream);
+    case MV_STORE: return launch<WT, MV_STORE, I8>(w, x, norm_w, eps, y, acc, stream);
+    case MV_ADD: return launch<WT, MV_ADD, I8>(w, x, norm_w, eps, y, acc, stream);
+    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE, I8>(w, x, norm_w, eps, y, acc, stream);
+    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU, I8>(w, x, norm_w, eps, y, acc, stream);
+    case MV_NORM_GEGLU: return launch<WT, MV_NORM_GEGLU, I8>(w, x, norm_w, eps, y, acc, stream);
+    case MV_NORM_ARGMAX: return launch_head<WT, I8>(w, x, norm_w, eps, y, state, stream);
     }
     return cudaErrorInvalidValue;
 }
 
+/* Whether the types of cuda_wtype_int8_dot take int8 dot products: yes, unless
+ * EDGERUNNER_CUDA_MV_INT8=0 (read once) or cuda_matvec_set_int8 says otherwise. */
+static int int8_mode = -1;
+
+extern "C" void cuda_matvec_set_int8(int on) { int8_mode = on < 0 ? -1 : on != 0; }
+
+extern "C" int cuda_matvec_int8(void) {
+    if (int8_mode < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_MV_INT8");
+        int8_mode = env && *env ? atoi(env) != 0 : 1;
+    }
+    return int8_mode;
+}
+
+/* The head, and the streaming matvecs that normalize their input (qkv, gate|up), quantize
+ * it after the RMSNorm. wo and down do not: there the quantization is a pass of its own
+ * over the staged input, on the critical path (a barrier, a re-read): Qwen3-8B Q4_0's
+ * down took 15.25 us in int8 against 15.17 in f32 (H200, gpu_matvec_bench; qkv 7.12
+ * against 8.69, gate|up 18.8 against 23.7). Nor does k_matvec, whose few rows a block
+ * hold the weights' copy in flight while the input is staged: Qwen3-0.6B Q4_0 decode,
+ * two alternated runs each (bench --backend cuda -n 128), f32 1,958 / 1,949 tok/s; int8
+ * in its qkv and gate|up too 1,909 / 1,904; in the head alone (the rule) 1,993 / 2,006.
+ * 1.7B: f32 1,164 / 1,160, the rule 1,245 / 1,243; 8B: 462 / 462 -> 530 / 529. */
+extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
+    if (!cuda_matvec_int8() || !cuda_wtype_int8_dot(w->type))
+        return 0;
+    return mode == MV_NORM_ARGMAX || ((mode == MV_NORM_STORE || gated(mode)) && streams(w, mode));
+}
+
 static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
-#define CALL(WT) return launch_mode<WT>(w, mode, x, norm_w, eps, y, acc, state, stream)
+    const bool i8 = cuda_matvec_takes_int8(w, mode);
+    /* I8 is a template argument only for the types that have it: one instance for the others */
+#define CALL(WT)                                                                                        \
+    return i8 && cuda_wtype_int8_dot(WT)                                                                \
+               ? launch_mode<WT, cuda_wtype_int8_dot(WT)>(w, mode, x, norm_w, eps, y, acc, state, stream) \
+               : launch_mode<WT, false>(w, mode, x, norm_w, eps, y, acc, state, stream)
     CUDA_WTYPE_SWITCH(w->type, CALL);
 #undef CALL
     return cudaErrorInvalidValue;

@@ -60,29 +60,17 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* One quarter (8 elements, raw F16) of a block of 32, quantized with the block's scale:
- * the 4 lanes of a block are 4 consecutive lanes (their max |x| by shuffles, so every lane
- * of the warp must call this). d = max / 127, q = round(x 127 / max) to even. */
+/* One quarter (8 elements, raw F16) of a block of 32, quantized with the block's scale
+ * (quant8_f32, common.cuh): every lane of the warp must call this. */
 static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
     const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-    float v[8], amax = 0.0f;
+    float v[8];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const float2 f = __half22float2(h[i]);
         v[2 * i] = f.x, v[2 * i + 1] = f.y;
-        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
     }
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    uint32_t w[2] = {0, 0};
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int qi = max(-127, min(127, __float2int_rn(v[i] * id)));
-        w[i >> 2] |= (uint32_t)(qi & 0xff) << (8 * (i & 3));
-    }
-    *d_out = amax / 127.0f;
-    return make_uint2(w[0], w[1]);
+    return quant8_f32(v, d_out);
 }
 
 /* xq (n_rows, K) int8 and xd (n_rows, K / 32) float: X (n_rows, K) F16 quantized per

@@ -11,7 +11,9 @@
  * launch), so the one-by-one sum exceeds the graph's time. Kernels are grouped by name
  * (cudaFuncGetName) with their template arguments: k_matvec<type, mode> is enum
  * cuda_wtype (4: Q4_0, 3: Q8_0, ...) and enum cuda_matvec_mode (1: += residual, wo and
- * down; 2: RMSNorm folded in, qkv; 3: SwiGLU, 5: GeGLU, gate|up), k_attention_decode<dims per
+ * down; 2: RMSNorm folded in, qkv; 3: SwiGLU, 5: GeGLU, gate|up); k_matvec_stream<type,
+ * mode, int8> and k_head<type, int8> add 1 where the input is quantized to int8
+ * (matvec.cu), k_attention_decode<dims per
  * lane, wo's type or -1, KV cache type (enum cuda_kv_type: 0 F32, 1 F16, 2 Q8_0)>,
  * k_gemm<type, tokens, rows per tile>.
  */

@@ -184,6 +184,13 @@ CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0; }
 #define CUDA_WTYPE_SWITCH_INT8(type, CALL) \
     switch (type) { CUDA_WT_CASE_(CALL, Q8_0) }
 
+/* The types whose decode matvecs (matvec.cu) multiply their quants by the input
+ * quantized to int8 per block of 32 (dp4a, chunk_isum below), as llama.cpp's MMVQ: Q4_0,
+ * whose f32 dot was bound by its instructions (nibbles to floats). Q8_0's was not: in
+ * int8 a Qwen3-8B layer's matvecs took 72.2 against 72.4 us (H200, gpu_matvec_bench), not
+ * worth its rounding. */
+CUDA_WT_FN int cuda_wtype_int8_dot(int type) { return type == CUDA_W_Q4_0; }
+
 #ifdef __CUDACC__
 /* ---- The device part: how the kernels read each type ---------------------------------- */
 
@@ -241,7 +248,8 @@ CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0; }
  *   M0/M1 (Q3_K): M(i & 1), byte k, bit 4 (i >> 1) + g: bit 2 of that element
  * Upload: repack_block, one thread per file block.
  *
- * How the kernels read them: the six functions below, a branch per type in each. They
+ * How the kernels read them: the six functions below, a branch per type in each (and
+ * chunk_isum, the int8 dot, for the types of cuda_wtype_int8_dot alone). They
  * stay branches of one template, not one function per type (explicit specializations):
  * the optimizer's choices depend on that shape, and with Q4_0's elem on its own the
  * GEMM's code changed (16-bit nibble selects became 32-bit ones), while the kernels must
@@ -366,6 +374,26 @@ static __device__ __forceinline__ float chunk_dot(uint4 v, const chunk_sc &s, co
         const float2 p0 = pair_f32(v.x, WT), p1 = pair_f32(v.y, WT), p2 = pair_f32(v.z, WT), p3 = pair_f32(v.w, WT);
         return dot4(xv[0], p0.x, p0.y, p1.x, p1.y) + dot4(xv[1], p2.x, p2.y, p3.x, p3.y);
     }
+}
+
+/* The int8 dot of chunk v of a row in the device layout, for the types of
+ * cuda_wtype_int8_dot (Q4_0: a chunk is a block, byte j holds element j in the low
+ * nibble and j + 16 in the high one, each q + 8), with the input quantized per block of
+ * 32: xq[0] the 16 int8 inputs of elements 0..15, xq[1] those of 16..31, xsum the sum of
+ * the block's 32 input quants. The exact integer sum of quant times input quant, which
+ * the caller scales by the weight's and the input's block scales. */
+template <int WT>
+static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xsum) {
+    static_assert(WT == CUDA_W_Q4_0, "cuda_wtype_int8_dot's types");
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    const int x0[4] = {xq[0].x, xq[0].y, xq[0].z, xq[0].w}, x1[4] = {xq[1].x, xq[1].y, xq[1].z, xq[1].w};
+    int s = -8 * xsum;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s = __dp4a((int)(words[i] & 0x0f0f0f0fu), x0[i], s);
+        s = __dp4a((int)((words[i] >> 4) & 0x0f0f0f0fu), x1[i], s);
+    }
+    return s;
 }
 
 /* 32-bit word at byte offset `at` (a multiple of 4) of a row's scales */
