@@ -126,7 +126,8 @@ static er_status packed_create(const model_view *m, packed_model **out) {
         return ER_OK;
     packed_model *p = calloc(1, sizeof *p);
     const size_t alloc = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    if (!p || !(p->layers = malloc((size_t)n_layer * sizeof *p->layers)) || !(p->bytes = aligned_alloc(HUGE_PAGE, alloc))) {
+    if (!p || !(p->layers = malloc((size_t)n_layer * sizeof *p->layers)) ||
+        !(p->bytes = aligned_alloc(HUGE_PAGE, alloc))) {
         packed_free(p);
         return er_fail(ER_ERR_NO_MEMORY, "%s: cannot allocate %.1f MiB for the CPU's packed weights", m->path,
                        (double)total / (1024.0 * 1024.0));
