@@ -223,10 +223,13 @@ void cpu_fast_matmuls_fused(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, 
         return;
     }
     const cpu_kernels *k = weight_kernels(w0);
-    /* the rows are normalized inside the task where its threads quantize them anyway (a
-     * batch); else before it, as cpu_rmsnorm on every row */
-    const int norm_inside = f && f->norm_w && !f32_path(w0, n_tokens) && k->vec_dot_type != ER_TYPE_F32 &&
-                            n_tokens > 1 && nth > 1;
+    /* the activations are quantized inside the task (xq_out) for a batch of several
+     * threads; by the caller for one token or one thread; not at all on the f32 paths */
+    const int quantize_inside =
+        !f32_path(w0, n_tokens) && k->vec_dot_type != ER_TYPE_F32 && n_tokens > 1 && nth > 1;
+    /* the rows are normalized where they are quantized: inside the task, by the thread
+     * that quantizes each; else before it, as cpu_rmsnorm on every row */
+    const int norm_inside = f && f->norm_w && quantize_inside;
     if (f && f->norm_w && !norm_inside)
         cpu_rmsnorm(f->xn, x, f->norm_w, n_tokens, w0->n_in, f->eps);
     mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k,
@@ -244,11 +247,11 @@ void cpu_fast_matmuls_fused(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, 
          * serial in the caller were 3% of an 8-way server's samples, the worker idle) */
         t.xq = act;
         t.xq_stride = cpu_act_row_size(k, w0->n_in);
-        if (n_tokens == 1 || nth == 1)
+        if (quantize_inside)
+            t.xq_out = act;
+        else
             for (int64_t i = 0; i < n_tokens; i++)
                 k->quantize_row(x + i * w0->n_in, (uint8_t *)act + (size_t)i * t.xq_stride, w0->n_in);
-        else
-            t.xq_out = act;
     }
     /* chunks of a multiple of 16 rows, about 8 per thread for a batch; for one token only
      * 2: each chunk starts a new weight stream that the prefetchers must ramp up again

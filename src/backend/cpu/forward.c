@@ -100,6 +100,7 @@ typedef struct token_prep {
     const layer_weights *l;
     const float *rope_cs;       /* (n_ctx, n_rot / 2, 2) */
     uint8_t *k_cache, *v_cache; /* the layer's, (n_seq, n_ctx, kv_dim) and (n_seq, n_ctx, v_dim) */
+    size_t k_row, v_row;        /* bytes of a row of each */
 } token_prep;
 
 /* Token t: [QKV_BIAS] biases, [QK_NORM] the heads' norms, RoPE on q and k, [the reference,
@@ -129,10 +130,9 @@ static void prep_token(void *arg, int64_t t) {
         round_rows(cc->k_round, kt, 1, kv_dim, cc->round_row);
     if (cc->v_round)
         round_rows(cc->v_round, vt, 1, v_dim, cc->round_row);
-    const size_t k_row = (size_t)kv_dim * cc->k_ops->elem_size, v_row = (size_t)v_dim * cc->v_ops->elem_size;
-    const size_t seq = (size_t)p->b->seq_ids[t], pos = (size_t)p->b->pos[t];
-    cc->k_ops->store(kt, p->k_cache + (seq * (size_t)cc->n_ctx + pos) * k_row, kv_dim);
-    cc->v_ops->store(vt, p->v_cache + (seq * (size_t)cc->n_ctx + pos) * v_row, v_dim);
+    const size_t row = (size_t)p->b->seq_ids[t] * (size_t)cc->n_ctx + (size_t)p->b->pos[t];
+    cc->k_ops->store(kt, p->k_cache + row * p->k_row, kv_dim);
+    cc->v_ops->store(vt, p->v_cache + row * p->v_row, v_dim);
 }
 
 /* Each token's prep_token, then the attention of every sequence over its own cache rows.
@@ -140,10 +140,10 @@ static void prep_token(void *arg, int64_t t) {
  * pool run, per token as cpu_fast_attention computes them, with the tokens' prep shared
  * out in the same run when they are all such (a step of decodes); longer ones one call
  * each (its blocked prompt path). The reference and its rounding prepare on one thread. */
-static void attention(cpu_context *cc, const token_prep *prep, size_t k_seq, size_t v_seq, int64_t n_spans,
-                      int64_t window) {
+static void attention(cpu_context *cc, const token_prep *prep, int64_t n_spans, int64_t window) {
     const model_config *c = &cc->m->config;
     uint8_t *k_cache = prep->k_cache, *v_cache = prep->v_cache;
+    const size_t k_seq = (size_t)cc->n_ctx * prep->k_row, v_seq = (size_t)cc->n_ctx * prep->v_row; /* a sequence's bytes */
     int all_small = !cc->reference && !cc->k_round && !cc->v_round;
     for (int64_t i = 0; i < n_spans; i++)
         all_small &= !is_big(cc->spans[i].n);
@@ -230,8 +230,8 @@ void cpu_forward(cpu_context *cc, const backend_batch *b, float *logits) {
         const cpu_mm_out qkv[3] = {{&l->wq, cc->q, q_dim}, {&l->wk, k_new, kv_dim}, {&l->wv, v_new, v_dim}};
         const cpu_mm_fuse attn_norm = {l->attn_norm, c->norm_eps, xn, NULL}; /* xn = rmsnorm(x) */
         matmul_runs(cc, qkv, 3, 0, x, &attn_norm, n_run, big, n_runs);
-        const token_prep prep = {cc, b, l, cc->rope_cs[l->swa], k_cache, v_cache};
-        attention(cc, &prep, k_seq, v_seq, n_spans, l->swa ? c->n_swa : 0);
+        const token_prep prep = {cc, b, l, cc->rope_cs[l->swa], k_cache, v_cache, k_row, v_row};
+        attention(cc, &prep, n_spans, l->swa ? c->n_swa : 0);
         /* x += attn Wo: added inside the product's pool run, unless post-normed first */
         const cpu_mm_fuse add_x = {NULL, 0.0f, NULL, x};
         const int post = (feat & ER_FEAT_POST_NORMS) != 0;
