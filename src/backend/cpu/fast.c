@@ -64,6 +64,7 @@ typedef struct mm_task {
     mm_part part[CPU_MM_MAX_OUTS];
     int n_parts;
     cpu_swiglu_fn swiglu;       /* parts {gate, up}: gate = silu(gate) * up per chunk, or NULL */
+    cpu_add_fn add;             /* fuse->residual += y per chunk, where fuse->residual is set */
     const cpu_kernels *k;       /* the activations' quantize_row (every part's) */
     const cpu_sgemm_ops *sgemm; /* prefill in f32 on dequantized weights, when set */
     float *scratch;             /* (threads, sgemm_scratch_floats) */
@@ -158,13 +159,9 @@ static void mm_worker(void *arg, int ith, int nth) {
         const mm_part *p = &t->part[i];
         const int64_t r0 = c * p->chunk, r1 = r0 + p->chunk < p->w->n_out ? r0 + p->chunk : p->w->n_out;
         mm_rows(t, p, ith, r0, r1);
-        if (t->fuse && t->fuse->residual)
-            for (int64_t i_tok = 0; i_tok < t->n_tokens; i_tok++) {
-                float *res = t->fuse->residual + i_tok * p->y_stride;
-                const float *y = p->y + i_tok * p->y_stride;
-                for (int64_t r = r0; r < r1; r++)
-                    res[r] += y[r];
-            }
+        if (t->add)
+            for (int64_t i_tok = 0; i_tok < t->n_tokens; i_tok++)
+                t->add(t->fuse->residual + i_tok * p->y_stride + r0, p->y + i_tok * p->y_stride + r0, r1 - r0);
         if (!t->swiglu)
             continue;
         /* the same rows of the up, then gate = silu(gate) * up on them: a chunk's rows are
@@ -232,7 +229,8 @@ void cpu_fast_matmuls_fused(cpu_pool *pool, const cpu_mm_out *outs, int n_outs, 
     const int norm_inside = f && f->norm_w && quantize_inside;
     if (f && f->norm_w && !norm_inside)
         cpu_rmsnorm(f->xn, x, f->norm_w, n_tokens, w0->n_in, f->eps);
-    mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL, .k = k,
+    mm_task t = {.n_parts = n_outs, .swiglu = swiglu ? cpu_fast_swiglu_get() : NULL,
+                 .add = f && f->residual ? cpu_fast_add_get() : NULL, .k = k,
                  .x = f && f->norm_w ? f->xn : x, .x_in = norm_inside ? x : NULL, .fuse = f, .n_tokens = n_tokens};
     x = t.x;
     if (f32_path(w0, n_tokens)) {

@@ -159,6 +159,11 @@ typedef void (*cpu_swiglu_fn)(float *gate, const float *up, int64_t n);
  * two inputs (not on n or on where a range starts). */
 cpu_swiglu_fn cpu_fast_swiglu_get(void);
 
+/* dst[i] += src[i] for i < n: one rounding per element, whatever the instruction set. */
+typedef void (*cpu_add_fn)(float *dst, const float *src, int64_t n);
+/* AVX2 where the CPU has it, else a plain loop (the same bits). */
+cpu_add_fn cpu_fast_add_get(void);
+
 /* row[0..n) = softmax(scale * row), in place. */
 typedef void (*cpu_softmax_fn)(float *row, int64_t n, float scale);
 /* The fast path's: exp in AVX2 vectors (within a few ulp of libm's expf), else
