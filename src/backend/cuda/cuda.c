@@ -64,14 +64,15 @@ static int int8_matvec(const cuda_weight *w, int mode) {
     return 0;
 }
 
-/* Whether the head, or a layer's qkv or gate|up, takes the int8 input. */
+/* Whether the head, or one of a layer's matrices, takes the int8 input. */
 static int rounds_activations(const void *dev) {
     const cuda_model *cm = dev;
     if (!cm)
         return 0;
     int any = int8_matvec(&cm->output, MV_NORM_ARGMAX);
     for (int64_t il = 0; il < cm->m->config.n_layer && !any; il++)
-        any = int8_matvec(&cm->layers[il].qkv, MV_NORM_STORE) || int8_matvec(&cm->layers[il].gate_up, MV_NORM_SWIGLU);
+        any = int8_matvec(&cm->layers[il].qkv, MV_NORM_STORE) || int8_matvec(&cm->layers[il].gate_up, MV_NORM_SWIGLU) ||
+              int8_matvec(&cm->layers[il].wo, MV_ADD) || int8_matvec(&cm->layers[il].down, MV_ADD);
     return any;
 }
 

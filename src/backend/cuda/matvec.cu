@@ -37,7 +37,7 @@
  * weight bytes of one chunk and the 4-32 floats they multiply; unswizzled, the 8 lanes
  * of a quarter-warp would read float4s 64 or 128 bytes apart, on the same banks.
  *
- * Q4_0 weights (cuda_wtype_int8_dot), in the head and in the streaming qkv and gate|up
+ * Q4_0 weights (cuda_wtype_int8_dot), in the head and in the streaming matvecs
  * (cuda_matvec_takes_int8 says why those), multiply the input quantized to int8 per
  * block of 32, as the batch GEMM quantizes it (quant8_f32), with dp4a (chunk_isum), as
  * llama.cpp's MMVQ: in f32, a Q4_0 chunk of 32 weights took ~125 instructions (nibbles
@@ -727,19 +727,20 @@ extern "C" int cuda_matvec_int8(void) {
     return int8_mode;
 }
 
-/* The head, and the streaming matvecs that normalize their input (qkv, gate|up), quantize
- * it after the RMSNorm. wo and down do not: there the quantization is a pass of its own
- * over the staged input, on the critical path (a barrier, a re-read): Qwen3-8B Q4_0's
- * down took 15.25 us in int8 against 15.17 in f32 (H200, gpu_matvec_bench; qkv 7.12
- * against 8.69, gate|up 18.8 against 23.7). Nor does k_matvec, whose few rows a block
- * hold the weights' copy in flight while the input is staged: Qwen3-0.6B Q4_0 decode,
- * two alternated runs each (bench --backend cuda -n 128), f32 1,958 / 1,949 tok/s; int8
- * in its qkv and gate|up too 1,909 / 1,904; in the head alone (the rule) 1,993 / 2,006.
- * 1.7B: f32 1,164 / 1,160, the rule 1,245 / 1,243; 8B: 462 / 462 -> 530 / 529. */
+/* The head, and every streaming matvec (from Qwen3-4B on: qkv, gate|up, down; wo at 8B),
+ * quantize the input once staged (after the RMSNorm where there is one). Not k_matvec,
+ * whose few rows a block hold the weights' copy in flight while the input is staged:
+ * Qwen3-0.6B Q4_0 decode, two alternated runs each (bench --backend cuda -n 128), f32
+ * 1,958 / 1,949 tok/s; int8 in its qkv and gate|up too 1,909 / 1,904; in the head alone
+ * 1,993 / 2,006. 1.7B (nothing of it streams but qkv and gate|up): f32 1,164 / 1,160,
+ * int8 1,245 / 1,243. wo and down, whose quantization is a pass of its own over the
+ * staged input: at first left in f32 (Qwen3-8B Q4_0's down 15.25 us in int8 against
+ * 15.17, gpu_matvec_bench), but end to end 8B Q4_0 decode 528.9 / 526.9 -> 535.1 / 534.6
+ * tok/s, and 4B's down 10.36 -> 9.67 us (H200, 2026-12-03, tenth session). */
 extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
     if (!cuda_matvec_int8() || !cuda_wtype_int8_dot(w->type))
         return 0;
-    return mode == MV_NORM_ARGMAX || ((mode == MV_NORM_STORE || gated(mode)) && streams(w, mode));
+    return mode == MV_NORM_ARGMAX || streams(w, mode);
 }
 
 static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
