@@ -54,7 +54,7 @@ PREFILL_BOUND = 1e-2
 # decode bound (of the largest), as they were in a CPU stand-in for CUDA (the reference
 # with K and V perturbed by 2e-6 before the rounding: gemma3-hd256, Q8_0, token 47).
 BOUNDS = {"f32": (BOUND, PREFILL_BOUND), "f16": (1e-3, 1e-2), "q8_0": (2e-2, 5e-2)}  # (decode, prefill)
-# The decode's Q4_0 head, and its qkv and gate|up where they stream, multiply int8 activations
+# The decode's Q4_0 head, and its layer matrices where they stream, multiply int8 activations
 # (src/backend/cuda/matvec.cu, unless EDGERUNNER_CUDA_MV_INT8=0): their input rounded per
 # block of 32 to 1/254 of its block's largest, which moves the logits far more than the
 # sums' order.
@@ -89,8 +89,9 @@ def logits(exe, model, backend, ids, tmp, kv):
 
 def model_info(exe, model):
     """(rows of token_embd.weight, whether CUDA's decode multiplies int8 activations: a
-    layer's q, k, v, gate or up or the output head (token_embd when tied) in Q4_0, see
-    INT8_BOUND: whether qkv and gate|up stream is left to the bound, an upper one), from `edgerunner info` (no Python GGUF reader needed)."""
+    layer matrix or the output head (token_embd when tied) in Q4_0, see INT8_BOUND: whether
+    the matrix streams is left to the bound, an upper one), from `edgerunner info` (no
+    Python GGUF reader needed)."""
     out = subprocess.run([exe, "info", "-m", model], capture_output=True, text=True, check=True).stdout
     types, n_vocab = {}, None  # the 2-D tensors' types
     for line in out.splitlines():
@@ -101,9 +102,9 @@ def model_info(exe, model):
     if n_vocab is None:
         raise RuntimeError(f"{model}: no token_embd.weight in `edgerunner info`")
     head = "output.weight" if "output.weight" in types else "token_embd.weight"
-    normed = (".attn_q.", ".attn_k.", ".attn_v.", ".ffn_gate.", ".ffn_up.")  # the matvecs that normalize
+    layer = (".attn_q.", ".attn_k.", ".attn_v.", ".attn_output.", ".ffn_gate.", ".ffn_up.", ".ffn_down.")
     int8 = os.environ.get("EDGERUNNER_CUDA_MV_INT8", "").strip() != "0" and any(
-        t == "Q4_0" for name, t in types.items() if name == head or any(k in name for k in normed))
+        t == "Q4_0" for name, t in types.items() if name == head or any(k in name for k in layer))
     return n_vocab, int8
 
 

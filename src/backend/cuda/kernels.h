@@ -78,7 +78,7 @@ void cuda_matvec_set_stream_min(size_t bytes);
 void cuda_matvec_set_int8(int on);
 int cuda_matvec_int8(void);
 /* Whether w's matvec in this mode (enum cuda_matvec_mode) takes the int8 input: where
- * cuda_matvec_int8 allows it, the head, and the qkv and gate|up large enough to stream
+ * cuda_matvec_int8 allows it, the head and every matrix large enough to stream
  * (matvec.cu says why). */
 int cuda_matvec_takes_int8(const cuda_weight *w, int mode);
 
