@@ -467,14 +467,22 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
     }
     __syncthreads();
 
-    float m[G], l[G], acc[G][8];
-    ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, q_s, group, m,
-                           l, acc);
-    store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
+    if constexpr (LPK <= 16) { /* tensor cores */
+        float m, l, o[LPK][2];
+        ring_attend_mma<LPK, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, &q_s[0][0],
+                                group, &m, &l, o);
+        store_warp_states<LPK, G>(smem, warp, lane, group, m, l, o);
+    } else {
+        float m[G], l[G], acc[G][8];
+        ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, q_s, group,
+                               m, l, acc);
+        store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
+    }
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
         float bm, bl;
-        const float a = slot_state<LPK, G>(smem, g, d, &bm, &bl);
+        const float a = LPK <= 16 ? warp_state<LPK, G>(smem, g, d, &bm, &bl)
+                                 : slot_state<LPK, G>(smem, g, d, &bm, &bl);
         float *ps = part + ((size_t)(kvh * group + g) * n_split + s) * (HD + 2); /* (HD + 2): m, l, acc */
         ps[2 + d] = a;
         if (d == 0) {

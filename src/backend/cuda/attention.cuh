@@ -240,11 +240,13 @@ static __device__ __forceinline__ float block_acc(const float *w_m, const float 
  * LPK rows. The copies go to shared memory by cp.async, SPLIT_LOADS of K and as many of V
  * per lane per stage, SPLIT_STAGES stages per warp in a ring, so all but one stage are
  * in flight while one is computed, without holding registers (with 4 loads a lane in
- * registers the kernel reached 635 tok/s at 16k; these stages, 712). A lane reads back
- * only what it copied itself, so a warp needs no barrier. A group of LPK lanes keeps its
- * own online softmax (its keys are not its neighbours'); the groups and the warps are
- * merged in shared memory (over the ring, once it is drained), each query head's state
- * goes to part as k_attention_decode_split's does, for k_attention_merge. */
+ * registers the kernel reached 635 tok/s at 16k; these stages, 712). Heads of 64 and 128
+ * dims then multiply on the tensor cores (ring_attend_mma: a warp's query heads against 8
+ * keys a tile, its state merged per warp); heads of 256 take ring_attend, where a lane
+ * reads back only what it copied itself and a group of LPK lanes keeps its own online
+ * softmax (its keys are not its neighbours'). The groups or warps are merged in shared
+ * memory (over the ring, once it is drained), each query head's state goes to part as
+ * k_attention_decode_split's does, for k_attention_merge. */
 #define SPLIT_LOADS 4
 #define SPLIT_STAGES 4
 
@@ -258,6 +260,15 @@ static constexpr size_t split_f16_smem(int LPK, int G, int S = SPLIT_STAGES) {
                : (size_t)ATT_WARPS * (32 / LPK) * G * (2 + 8 * LPK) * 4;
 }
 
+/* Where 16-byte word dc (dims 8 dc .. 8 dc + 7) of a stage's row k sits in the stage: rows
+ * of LPK words in key order; for ring_attend_mma (LPK <= 16) the words rotated by k % 8
+ * (an XOR), so that ldmatrix's 8 rows of one word fall in 8 different bank groups
+ * (unrotated, rows of 128 or 256 bytes put them all in one). */
+template <int LPK>
+static __device__ __forceinline__ int ring_word(int k, int dc) {
+    return LPK <= 16 ? LPK * k + (dc ^ (k & 7)) : LPK * k + dc;
+}
+
 /* Stage `slot` of the lane's ring: keys jb + i * (32 / LPK) + (lane / LPK), i < L, 8
  * elements of K and of V from dim 8 * (lane % LPK); zeros for keys at or past j_end and
  * for the newest at pos (from shared memory: other blocks may not see its store yet). */
@@ -267,11 +278,11 @@ static __device__ __forceinline__ void copy_stage(uint4 *ring_k, uint4 *ring_v, 
     constexpr int KPL = 32 / LPK;
 #pragma unroll
     for (int i = 0; i < L; i++) {
-        const int j = jb + i * KPL + lane / LPK;
+        const int k = i * KPL + lane / LPK, j = jb + k; /* the stage's row k */
         const bool ok = j < j_end && j != pos;
         const size_t e = (size_t)(ok ? j : 0) * kv_dim + off + 8 * (lane % LPK);
-        cp_async16(ring_k + 32 * i + lane, kc + e, ok ? 16 : 0);
-        cp_async16(ring_v + 32 * i + lane, vc + e, ok ? 16 : 0);
+        cp_async16(ring_k + ring_word<LPK>(k, lane % LPK), kc + e, ok ? 16 : 0);
+        cp_async16(ring_v + ring_word<LPK>(k, lane % LPK), vc + e, ok ? 16 : 0);
     }
 }
 
@@ -339,7 +350,7 @@ static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc
         for (int i = 0; i < L; i++) {
             const int j = jb + i * KPL + lane / LPK;
             float kf[8];
-            ring_row8(j, pos, k_new + 8 * c, rk + 32 * i + lane, kf);
+            ring_row8(j, pos, k_new + 8 * c, rk + ring_word<LPK>(i * KPL + lane / LPK, c), kf);
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 float d = 0.0f;
@@ -370,7 +381,7 @@ static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc
         for (int i = 0; i < L; i++) {
             const int j = jb + i * KPL + lane / LPK;
             float vf[8];
-            ring_row8(j, pos, v_new + 8 * c, rv + 32 * i + lane, vf);
+            ring_row8(j, pos, v_new + 8 * c, rv + ring_word<LPK>(i * KPL + lane / LPK, c), vf);
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 const float pr = sc[i][g] == -INFINITY ? 0.0f : expf(sc[i][g] - m[g]);
@@ -383,6 +394,182 @@ static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc
         t_read = t_read + 1 == S ? 0 : t_read + 1;
         t_copy = t_copy + 1 == S ? 0 : t_copy + 1;
     }
+}
+
+/* x0, x1 as two F16 pairs whose sum is them to about 22 bits: hi rounded, lo the rest. */
+static __device__ __forceinline__ void split_half2(float x0, float x1, uint32_t *hi, uint32_t *lo) {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 hf = __half22float2(h);
+    *hi = *reinterpret_cast<const uint32_t *>(&h);
+    *lo = half2_bits(x0 - hf.x, x1 - hf.y);
+}
+
+/* ring_attend_mma keeps a stale maximum until a score passes it by this much (log2
+ * units): exp2 of a score less the maximum is then at most 2^8, which F16 holds, and the
+ * accumulators are rescaled only then, not at every new maximum (FlashAttention-4's lazy
+ * rescaling; the result is the same, l and O share the maximum they were summed with). */
+#define ATT_RESCALE_LOG2 8.0f
+
+/* ring_attend on tensor cores (heads of 64 or 128 dims, LPK 8 or 16; the warp's group <= 8
+ * query heads): per stage, tiles of 8 keys, S = Q K^T by mma m16n8k16 and P V by
+ * m16n8k8, rows g < 8 of A the queries' (or P's) F16 part and rows g + 8 what F16 left
+ * of them (split_half2), so a score or an output is the sum of its two rows: F32-grade
+ * sums of exact F16 products, K and V being F16 already. Each tile's P V comes from a
+ * zeroed accumulator and is added to O in F32: accumulated across tiles, the tensor
+ * cores' truncated F32 sums drifted to 1e-5 of the output over 4,096 keys a warp. K's
+ * 8 x 8 pieces come by ldmatrix (the ring's rows are keys, ring_word rotates them against
+ * bank conflicts), V's by ldmatrix.trans. Scores are in log2 units (Q scaled by log2 e /
+ * sqrt(HD)), so that a probability is one exp2. Lane (g, c) = (lane / 4, lane % 4) holds
+ * query g's scores of keys 2c, 2c + 1 of a tile, its maximum m (shared by the 4 lanes of
+ * g, returned in natural-log units as the merges take it), its partial l (their sum is
+ * g's) and O's dims 8 n + 2c, + 1. The new row at pos comes from k_new, v_new (F16
+ * values, rounded by store_head_row) into the ring once its stage has landed. Compared
+ * with ring_attend's ~450 instructions a lane per 8 keys of 128 dims at G = 4 (8 FMAs and
+ * 4 shuffles per 8 dims and query), ~200. */
+template <int LPK, int S>
+static __device__ __forceinline__ void ring_attend_mma(uint4 *ring, const __half *kc, const __half *vc, int jb0,
+                                                       int round, int j_end, int pos, const float *k_new,
+                                                       const float *v_new, int kv_dim, int off, int lane,
+                                                       const float *q_s, int group, float *m_out, float *l_out,
+                                                       float o[LPK][2]) {
+    constexpr int HD = 8 * LPK, KPL = 32 / LPK, L = SPLIT_LOADS, RK = L * KPL, NKK = HD / 16;
+    static_assert(RK % 8 == 0 && LPK % 4 == 0 && LPK <= 16, "tiles of 8 keys, ldmatrix by 4 words, rows <= 16 words");
+    const int g = lane >> 2, c = lane & 3;
+    const float scale = 1.4426950408889634f / sqrtf((float)HD); /* log2 e / sqrt(HD) */
+    uint32_t qa[NKK][4]; /* A of each 16 dims: (g, hi), (g + 8, lo) */
+#pragma unroll
+    for (int kk = 0; kk < NKK; kk++) {
+        const float *q = q_s + g * HD + 16 * kk + 2 * c;
+        const bool on = g < group;
+        split_half2(on ? q[0] * scale : 0.0f, on ? q[1] * scale : 0.0f, &qa[kk][0], &qa[kk][1]);
+        split_half2(on ? q[8] * scale : 0.0f, on ? q[9] * scale : 0.0f, &qa[kk][2], &qa[kk][3]);
+    }
+    float m = -INFINITY, l = 0.0f;
+#pragma unroll
+    for (int n = 0; n < LPK; n++)
+        o[n][0] = o[n][1] = 0.0f;
+    const int row = lane & 7, word = lane >> 3; /* the ldmatrix row and word this lane addresses */
+    int t_read = 0, t_copy = S - 1;
+    for (int jb = jb0; jb < j_end; jb += round) {
+        __syncwarp(); /* the warp is done reading the slot copied into next */
+        const int jc = jb + (S - 1) * round;
+        if (jc < j_end)
+            copy_stage<LPK, L>(ring + t_copy * 2 * L * 32, ring + (t_copy * 2 + 1) * L * 32, kc, vc, jc, j_end, pos,
+                               kv_dim, off, lane);
+        cp_async_commit();
+        cp_async_wait<S - 1>(); /* this lane's copies of stage t_read have landed */
+        uint4 *rk = ring + t_read * 2 * L * 32, *rv = rk + L * 32;
+        if (pos >= jb && pos < jb + RK && (lane / LPK) == (pos - jb) % KPL) { /* the lanes that zero-filled pos */
+            const int k = pos - jb, dc = lane % LPK;
+            uint4 kw, vw;
+            kw.x = half2_bits(k_new[8 * dc], k_new[8 * dc + 1]);
+            kw.y = half2_bits(k_new[8 * dc + 2], k_new[8 * dc + 3]);
+            kw.z = half2_bits(k_new[8 * dc + 4], k_new[8 * dc + 5]);
+            kw.w = half2_bits(k_new[8 * dc + 6], k_new[8 * dc + 7]);
+            vw.x = half2_bits(v_new[8 * dc], v_new[8 * dc + 1]);
+            vw.y = half2_bits(v_new[8 * dc + 2], v_new[8 * dc + 3]);
+            vw.z = half2_bits(v_new[8 * dc + 4], v_new[8 * dc + 5]);
+            vw.w = half2_bits(v_new[8 * dc + 6], v_new[8 * dc + 7]);
+            rk[ring_word<LPK>(k, dc)] = kw;
+            rv[ring_word<LPK>(k, dc)] = vw;
+        }
+        __syncwarp(); /* every lane's copies of the stage are visible to the warp */
+#pragma unroll
+        for (int t = 0; t < RK / 8; t++) {
+            const int kr = 8 * t + row; /* the stage's row this lane addresses */
+            float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* two chains of mma */
+#pragma unroll
+            for (int kk = 0; kk < NKK; kk += 2) {
+                uint32_t b[4];
+                ldmatrix_x4(b, rk + ring_word<LPK>(kr, 2 * kk + word));
+                mma_16816(sa, qa[kk], b[0], b[1]);
+                mma_16816(sb, qa[kk + 1], b[2], b[3]);
+            }
+            const int j = jb + 8 * t + 2 * c; /* keys past j_end (zeros in the ring) weigh nothing */
+            const float s0 = j < j_end ? (sa[0] + sa[2]) + (sb[0] + sb[2]) : -INFINITY;
+            const float s1 = j + 1 < j_end ? (sa[1] + sa[3]) + (sb[1] + sb[3]) : -INFINITY;
+            float tmax = fmaxf(s0, s1);
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+            /* a query with no key so far keeps m = -inf (no NaN); its first key sets m */
+            if (__any_sync(0xffffffffu, tmax > m + ATT_RESCALE_LOG2)) {
+                const float m_new = fmaxf(m, tmax);
+                const float corr = m_new == -INFINITY ? 1.0f : exp2f(m - m_new);
+                l *= corr;
+#pragma unroll
+                for (int n = 0; n < LPK; n++) {
+                    o[n][0] *= corr;
+                    o[n][1] *= corr;
+                }
+                m = m_new;
+            }
+            const float p0 = s0 == -INFINITY ? 0.0f : exp2f(s0 - m), p1 = s1 == -INFINITY ? 0.0f : exp2f(s1 - m);
+            l += p0 + p1;
+            uint32_t ph, pl;
+            split_half2(p0, p1, &ph, &pl);
+#pragma unroll
+            for (int n = 0; n < LPK; n += 4) {
+                uint32_t b[4];
+                ldmatrix_x4_trans(b, rv + ring_word<LPK>(kr, n + word));
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mma_1688(pv, ph, pl, b[u]);
+                    o[n + u][0] += pv[0] + pv[2];
+                    o[n + u][1] += pv[1] + pv[3];
+                }
+            }
+        }
+        t_read = t_read + 1 == S ? 0 : t_read + 1;
+        t_copy = t_copy + 1 == S ? 0 : t_copy + 1;
+    }
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    *m_out = m * 0.6931471805599453f; /* ln 2: natural-log units */
+    *l_out = l;
+}
+
+/* After ring_attend_mma: the warps' states (query g's m, l, and acc of HD dims) into the
+ * block's dynamic shared memory over the rings, once all have drained, for warp_state. */
+template <int LPK, int G>
+static __device__ __forceinline__ void store_warp_states(uint4 *smem, int warp, int lane, int group, float m, float l,
+                                                         const float o[LPK][2]) {
+    constexpr int HD = 8 * LPK;
+    const int g = lane >> 2, c = lane & 3;
+    cp_async_wait_all();
+    __syncthreads(); /* every warp is done with its ring: the states go over it */
+    float *st_m = reinterpret_cast<float *>(smem); /* (ATT_WARPS, G) */
+    float *st_l = st_m + ATT_WARPS * G;            /* (ATT_WARPS, G) */
+    float *st_acc = st_l + ATT_WARPS * G;          /* (ATT_WARPS, G, HD) */
+    if (g < group) {
+        if (c == 0) {
+            st_m[warp * G + g] = m;
+            st_l[warp * G + g] = l;
+        }
+#pragma unroll
+        for (int n = 0; n < LPK; n++)
+            *reinterpret_cast<float2 *>(st_acc + (warp * G + g) * HD + 8 * n + 2 * c) = make_float2(o[n][0], o[n][1]);
+    }
+    __syncthreads();
+}
+
+/* The block's state of query head g from the warps' (store_warp_states), as slot_state. */
+template <int LPK, int G>
+static __device__ __forceinline__ float warp_state(const uint4 *smem, int g, int d, float *bm, float *bl) {
+    constexpr int HD = 8 * LPK;
+    const float *st_m = reinterpret_cast<const float *>(smem), *st_l = st_m + ATT_WARPS * G,
+                *st_acc = st_l + ATT_WARPS * G;
+    float m = -INFINITY, l = 0.0f, a = 0.0f;
+    for (int k = 0; k < ATT_WARPS; k++)
+        m = fmaxf(m, st_m[k * G + g]);
+    for (int k = 0; k < ATT_WARPS; k++) {
+        const float w = st_m[k * G + g] == -INFINITY ? 0.0f : expf(st_m[k * G + g] - m);
+        l += st_l[k * G + g] * w;
+        a += st_acc[(k * G + g) * HD + d] * w;
+    }
+    *bm = m;
+    *bl = l;
+    return a;
 }
 
 /* After ring_attend: every lane group's states (m, l, acc) into the block's dynamic

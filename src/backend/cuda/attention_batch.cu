@@ -124,16 +124,24 @@ k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const 
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x)
         q_s[i / HD][i % HD] = __ldcg(q + i);
     __syncthreads();
-    float m[G], l[G], acc[G][8];
-    ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane, q_s, group,
-                           m, l, acc);
-    store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
+    if constexpr (LPK <= 16) { /* tensor cores */
+        float m, l, o[LPK][2];
+        ring_attend_mma<LPK, S>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane,
+                                &q_s[0][0], group, &m, &l, o);
+        store_warp_states<LPK, G>(smem, warp, lane, group, m, l, o);
+    } else {
+        float m[G], l[G], acc[G][8];
+        ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane, q_s,
+                               group, m, l, acc);
+        store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
+    }
     __half *o = out + (size_t)t * q_dim + (size_t)kvh * group * HD; /* (group, HD) */
     float *pt = part + ((size_t)tl * p.n_head + (size_t)kvh * group) * CUDA_ATT_BATCH_SPLIT * (HD + 2);
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
         float bm, bl;
-        const float a = slot_state<LPK, G>(smem, g, d, &bm, &bl);
+        const float a = LPK <= 16 ? warp_state<LPK, G>(smem, g, d, &bm, &bl)
+                                 : slot_state<LPK, G>(smem, g, d, &bm, &bl);
         if (n_split == 1) {
             o[i] = __float2half_rn(a / bl);
             continue;

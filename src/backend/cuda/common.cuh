@@ -159,6 +159,31 @@ static __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4]
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* mma.sync m16n8k8 (F16 inputs, F32 sums): A (16 x 8, row) a0 (g, 2c..2c+1), a1 (g + 8,
+ * 2c..); B (8 x 8, col) b0 (k 2c..2c+1, n g); C as m16n8k16's. */
+static __device__ __forceinline__ void mma_1688(float d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+}
+
+/* Four 8 x 8 F16 matrices from shared memory (ldmatrix): lane l gives the address of row
+ * l % 8 of matrix l / 8 (16 bytes); r[i] gets element (l / 4, 2 (l % 4) .. + 1) of matrix
+ * i, with _trans element (2 (l % 4) .. + 1, l / 4): a B fragment of a matrix stored as
+ * (k, n) rows. */
+static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((unsigned)__cvta_generic_to_shared(row))
+                 : "memory");
+}
+static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((unsigned)__cvta_generic_to_shared(row))
+                 : "memory");
+}
+
 /* Two floats as an F16 pair, lo in the low half (the lower column of a fragment). */
 static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
