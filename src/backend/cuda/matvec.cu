@@ -83,6 +83,16 @@ static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_strea
 #define STREAM_THREADS 512
 #endif
 #define STREAM_WARPS (STREAM_THREADS / 32)
+/* k_matvec_stream sends its first pass's rows towards L2 before it waits for the previous
+ * kernel only where that pass is at most this many bytes: a large prefetch takes the
+ * bandwidth that the previous kernel's tail still needs. Measured on the H200
+ * (gpu_matvec_bench, docs/perf-log.md 2026-12-03, eleventh session), Qwen3-8B's layer,
+ * prefetch always / never / this rule: Q4_0 45.4 / 43.8 / 43.0 us (qkv and wo, 8.4-8.7 MB,
+ * gain by it; down, its whole 25 MB, lost 3 us), Q8_0 (every first pass 17-50 MB) 72.4 /
+ * 68.0 / 68.1; 4B and 1.7B equal or better than both. */
+#ifndef STREAM_PREFETCH_MAX
+#define STREAM_PREFETCH_MAX ((size_t)10 << 20)
+#endif
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
 static __device__ __forceinline__ unsigned int ordered_bits(float f) {
@@ -557,8 +567,11 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     cp_async_commit();
     cp_async_commit(); /* (empty) stage_input waits for all groups but the last */
     /* the first pass's rows do not depend on the previous kernel: on their way to L2
-     * while this block waits for it and stages the input */
-    if (gw < n_logical) {
+     * while this block waits for it and stages the input, where they are few
+     * (STREAM_PREFETCH_MAX) */
+    constexpr int STEP = gated(MODE) ? 1 : 2; /* logical rows per warp and pass */
+    const size_t first_pass_bytes = (size_t)min(n_logical, STEP * n_warps) * parts * rb;
+    if (first_pass_bytes <= STREAM_PREFETCH_MAX && gw < n_logical) {
         const int r1 = gated(MODE) ? n_logical + gw : gw + n_warps;
         for (int k = 0; k < (gated(MODE) || r1 < n_logical ? 2 : 1); k++) {
             const uint8_t *row = w + (size_t)(k ? r1 : gw) * rb;
@@ -574,7 +587,6 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     cp_async_wait_all();
     __syncthreads();
 
-    constexpr int STEP = gated(MODE) ? 1 : 2; /* logical rows per warp and pass */
     for (int r = gw; r < n_logical; r += STEP * n_warps) {
         /* SwiGLU/GeGLU: gate row r and up row r; else rows r and r + G (past the end: r again, dropped) */
         const int r1 = gated(MODE) ? n_logical + r : (r + n_warps < n_logical ? r + n_warps : r);
