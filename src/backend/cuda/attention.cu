@@ -481,8 +481,7 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
         float bm, bl;
-        const float a = LPK <= 16 ? warp_state<LPK, G>(smem, g, d, &bm, &bl)
-                                 : slot_state<LPK, G>(smem, g, d, &bm, &bl);
+        const float a = slot_state<LPK, G, LPK <= 16 ? ATT_WARPS : ATT_WARPS * 32 / LPK>(smem, g, d, &bm, &bl);
         float *ps = part + ((size_t)(kvh * group + g) * n_split + s) * (HD + 2); /* (HD + 2): m, l, acc */
         ps[2 + d] = a;
         if (d == 0) {

@@ -530,7 +530,7 @@ static __device__ __forceinline__ void ring_attend_mma(uint4 *ring, const __half
 }
 
 /* After ring_attend_mma: the warps' states (query g's m, l, and acc of HD dims) into the
- * block's dynamic shared memory over the rings, once all have drained, for warp_state. */
+ * block's dynamic shared memory over the rings, once all have drained, for slot_state. */
 template <int LPK, int G>
 static __device__ __forceinline__ void store_warp_states(uint4 *smem, int warp, int lane, int group, float m, float l,
                                                          const float o[LPK][2]) {
@@ -551,25 +551,6 @@ static __device__ __forceinline__ void store_warp_states(uint4 *smem, int warp, 
             *reinterpret_cast<float2 *>(st_acc + (warp * G + g) * HD + 8 * n + 2 * c) = make_float2(o[n][0], o[n][1]);
     }
     __syncthreads();
-}
-
-/* The block's state of query head g from the warps' (store_warp_states), as slot_state. */
-template <int LPK, int G>
-static __device__ __forceinline__ float warp_state(const uint4 *smem, int g, int d, float *bm, float *bl) {
-    constexpr int HD = 8 * LPK;
-    const float *st_m = reinterpret_cast<const float *>(smem), *st_l = st_m + ATT_WARPS * G,
-                *st_acc = st_l + ATT_WARPS * G;
-    float m = -INFINITY, l = 0.0f, a = 0.0f;
-    for (int k = 0; k < ATT_WARPS; k++)
-        m = fmaxf(m, st_m[k * G + g]);
-    for (int k = 0; k < ATT_WARPS; k++) {
-        const float w = st_m[k * G + g] == -INFINITY ? 0.0f : expf(st_m[k * G + g] - m);
-        l += st_l[k * G + g] * w;
-        a += st_acc[(k * G + g) * HD + d] * w;
-    }
-    *bm = m;
-    *bl = l;
-    return a;
 }
 
 /* After ring_attend: every lane group's states (m, l, acc) into the block's dynamic
@@ -597,12 +578,13 @@ static __device__ __forceinline__ void store_slot_states(uint4 *smem, int slot, 
     __syncthreads();
 }
 
-/* The block's state of query head g from the slots' (store_slot_states): its largest
- * score *bm, its sum *bl, and the accumulator of dim d (returned), the slots in order. A
- * slot without keys (m = -inf) weighs nothing. */
-template <int LPK, int G>
+/* The block's state of query head g from its SLOTS states (store_slot_states: the lane
+ * groups', SLOTS = ATT_WARPS * 32 / LPK; store_warp_states: the warps', ATT_WARPS): its
+ * largest score *bm, its sum *bl, and the accumulator of dim d (returned), the slots in
+ * order. A slot without keys (m = -inf) weighs nothing. */
+template <int LPK, int G, int SLOTS>
 static __device__ __forceinline__ float slot_state(const uint4 *smem, int g, int d, float *bm, float *bl) {
-    constexpr int HD = 8 * LPK, SLOTS = ATT_WARPS * 32 / LPK;
+    constexpr int HD = 8 * LPK;
     const float *st_m = reinterpret_cast<const float *>(smem), *st_l = st_m + SLOTS * G, *st_acc = st_l + SLOTS * G;
     float m = -INFINITY, l = 0.0f, a = 0.0f;
     for (int k = 0; k < SLOTS; k++)

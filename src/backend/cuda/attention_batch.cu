@@ -140,8 +140,7 @@ k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const 
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
         float bm, bl;
-        const float a = LPK <= 16 ? warp_state<LPK, G>(smem, g, d, &bm, &bl)
-                                 : slot_state<LPK, G>(smem, g, d, &bm, &bl);
+        const float a = slot_state<LPK, G, LPK <= 16 ? ATT_WARPS : ATT_WARPS * 32 / LPK>(smem, g, d, &bm, &bl);
         if (n_split == 1) {
             o[i] = __float2half_rn(a / bl);
             continue;
