@@ -420,7 +420,7 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
     extern __shared__ uint4 smem[];
     __shared__ float q_s[G][HD], k_new[HD], v_new[HD];
     const int kvh = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = lane % LPK, slot = warp * KPL + lane / LPK;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = p.n_head / p.n_head_kv, kv_dim = p.n_head_kv * HD, q_dim = p.n_head * HD;
     const __half *kc = static_cast<const __half *>(k_cache), *vc = static_cast<const __half *>(v_cache);
     uint4 *ring = smem + (size_t)warp * S * 2 * L * 32; /* this warp's (S, 2, L, 32) */
@@ -467,21 +467,12 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
     }
     __syncthreads();
 
-    if constexpr (LPK <= 16) { /* tensor cores */
-        float m, l, o[LPK][2];
-        ring_attend_mma<LPK, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, &q_s[0][0],
-                                group, &m, &l, o);
-        store_warp_states<LPK, G>(smem, warp, lane, group, m, l, o);
-    } else {
-        float m[G], l[G], acc[G][8];
-        ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, lane, q_s, group,
-                               m, l, acc);
-        store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
-    }
+    ring_attend_block<LPK, G, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, kvh * HD, warp, lane, q_s,
+                                 group, smem);
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
         float bm, bl;
-        const float a = slot_state<LPK, G, LPK <= 16 ? ATT_WARPS : ATT_WARPS * 32 / LPK>(smem, g, d, &bm, &bl);
+        const float a = slot_state<LPK, G, ring_slots<LPK>()>(smem, g, d, &bm, &bl);
         float *ps = part + ((size_t)(kvh * group + g) * n_split + s) * (HD + 2); /* (HD + 2): m, l, acc */
         ps[2 + d] = a;
         if (d == 0) {

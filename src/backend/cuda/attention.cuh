@@ -396,6 +396,11 @@ static __device__ __forceinline__ void ring_attend(uint4 *ring, const __half *kc
     }
 }
 
+/* 8 floats as F16 (one 16-byte word), halves8's inverse. */
+static __device__ __forceinline__ uint4 half_word8(const float f[8]) {
+    return make_uint4(half2_bits(f[0], f[1]), half2_bits(f[2], f[3]), half2_bits(f[4], f[5]), half2_bits(f[6], f[7]));
+}
+
 /* x0, x1 as two F16 pairs whose sum is them to about 22 bits: hi rounded, lo the rest. */
 static __device__ __forceinline__ void split_half2(float x0, float x1, uint32_t *hi, uint32_t *lo) {
     const __half2 h = __floats2half2_rn(x0, x1);
@@ -461,17 +466,8 @@ static __device__ __forceinline__ void ring_attend_mma(uint4 *ring, const __half
         uint4 *rk = ring + t_read * 2 * L * 32, *rv = rk + L * 32;
         if (pos >= jb && pos < jb + RK && (lane / LPK) == (pos - jb) % KPL) { /* the lanes that zero-filled pos */
             const int k = pos - jb, dc = lane % LPK;
-            uint4 kw, vw;
-            kw.x = half2_bits(k_new[8 * dc], k_new[8 * dc + 1]);
-            kw.y = half2_bits(k_new[8 * dc + 2], k_new[8 * dc + 3]);
-            kw.z = half2_bits(k_new[8 * dc + 4], k_new[8 * dc + 5]);
-            kw.w = half2_bits(k_new[8 * dc + 6], k_new[8 * dc + 7]);
-            vw.x = half2_bits(v_new[8 * dc], v_new[8 * dc + 1]);
-            vw.y = half2_bits(v_new[8 * dc + 2], v_new[8 * dc + 3]);
-            vw.z = half2_bits(v_new[8 * dc + 4], v_new[8 * dc + 5]);
-            vw.w = half2_bits(v_new[8 * dc + 6], v_new[8 * dc + 7]);
-            rk[ring_word<LPK>(k, dc)] = kw;
-            rv[ring_word<LPK>(k, dc)] = vw;
+            rk[ring_word<LPK>(k, dc)] = half_word8(k_new + 8 * dc);
+            rv[ring_word<LPK>(k, dc)] = half_word8(v_new + 8 * dc);
         }
         __syncwarp(); /* every lane's copies of the stage are visible to the warp */
 #pragma unroll
@@ -597,6 +593,34 @@ static __device__ __forceinline__ float slot_state(const uint4 *smem, int g, int
     *bm = m;
     *bl = l;
     return a;
+}
+
+/* The states a block of the F16 ring kernels keeps: its warps' (ring_attend_mma, heads of
+ * 64 and 128 dims) or its lane groups' (ring_attend). */
+template <int LPK>
+static __host__ __device__ constexpr int ring_slots() {
+    return LPK <= 16 ? ATT_WARPS : ATT_WARPS * 32 / LPK;
+}
+
+/* A block of the F16 ring kernels (k_attention_decode_split_f16, k_attention_batch_f16)
+ * over its warps' keys (ring_attend's arguments), on the tensor cores where the head
+ * allows; the states then in smem for slot_state<LPK, G, ring_slots<LPK>()>. */
+template <int LPK, int G, int S>
+static __device__ __forceinline__ void ring_attend_block(uint4 *ring, const __half *kc, const __half *vc, int jb0,
+                                                         int round, int j_end, int pos, const float *k_new,
+                                                         const float *v_new, int kv_dim, int off, int warp, int lane,
+                                                         const float (*q_s)[8 * LPK], int group, uint4 *smem) {
+    if constexpr (LPK <= 16) {
+        float m, l, o[LPK][2];
+        ring_attend_mma<LPK, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, off, lane, &q_s[0][0],
+                                group, &m, &l, o);
+        store_warp_states<LPK, G>(smem, warp, lane, group, m, l, o);
+    } else {
+        float m[G], l[G], acc[G][8];
+        ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, pos, k_new, v_new, kv_dim, off, lane, q_s, group, m,
+                               l, acc);
+        store_slot_states<LPK, G>(smem, warp * (32 / LPK) + lane / LPK, lane % LPK, m, l, acc);
+    }
 }
 
 #define DISPATCH_DPL(hd, CALL)          \

@@ -95,7 +95,7 @@ k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const 
     __shared__ float q_s[G][HD];
     __shared__ int is_last;
     const int kvh = blockIdx.x, tl = blockIdx.y, t = t0 + tl, s = blockIdx.z;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = lane % LPK, slot = warp * KPL + lane / LPK;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = p.n_head / p.n_head_kv, kv_dim = p.n_head_kv * HD, q_dim = p.n_head * HD;
     pdl_wait(); /* the batch's own rows were stored by the previous kernel */
     pdl_launch_next();
@@ -124,23 +124,14 @@ k_attention_batch_f16(const cuda_attn_params p, const float *qkv, int t0, const 
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x)
         q_s[i / HD][i % HD] = __ldcg(q + i);
     __syncthreads();
-    if constexpr (LPK <= 16) { /* tensor cores */
-        float m, l, o[LPK][2];
-        ring_attend_mma<LPK, S>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane,
-                                &q_s[0][0], group, &m, &l, o);
-        store_warp_states<LPK, G>(smem, warp, lane, group, m, l, o);
-    } else {
-        float m[G], l[G], acc[G][8];
-        ring_attend<LPK, G, S>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, lane, q_s,
-                               group, m, l, acc);
-        store_slot_states<LPK, G>(smem, slot, c, m, l, acc);
-    }
+    ring_attend_block<LPK, G, S>(ring, kc, vc, jb0, round, j_end, -1, nullptr, nullptr, kv_dim, kvh * HD, warp, lane,
+                                 q_s, group, smem);
     __half *o = out + (size_t)t * q_dim + (size_t)kvh * group * HD; /* (group, HD) */
     float *pt = part + ((size_t)tl * p.n_head + (size_t)kvh * group) * CUDA_ATT_BATCH_SPLIT * (HD + 2);
     for (int i = threadIdx.x; i < group * HD; i += blockDim.x) {
         const int g = i / HD, d = i % HD;
         float bm, bl;
-        const float a = slot_state<LPK, G, LPK <= 16 ? ATT_WARPS : ATT_WARPS * 32 / LPK>(smem, g, d, &bm, &bl);
+        const float a = slot_state<LPK, G, ring_slots<LPK>()>(smem, g, d, &bm, &bl);
         if (n_split == 1) {
             o[i] = __float2half_rn(a / bl);
             continue;
