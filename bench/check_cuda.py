@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The CUDA backend against the CPU reference backend, on the GPU machine.
 
-For each model: the logits of every position of a 16-token prompt (one batched
-prefill on each backend; the CUDA prefill multiplies F16 on the tensor cores) and of a
-3-token prompt (the CUDA decode kernels, one token at a time), compared as
+For each model: the logits of every position of a 96-token and a 16-token prompt (one
+batched prefill on each backend; the CUDA prefill multiplies F16 on the tensor cores,
+from 65 tokens on through the warpgroup GEMM where the matrix fits it) and of a 3-token
+prompt (the CUDA decode kernels, one token at a time), compared as
 max |cuda - cpu| / max |cpu|, with the argmax equal wherever the CPU's top two logits
 are further apart than twice that bound; and the 128 greedy ids from prompt [1], which
 must be identical (with an F16 or Q8_0 cache, or int8 activations: up to a tie within
@@ -148,7 +149,7 @@ def main():
             bounds = (max(BOUNDS[kv_type][0], INT8_BOUND if int8 else 0.0), BOUNDS[kv_type][1])
             rounded = kv_type != "f32" or int8
             what = ("" if kv_type == "f32" else " " + kv_type + " KV") + (" int8 activations" if int8 else "")
-            for n_prompt in (16, 3):
+            for n_prompt in (96, 16, 3):
                 ids = [1] + [int(x) for x in rng.integers(3, n_vocab, n_prompt - 1)]
                 try:
                     a = logits(exe, model, "cpu", ids, tmp, kv)

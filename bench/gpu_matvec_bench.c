@@ -11,7 +11,8 @@
  *   e.g. Qwen3-8B: gpu_matvec_bench Q8_0 4096 12288 4096 1024 36
  * With T (tokens), the same matrices through the batch GEMM (cuda_gemm_batch, the
  * decode_batch path: its shares of K and their sums included) on T tokens of F16 input,
- * without the norm or activation kernels around them.
+ * without the norm or activation kernels around them; with GEMM=prefill in the
+ * environment, through the prefill's GEMM (cuda_gemm) instead, with TFLOP/s.
  *
  * Prints one line per matrix (its N_LAYER launches in one graph: microseconds a launch,
  * weight bytes read per second) and one for the four in sequence. Build (after
@@ -22,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include <cuda_runtime_api.h>
@@ -64,6 +66,8 @@ int main(int argc, char **argv) {
     cuda_weight *w = calloc((size_t)n_layer * N_MAT, sizeof *w); /* (n_layer, N_MAT) */
     float *x = NULL, *nw = NULL, *qkv = NULL, *ff = NULL;   /* (n_embd), (max n_embd n_ff), (q_dim + 2 kv_dim), (n_ff) */
     const int64_t n_max = n_ff > n_embd ? n_ff : n_embd;
+    const char *gemm_env = getenv("GEMM");
+    const int prefill = gemm_env && !strcmp(gemm_env, "prefill");
     if (!w || cudaMalloc((void **)&x, (size_t)n_embd * 4) != cudaSuccess ||
         cudaMalloc((void **)&nw, (size_t)n_max * 4) != cudaSuccess ||
         cudaMalloc((void **)&qkv, (size_t)shape[0][0] * 4) != cudaSuccess ||
@@ -120,8 +124,9 @@ int main(int argc, char **argv) {
             for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
                 const float *in = k == 1 ? qkv : k == 3 ? ff : x;
                 float *out = k == 0 ? qkv : k == 2 ? ff : x;
-                e = T > 0 ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, &gs, st)
-                          : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, NULL, st);
+                e = T > 0 && prefill ? cuda_gemm(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, st)
+                    : T > 0          ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, &gs, st)
+                                     : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, NULL, st);
             }
         const cudaError_t ec = cudaStreamEndCapture(st, &g);
         e = e != cudaSuccess ? e : ec;
@@ -147,8 +152,12 @@ int main(int argc, char **argv) {
         }
         const double us = 1e3 * ms / REPS / n_layer; /* per launch, or per layer */
         const double bytes = m < N_MAT ? (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1]) : layer_bytes;
-        printf("%s T=%d %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s\n", cuda_wtype_name(t), T, (long long)(m < N_MAT ? shape[m][0] : 0),
-               (long long)(m < N_MAT ? shape[m][1] : 0), m < N_MAT ? mat_names[m] : "layer", us, bytes / (us * 1e3));
+        double flops = 0.0; /* 2 T n_out n_in */
+        for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1); k++)
+            flops += 2.0 * T * (double)shape[k][0] * (double)shape[k][1];
+        printf("%s T=%d %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s  %6.1f TFLOP/s\n", cuda_wtype_name(t), T,
+               (long long)(m < N_MAT ? shape[m][0] : 0), (long long)(m < N_MAT ? shape[m][1] : 0),
+               m < N_MAT ? mat_names[m] : "layer", us, bytes / (us * 1e3), flops / (us * 1e6));
         cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);
     }
