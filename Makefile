@@ -24,14 +24,15 @@ LIB_SRC := $(sort $(wildcard src/*/*.c src/backend/*/*.c))
 # the run (-fno-sanitize-recover), as in make debug: a report that only prints is missed
 FUZZ_TARGETS := gguf json vocab jinja safetensors
 
-# The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90 (H100/H200).
-# CUDA=0 forces a CPU-only build.
+# The CUDA backend is built when nvcc is found (CUDA_HOME or PATH), for sm_90a (H100/H200:
+# sm_90 and its warpgroup tensor cores, which the prefill GEMM of gemm_wg.cu uses; another
+# CUDA_ARCH, such as sm_80, builds without it). CUDA=0 forces a CPU-only build.
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 CUDA ?= $(if $(NVCC),1,0)
 ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-CUDA_ARCH ?= sm_90
-NVCCFLAGS := -arch=$(CUDA_ARCH) -O3 -std=c++17 -Iinclude -Isrc -Xptxas -v -Xcompiler -Wall,-Wextra -MMD -MP
+CUDA_ARCH ?= sm_90a
+NVCCFLAGS := -gencode arch=compute_$(CUDA_ARCH:sm_%=%),code=$(CUDA_ARCH) $(if $(filter sm_90a,$(CUDA_ARCH)),-DER_CUDA_WGMMA) -O3 -std=c++17 -Iinclude -Isrc -Xptxas -v -Xcompiler -Wall,-Wextra -MMD -MP
 CFLAGS += -DER_HAVE_CUDA -I$(CUDA_HOME)/include
 CU_SRC := $(sort $(wildcard src/backend/cuda/*.cu))
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++

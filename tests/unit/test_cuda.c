@@ -1236,7 +1236,8 @@ static void gemm_ref_free(gemm_ref *r) {
     free(r->mag);
 }
 
-/* One variant of a case against its reference: worst |error| over sum_k |x w|. ldy =
+/* One variant of a case against its reference: worst |error| over sum_k |x w|, or -1
+ * where a token alone differs from its row of the batch. ldy =
  * n_out + 1 when `odd_ldy` (the element-by-element stores). A batch GEMM's scratch holds
  * the quantized inputs of the int8 GEMM's batch when `with_xq` (else it quantizes inside). */
 static double gemm_case(const host_matrix *m, const gemm_ref *r, int accumulate, int odd_ldy, int batch, int with_xq) {
@@ -1284,7 +1285,7 @@ static double gemm_case(const host_matrix *m, const gemm_ref *r, int accumulate,
         if (gemm_run(&dw, dx + (size_t)t * K, 1, dy, ldy, 0, batch, &s) != cudaSuccess ||
             cudaMemcpy(y0, dy, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
             memcmp(y0, y + (size_t)t * ldy, (size_t)N * sizeof(float)) != 0)
-            worst = INFINITY;
+            worst = -1.0;
     }
 done:
     cudaFree(dw.w);
@@ -1476,7 +1477,8 @@ void test_cuda_gemm(void) {
      * each tile height (128, 64, 32 tokens) against a token alone */
     static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
                                 {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256},
-                                {24, 160, 512},    {8, 1024, 3072}};
+                                {24, 160, 512},    {8, 1024, 3072},   {129, 128, 64}, {300, 384, 640},
+                                {512, 256, 128}};
     cuda_gemm_set_mmq(0); /* F16 tiles for every type; the int8 tensor cores apart below */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
@@ -1488,13 +1490,26 @@ void test_cuda_gemm(void) {
             CHECK(make_matrix(t, gm[s][1], gm[s][2], &m) == 0 && gemm_ref_make(&m, gm[s][0], 0, &ref) == 0 &&
                       (!int8 || gemm_ref_make(&m, gm[s][0], 1, &ref8) == 0),
                   "out of memory");
-            for (int variant = 0; variant < 4; variant++) {
-                /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically */
-                const int acc = variant & 1, batch = variant >> 1;
+            for (int variant = 0; variant < 8; variant++) {
+                /* the F32 sums of the tensor cores vs doubles: ~1e-7 of sum |x w| typically;
+                 * kind 0: the prefill as it chooses (at these sizes gemm.cu's tiles), 1: the
+                 * batch GEMM, 2 and 3: the prefill on the warpgroup GEMM with 128 and 256
+                 * tokens a block, wherever it fits */
+                const int acc = variant & 1, kind = variant >> 1, batch = kind == 1;
+                const cuda_weight probe = {t, gm[s][2], gm[s][1], NULL, NULL, NULL};
+                if (kind >= 2 && !cuda_gemm_wg_fits(&probe, gm[s][0]))
+                    continue;
+                const int wg_tokens = kind >= 2 ? 32 << kind : 0; /* 128, 256 */
+                cuda_gemm_set_wg(wg_tokens ? wg_tokens : -1);
                 const double err = gemm_case(&m, &ref, acc, acc, batch, 0);
-                CHECK(err <= 1e-5, "%s %s %d tokens x %d x %d%s: error %.3g of sum |x w|", cuda_wtype_name(t),
-                      batch ? "batch GEMM (split over K)" : "GEMM", gm[s][0], gm[s][1], gm[s][2],
-                      acc ? " (accumulate, odd ldy)" : "", err);
+                cuda_gemm_set_wg(-1);
+                CHECK(err >= 0.0 && err <= 1e-5, "%s %s (warpgroup GEMM's tokens a block: %d) %d tokens x %d x %d%s: "
+                      "error %.3g of sum |x w| (-1: a token alone differs from its row of the batch)",
+                      cuda_wtype_name(t), batch ? "batch GEMM (split over K)" : "GEMM", wg_tokens, gm[s][0], gm[s][1],
+                      gm[s][2], acc ? " (accumulate, odd ldy)" : "", err);
+                if (kind >= 2 && acc == 0 && gm[s][0] >= 100)
+                    printf("  %s GEMM (warpgroup, %d tokens a block) %d x %d x %d: error %.2e of sum |x w|\n",
+                           cuda_wtype_name(t), wg_tokens, gm[s][0], gm[s][1], gm[s][2], err);
                 if (s == 0 && variant == 0)
                     printf("  %s GEMM %d x %d x %d: error %.2e of sum |x w|\n", cuda_wtype_name(t), gm[s][0], gm[s][1],
                            gm[s][2], err);

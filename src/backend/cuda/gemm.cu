@@ -338,12 +338,34 @@ static cudaError_t launch_tiles(const cuda_weight *w, const __half *X, int T, fl
     return launch_gemm<32, 128>(w, X, T, y, ldy, accumulate, n_split, stream);
 }
 
+/* How the prefill takes the warpgroup GEMM (gemm_wg.cu): cuda_gemm_set_wg's modes; from
+ * EDGERUNNER_CUDA_WGMMA (read once; to compare) unless cuda_gemm_set_wg (tests) says. */
+static int wg_mode = -1;
+
+extern "C" void cuda_gemm_set_wg(int mode) {
+    wg_mode = mode == 0 || mode == 1 || mode == 128 || mode == 256 ? mode : -1;
+}
+
+/* Tokens a block of the warpgroup GEMM for w and T tokens, 0 for gemm.cu's tiles */
+static int wg_tokens(const cuda_weight *w, int T) {
+    if (wg_mode < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_WGMMA");
+        cuda_gemm_set_wg(env && *env ? atoi(env) : 1);
+        wg_mode = wg_mode < 0 ? 1 : wg_mode;
+    }
+    if (wg_mode == 128 || wg_mode == 256)
+        return cuda_gemm_wg_fits(w, T) ? wg_mode : 0;
+    return wg_mode == 1 ? cuda_gemm_wg_tokens(w, T) : 0;
+}
+
 extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy,
                                  int accumulate, cudaStream_t stream) {
     const __half *X = reinterpret_cast<const __half *>(x);
     /* a stacked matrix of several types (w->next): each part into its columns of y */
     for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
-        const cudaError_t e = launch_tiles(w, X, n_tokens, y + col0, ldy, accumulate, 1, stream);
+        const int wg = wg_tokens(w, n_tokens);
+        const cudaError_t e = wg ? cuda_gemm_wg(w, x, n_tokens, y + col0, ldy, accumulate, wg, stream)
+                                 : launch_tiles(w, X, n_tokens, y + col0, ldy, accumulate, 1, stream);
         if (e != cudaSuccess)
             return e;
     }

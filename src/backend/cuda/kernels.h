@@ -225,6 +225,21 @@ cudaError_t cuda_add_rmsnorm(const float *y, const float *w, int n_rows, int n, 
  * . w^T, or += it when accumulate; w's elements are rounded to F16, sums are F32. */
 cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy, int accumulate,
                       cudaStream_t stream);
+/* cuda_gemm on Hopper's warpgroup tensor cores (gemm_wg.cu), for one part of w (w->next
+ * is not followed), block_tokens (128 or 256) tokens a block: the same F16 weights and F32
+ * sums, summed in another order. Only where cuda_gemm_wg_fits (Q8_0 or Q4_0, n_in % 64
+ * == 0, n_out % 128 == 0, a build for sm_90a). cuda_gemm takes it where
+ * cuda_gemm_wg_tokens gives a block's tokens (0: not worth it; never below
+ * CUDA_GEMM_WG_MIN_TOKENS tokens). */
+enum { CUDA_GEMM_WG_MIN_TOKENS = 65 };
+int cuda_gemm_wg_fits(const cuda_weight *w, int n_tokens);
+int cuda_gemm_wg_tokens(const cuda_weight *w, int n_tokens);
+cudaError_t cuda_gemm_wg(const cuda_weight *w, const uint16_t *x, int n_tokens, float *y, int64_t ldy, int accumulate,
+                         int block_tokens, cudaStream_t stream);
+/* The prefill's choice (tests, measurements): 0 never the warpgroup GEMM, 1 where
+ * cuda_gemm_wg_tokens says, 128 or 256: wherever it fits, that many tokens a block; -1 as
+ * EDGERUNNER_CUDA_WGMMA says (the same values; unset: 1). */
+void cuda_gemm_set_wg(int mode);
 /* What a batch GEMM works in (device memory): the shares of K of cuda_gemm_split_count
  * (part, for at least one token; larger batches go through in passes), and for the int8
  * tensor cores the batch's input quantized beforehand (xq: n_tokens n_in int8, then
