@@ -186,7 +186,7 @@ static __device__ __forceinline__ void cluster_sync(void) {
  * block `rank` of the cluster: a remote store does not wait for a reply, a remote load
  * does. */
 static __device__ __forceinline__ void cluster_store(float *local, unsigned int rank, float v) {
-    const unsigned int a = (unsigned int)__cvta_generic_to_shared(local);
+    const unsigned int a = smem_addr(local);
     unsigned int r;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");

@@ -53,6 +53,11 @@ static __device__ __forceinline__ float gelu_tanh(float g) {
     return 0.5f * g * (1.0f + tanhf(0.79788456080286535588f * g * (1.0f + 0.044715f * g * g)));
 }
 
+/* The shared-memory address of p (a pointer into shared memory), as PTX's shared-state
+ * operands take it. The copy and ldmatrix helpers of this file spell the conversion out:
+ * routed through this function, nvcc schedules attention_batch.cu's kernels differently. */
+static __device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
 /* 16 bytes global -> shared, asynchronously (cp.async, through L2 only); of those,
  * src_bytes are read and the rest filled with zeros. */
 static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
@@ -120,6 +125,19 @@ static inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, 
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     return cfg;
+}
+
+/* The multiprocessors of the device (132 on the H200; 132 too where the runtime cannot
+ * say), asked once: the same device for the whole process. */
+static inline int multiprocessors(void) {
+    static int n_sm = 0;
+    if (n_sm == 0) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
+            n_sm = n;
+        n_sm = n_sm > 0 ? n_sm : 132;
+    }
+    return n_sm;
 }
 
 /* `smem` bytes of dynamic shared memory for kernel, and the largest carveout for it:

@@ -25,10 +25,6 @@ struct gemm_stage {
     __half w[BN][GM_BK + GM_PAD]; /* (weight rows, k) */
 };
 
-static __device__ __forceinline__ unsigned smem_addr(const void *p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /* Four 8x8 F16 matrices; lanes 8j..8j+7 give the row addresses of matrix j, and each
  * lane receives (row lane / 4, columns 2 (lane % 4) ..+1) of every matrix. */
 static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const __half *p) {

@@ -39,13 +39,11 @@ struct wg_smem {
     uint32_t scale[R][WG_THREADS]; /* (stage, thread): its row's two scales of the stage */
 };
 
-static __device__ __forceinline__ unsigned wg_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
 /* The descriptor of a K-major F16 tile in the 128-byte swizzle at p: rows of 128 bytes,
  * 8-row groups 1024 bytes apart (the stride field); the leading-offset field is unused
  * by this layout. Advancing p by 32 bytes moves the tile 16 along K. */
 static __device__ __forceinline__ uint64_t wg_desc(const void *p) {
-    return (uint64_t)((wg_addr(p) & 0x3ffff) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 |
+    return (uint64_t)((smem_addr(p) & 0x3ffff) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 |
            (uint64_t)1 << 62;
 }
 
@@ -166,7 +164,7 @@ __global__ void __launch_bounds__(WG_THREADS, MIN_BLOCKS)
 k_gemm_wg(const cuda_weight w, const __half *__restrict__ X, int T, float *__restrict__ Y, int64_t ldy,
           int accumulate) {
     extern __shared__ uint8_t smem_bytes[];
-    wg_smem<BN, R> &sm = *reinterpret_cast<wg_smem<BN, R> *>(smem_bytes + ((1024 - (wg_addr(smem_bytes) & 1023)) & 1023));
+    wg_smem<BN, R> &sm = *reinterpret_cast<wg_smem<BN, R> *>(smem_bytes + ((1024 - (smem_addr(smem_bytes) & 1023)) & 1023));
     const int K = (int)w.n_in, n_steps = K / WG_BK, tid = threadIdx.x, wg = tid >> 7;
     const int64_t t0 = (int64_t)blockIdx.x * BN, n0 = (int64_t)blockIdx.y * WG_BM;
     /* W: row w_row of the tile, quant block w_blk of each stage */
@@ -299,16 +297,6 @@ extern "C" int cuda_gemm_wg_fits(const cuda_weight *w, int n_tokens) {
 #endif
 }
 
-/* The SMs of the current device (132 on the H200), asked once. */
-static int wg_sm_count(void) {
-    static int n_sm = 0;
-    int dev = 0;
-    if (!n_sm && (cudaGetDevice(&dev) != cudaSuccess ||
-                  cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n_sm < 1))
-        n_sm = 132;
-    return n_sm;
-}
-
 /* One block an SM: a launch takes ceil(blocks / SMs) waves, each as long as a block's
  * tokens. 256 tokens a block unless 128 take fewer such rounds (Qwen3-8B at 512 tokens:
  * 256 for qkv and gate|up, 128 for wo and down, whose 32 row tiles would leave half the
@@ -317,7 +305,7 @@ static int wg_sm_count(void) {
 extern "C" int cuda_gemm_wg_tokens(const cuda_weight *w, int n_tokens) {
     if (n_tokens < CUDA_GEMM_WG_MIN_TOKENS || !cuda_gemm_wg_fits(w, n_tokens))
         return 0;
-    const int64_t row_tiles = w->n_out / WG_BM, n_sm = wg_sm_count();
+    const int64_t row_tiles = w->n_out / WG_BM, n_sm = multiprocessors();
     const int64_t blocks128 = row_tiles * ((n_tokens + 127) / 128), blocks256 = row_tiles * ((n_tokens + 255) / 256);
     if (2 * blocks128 < n_sm)
         return 0;

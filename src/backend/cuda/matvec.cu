@@ -622,17 +622,6 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     }
 }
 
-static int multiprocessors(void) {
-    static int n_sm = 0; /* the same device for the whole process */
-    if (n_sm == 0) {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
-            n_sm = n;
-        n_sm = n_sm > 0 ? n_sm : 132;
-    }
-    return n_sm;
-}
-
 template <int WT, bool I8>
 static cudaError_t launch_head(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                cuda_step_state *state, cudaStream_t stream) {
