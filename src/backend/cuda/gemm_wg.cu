@@ -242,21 +242,23 @@ static constexpr size_t wg_smem_bytes() {
     return sizeof(wg_smem<BN, R>) + 1024;
 }
 
-/* Stages in the rings: 4 at 128 tokens a block (133 KiB, one block an SM), 3 at 256 (155
- * KiB, one an SM); EDGERUNNER_CUDA_WG_STAGES=3 or 4 (read once) takes that many for both,
- * to compare. Measured at Qwen3-8B's Q8_0 layer, 512 tokens (gpu_matvec_bench, us for
- * qkv / wo / gate_up / down): 128 tokens and 3 stages, two blocks an SM, 105 / 79 / 312 /
- * 221; 4 stages, one an SM, 112 / 72 / 337 / 185; 256 tokens, 3 stages, 86 / 105 / 273 /
- * 288. The deeper ring serves the long K of down; 256 tokens halve the W tiles' conversion
- * and the operand reads of the shared memory per product, where the blocks still fill
- * the SMs (cuda_gemm_wg_tokens). */
-static int wg_stages(int bn) {
+/* Stages in the rings: 4 (128 tokens a block: 133 KiB, 256: 196 KiB; one block an SM);
+ * EDGERUNNER_CUDA_WG_STAGES=3 (read once) takes 3, to compare. Measured at Qwen3-8B's
+ * Q8_0 layer, 512 tokens (gpu_matvec_bench, us for qkv / wo / gate_up / down): 128
+ * tokens and 3 stages, two blocks an SM, 105 / 79 / 312 / 221; 4 stages, one an SM, 112 /
+ * 72 / 337 / 185; 256 tokens, 3 stages, 86 / 105 / 273 / 288; 4 stages 75 / 72 / 224 /
+ * 186. The deeper ring serves the long K of down; 256 tokens halve the W tiles'
+ * conversion and the operand reads of the shared memory per product, where the blocks
+ * still fill the SMs (cuda_gemm_wg_tokens). End to end (H200, docs/perf-log.md), Qwen3-8B
+ * pp512 with 3 / 4 stages at 256 tokens: Q8_0 19,066-19,149 / 20,304 tok/s, Q4_0 20,104-
+ * 20,124 / 21,101. */
+static int wg_stages(void) {
     static int env_stages = -1;
     if (env_stages < 0) {
         const char *env = getenv("EDGERUNNER_CUDA_WG_STAGES");
-        env_stages = env && (atoi(env) == 3 || atoi(env) == 4) ? atoi(env) : 0;
+        env_stages = env && atoi(env) == 3 ? 3 : 4;
     }
-    return env_stages ? env_stages : bn == 128 ? 4 : 3;
+    return env_stages;
 }
 
 template <int WT, int BN, int R, int MIN_BLOCKS>
@@ -276,7 +278,7 @@ static cudaError_t launch_wg(const cuda_weight *w, const __half *X, int T, float
 template <int WT>
 static cudaError_t launch_wg_bn(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
                                 int bn, cudaStream_t stream) {
-    const int stages = wg_stages(bn);
+    const int stages = wg_stages();
     if (bn == 256)
         return stages == 4 ? launch_wg<WT, 256, 4, 1>(w, X, T, y, ldy, accumulate, stream)
                            : launch_wg<WT, 256, 3, 1>(w, X, T, y, ldy, accumulate, stream);
