@@ -302,15 +302,16 @@ extern "C" int cuda_gemm_wg_fits(const cuda_weight *w, int n_tokens) {
 /* One block an SM: a launch takes ceil(blocks / SMs) waves, each as long as a block's
  * tokens. 256 tokens a block unless 128 take fewer such rounds (Qwen3-8B at 512 tokens:
  * 256 for qkv and gate|up, 128 for wo and down, whose 32 row tiles would leave half the
- * SMs idle); none (gemm.cu's tiles, more and smaller blocks) where 128 tokens a block
- * leave more than half the SMs idle (Qwen3-0.6B's wo and down: 32 blocks). */
+ * SMs idle). Even where few blocks leave most SMs idle (Qwen3-0.6B's wo and down at 512
+ * tokens: 32 blocks of 128 tokens), the warpgroup GEMM beats gemm.cu's smaller, more
+ * numerous tiles: on the H200 (docs/perf-log.md, 2026-12-03 thirteenth session) 0.6B
+ * pp512 with every matrix at 128 tokens a block, Q8_0 74,012 -> 86,844 tok/s, Q4_0
+ * 81,155 -> 88,962 (gemm.cu's wo and down took 3.1 of the pass's 6.7 ms). */
 extern "C" int cuda_gemm_wg_tokens(const cuda_weight *w, int n_tokens) {
     if (n_tokens < CUDA_GEMM_WG_MIN_TOKENS || !cuda_gemm_wg_fits(w, n_tokens))
         return 0;
     const int64_t row_tiles = w->n_out / WG_BM, n_sm = multiprocessors();
     const int64_t blocks128 = row_tiles * ((n_tokens + 127) / 128), blocks256 = row_tiles * ((n_tokens + 255) / 256);
-    if (2 * blocks128 < n_sm)
-        return 0;
     return (blocks256 + n_sm - 1) / n_sm * 256 <= (blocks128 + n_sm - 1) / n_sm * 128 ? 256 : 128;
 }
 
