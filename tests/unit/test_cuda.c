@@ -271,6 +271,110 @@ static int takes_int8(const host_matrix *m, int mode) {
     return cuda_matvec_takes_int8(&w, mode);
 }
 
+/* A layer's FFN half through cuda_matvec_chain against the same matrices through
+ * cuda_matvec one by one (whose numbers run_case checks against the host): [wo: x +=
+ * wo attn ;] h = glu(gate|up rmsnorm(x + acc)) ; x += down h (+ acc, cleared). The chain
+ * runs the same streaming code, so x, h and acc must be equal bit for bit. Returns 1 if
+ * so, 0 if not, -1 where the chain does not take the shape or the device failed. */
+static int chain_case(int type, int n_embd, int q_dim, int n_ff, int with_wo, int with_acc, int glu) {
+    host_matrix hm[3] = {{0}};
+    cuda_weight dw[3] = {{0}};
+    float *dx[2] = {NULL}, *dh[2] = {NULL}, *dattn = NULL, *dnw = NULL;
+    unsigned long long *dacc[2] = {NULL};
+    cuda_step_state *dstate = NULL;
+    const int dims[3][2] = {{n_embd, q_dim}, {2 * n_ff, n_embd}, {n_embd, n_ff}};
+    float *x = malloc((size_t)n_embd * sizeof(float)), *attn = malloc((size_t)q_dim * sizeof(float));
+    float *nw = malloc((size_t)n_embd * sizeof(float)), *out[2] = {NULL};
+    float *hout[2] = {malloc((size_t)n_ff * sizeof(float)), malloc((size_t)n_ff * sizeof(float))};
+    unsigned long long *acc = calloc((size_t)n_embd, sizeof *acc), *acc_out[2] = {NULL};
+    double *acc_v = malloc((size_t)n_embd * sizeof(double));
+    int result = -1;
+    out[0] = malloc((size_t)n_embd * sizeof(float));
+    out[1] = malloc((size_t)n_embd * sizeof(float));
+    acc_out[0] = malloc((size_t)n_embd * sizeof *acc);
+    acc_out[1] = malloc((size_t)n_embd * sizeof *acc);
+    if (!x || !attn || !nw || !out[0] || !out[1] || !hout[0] || !hout[1] || !acc || !acc_out[0] || !acc_out[1] ||
+        !acc_v)
+        goto done;
+    for (int k = 0; k < 3; k++)
+        if (make_matrix(type, dims[k][0], dims[k][1], &hm[k]) != 0 || upload_weight(&hm[k], &dw[k]) != 0)
+            goto done;
+    if (!cuda_matvec_chain_fits(with_wo ? &dw[0] : NULL, &dw[1], &dw[2], glu))
+        goto done;
+    for (int i = 0; i < n_embd; i++) {
+        x[i] = rndf();
+        nw[i] = 1.0f + 0.1f * rndf();
+    }
+    for (int i = 0; i < q_dim; i++)
+        attn[i] = rndf();
+    if (with_acc)
+        random_acc(acc, acc_v, n_embd);
+    if (cudaMalloc((void **)&dattn, (size_t)q_dim * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dnw, (size_t)n_embd * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess)
+        goto done;
+    cudaMemcpy(dattn, attn, (size_t)q_dim * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dnw, nw, (size_t)n_embd * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemset(dstate, 0, sizeof *dstate);
+    for (int p = 0; p < 2; p++) { /* 0: one by one, 1: the chain */
+        if (cudaMalloc((void **)&dx[p], (size_t)n_embd * sizeof(float)) != cudaSuccess ||
+            cudaMalloc((void **)&dh[p], (size_t)n_ff * sizeof(float)) != cudaSuccess ||
+            cudaMalloc((void **)&dacc[p], (size_t)n_embd * sizeof *acc) != cudaSuccess)
+            goto done;
+        cudaMemcpy(dx[p], x, (size_t)n_embd * sizeof(float), cudaMemcpyHostToDevice);
+        cudaMemcpy(dacc[p], acc, (size_t)n_embd * sizeof *acc, cudaMemcpyHostToDevice);
+        unsigned long long *a = with_acc ? dacc[p] : NULL;
+        cudaError_t e = cudaSuccess;
+        if (p == 1) {
+            e = cuda_matvec_chain(with_wo ? &dw[0] : NULL, &dw[1], &dw[2], glu, dattn, dnw, 1e-6f, dx[p], dh[p], a,
+                                  dstate, 0);
+        } else {
+            if (with_wo)
+                e = cuda_matvec(&dw[0], MV_ADD, dattn, NULL, 0.0f, dx[p], NULL, dstate, 0);
+            if (e == cudaSuccess)
+                e = cuda_matvec(&dw[1], glu, dx[p], dnw, 1e-6f, dh[p], a, dstate, 0);
+            if (e == cudaSuccess)
+                e = cuda_matvec(&dw[2], MV_ADD, dh[p], NULL, 0.0f, dx[p], a, dstate, 0);
+        }
+        if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+            goto done;
+        cudaMemcpy(out[p], dx[p], (size_t)n_embd * sizeof(float), cudaMemcpyDeviceToHost);
+        cudaMemcpy(hout[p], dh[p], (size_t)n_ff * sizeof(float), cudaMemcpyDeviceToHost);
+        cudaMemcpy(acc_out[p], dacc[p], (size_t)n_embd * sizeof *acc, cudaMemcpyDeviceToHost);
+    }
+    {
+        cuda_step_state st;
+        cudaMemcpy(&st, dstate, sizeof st, cudaMemcpyDeviceToHost);
+        result = !memcmp(out[0], out[1], (size_t)n_embd * sizeof(float)) &&
+                 !memcmp(hout[0], hout[1], (size_t)n_ff * sizeof(float)) &&
+                 !memcmp(acc_out[0], acc_out[1], (size_t)n_embd * sizeof *acc) &&
+                 (st.barrier & 0xffffu) == 0; /* no block left counted at a barrier */
+    }
+done:
+    for (int k = 0; k < 3; k++) {
+        cudaFree(dw[k].w);
+        cudaFree(dw[k].d);
+        free_matrix(&hm[k]);
+    }
+    for (int p = 0; p < 2; p++) {
+        cudaFree(dx[p]);
+        cudaFree(dh[p]);
+        cudaFree(dacc[p]);
+        free(out[p]);
+        free(hout[p]);
+        free(acc_out[p]);
+    }
+    cudaFree(dattn);
+    cudaFree(dnw);
+    cudaFree(dstate);
+    free(x);
+    free(attn);
+    free(nw);
+    free(acc);
+    free(acc_v);
+    return result;
+}
+
 /* One matvec on the device vs the host; returns the worst |error| / max |y|, and in *tol
  * the bound it is held to. With with_acc, the residual has a pending fixed-point part
  * (cuda_matvec's acc), which MV_ADD must also clear.
@@ -1657,6 +1761,29 @@ void test_cuda(void) {
             free_matrix(&m);
         }
     }
+    /* a layer's FFN half as one kernel (cuda_matvec_chain) against its matrices one by one:
+     * Qwen3-8B's shape (every matrix streams), and small shapes forced to stream; with
+     * and without wo, with the attention's pending acc, Q8_0 and Q4_0 (int8 and f32 input) */
+    cuda_matvec_set_chain(1);
+    static const int chain[][4] = {/* n_embd, q_dim, n_ff, forced to stream */
+                                   {4096, 4096, 12288, 0}, {1024, 2048, 3072, 1}, {512, 256, 1536, 1}};
+    for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++) {
+        cuda_matvec_set_stream_min(chain[i][3] ? 1 : 0);
+        for (int v = 0; v < 8; v++) {
+            const int type = v & 1 ? CUDA_W_Q4_0 : CUDA_W_Q8_0, with_wo = (v >> 1) & 1, int8 = (v >> 2) & 1;
+            if (int8 && type != CUDA_W_Q4_0)
+                continue;
+            cuda_matvec_set_int8(type == CUDA_W_Q4_0 ? int8 : -1);
+            const int glu = i == 2 ? MV_NORM_GEGLU : MV_NORM_SWIGLU;
+            const int r = chain_case(type, chain[i][0], chain[i][1], chain[i][2], with_wo, !with_wo, glu);
+            CHECK(r == 1, "%s FFN chain%s%s (n_embd %d, n_ff %d): %s", cuda_wtype_name(type), with_wo ? " with wo" : "",
+                  int8 ? " (int8 input)" : "", chain[i][0], chain[i][2],
+                  r < 0 ? "not taken or failed" : "differs from the matvecs one by one");
+        }
+    }
+    cuda_matvec_set_stream_min(0);
+    cuda_matvec_set_int8(-1);
+    cuda_matvec_set_chain(-1);
     /* the output head of Qwen3, in the quantized types (the float ones: 0.6-1.2 GB here) */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         if (cuda_wtype_block(t) == 1)
