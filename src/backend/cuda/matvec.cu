@@ -898,8 +898,16 @@ static cudaError_t launch_chain(const cuda_weight *wo, const cuda_weight *gate_u
     attr[1].val.cooperative = 1;
     cfg.numAttrs = 2;
     /* wo and down add into x (the residual), which down reads after gate|up has read it */
-    return cudaLaunchKernelEx(&cfg, kernel, chain_of(wo, attn, nullptr, x, nullptr),
-                              chain_of(gate_up, x, ffn_norm, h, acc), chain_of(down, h, nullptr, x, acc), eps, state);
+    const chain_matrix m_wo = chain_of(wo, attn, nullptr, x, nullptr), m_gu = chain_of(gate_up, x, ffn_norm, h, acc),
+                       m_down = chain_of(down, h, nullptr, x, acc);
+    e = cudaLaunchKernelEx(&cfg, kernel, m_wo, m_gu, m_down, eps, state);
+    if (e != cudaSuccess) { /* where a cooperative launch may not also be a programmatic one: cooperative alone */
+        (void)cudaGetLastError();
+        cfg.attrs = &attr[1];
+        cfg.numAttrs = 1;
+        e = cudaLaunchKernelEx(&cfg, kernel, m_wo, m_gu, m_down, eps, state);
+    }
+    return e;
 }
 
 template <int WT, bool I8>
