@@ -577,7 +577,7 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
  * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. The body of
  * k_matvec_stream and of each phase of k_matvec_chain: `first` waits for the previous
  * kernel (and prefetches before it), else the grid barrier `bar` (state->barrier) orders
- * this matrix after the chain's previous one. smem: staged_x_bytes + the norm weights. */
+ * this matrix after the chain's previous one. smem: stream_smem bytes. */
 template <int WT, int MODE, bool I8>
 static __device__ __forceinline__ void stream_rows(const uint8_t *__restrict__ w, const __half *__restrict__ d,
                                                    int n_in, int n_out, const float *__restrict__ x,
@@ -696,6 +696,13 @@ k_matvec_chain(chain_matrix wo, chain_matrix gate_up, chain_matrix down, float e
                                 red, false, &state->barrier);
 }
 
+/* The dynamic shared memory of stream_rows for one matrix: the staged input, and the
+ * norm weights in the modes that normalize. */
+static size_t stream_smem(int wt, int mode, bool i8, int n_in) {
+    const bool norm = mode == MV_NORM_STORE || gated(mode);
+    return staged_x_bytes(wt, i8, n_in) + (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
+}
+
 template <int WT, bool I8>
 static cudaError_t launch_head(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                cuda_step_state *state, cudaStream_t stream) {
@@ -722,8 +729,7 @@ template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  unsigned long long *acc, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
-    const bool norm = MODE == MV_NORM_STORE || gated(MODE);
-    const size_t smem = staged_x_bytes(WT, I8, n_in) + (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
+    const size_t smem = stream_smem(WT, MODE, I8, n_in);
     int per_sm = 0;
     cudaError_t e = allow_smem(k_matvec_stream<WT, MODE, I8>, smem);
     if (e == cudaSuccess)
@@ -874,15 +880,16 @@ static chain_matrix chain_of(const cuda_weight *w, const float *x, const float *
     return m;
 }
 
-/* The shared memory of a chain: the largest of its matrices' (staged input and norm) */
+/* The shared memory of a chain: the largest of its matrices' (stream_smem) */
 template <int WT, int GLU, bool I8, bool WO>
 static cudaError_t launch_chain(const cuda_weight *wo, const cuda_weight *gate_up, const cuda_weight *down,
                                 const float *attn, const float *ffn_norm, float eps, float *x, float *h,
                                 unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
-    size_t smem = staged_x_bytes(WT, I8, (int)gate_up->n_in) + staged_bytes((size_t)gate_up->n_in * sizeof(float));
-    smem = smem > staged_x_bytes(WT, I8, (int)down->n_in) ? smem : staged_x_bytes(WT, I8, (int)down->n_in);
-    if (WO)
-        smem = smem > staged_x_bytes(WT, I8, (int)wo->n_in) ? smem : staged_x_bytes(WT, I8, (int)wo->n_in);
+    const size_t gu_bytes = stream_smem(WT, GLU, I8, (int)gate_up->n_in);
+    const size_t down_bytes = stream_smem(WT, MV_ADD, I8, (int)down->n_in);
+    const size_t wo_bytes = WO ? stream_smem(WT, MV_ADD, I8, (int)wo->n_in) : 0;
+    size_t smem = gu_bytes > down_bytes ? gu_bytes : down_bytes;
+    smem = smem > wo_bytes ? smem : wo_bytes;
     void (*kernel)(chain_matrix, chain_matrix, chain_matrix, float, cuda_step_state *) = k_matvec_chain<WT, GLU, I8, WO>;
     int per_sm = 0;
     cudaError_t e = allow_smem(kernel, smem);
