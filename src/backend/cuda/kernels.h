@@ -41,7 +41,7 @@ typedef struct cuda_step_state {
     int32_t token;                 /* the token the next step feeds */
     int32_t pos;                   /* its position */
     int32_t n_out;                 /* tokens written to out_ids */
-    uint32_t barrier;              /* cuda_matvec_chain's grid barrier (0 between kernels) */
+    int32_t pad;
 } cuda_step_state;
 
 /* What a matvec does before and after its dot products. */
@@ -65,20 +65,6 @@ enum cuda_matvec_mode {
  * pair up or compete across the parts. */
 cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                         float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
-/* A layer's FFN half as one kernel, where cuda_matvec_chain_fits: [wo (MV_ADD of attn
- * into x; NULL: none, wo is folded into the attention) ;] gate|up (glu_mode, of x with
- * ffn_norm, acc as cuda_matvec's, into h) ; down (MV_ADD of h into x, acc folded in and
- * cleared), each as cuda_matvec would run it (bit for bit: the same streaming code), a
- * grid barrier in state between them instead of a kernel boundary. */
-cudaError_t cuda_matvec_chain(const cuda_weight *wo, const cuda_weight *gate_up, const cuda_weight *down, int glu_mode,
-                              const float *attn, const float *ffn_norm, float eps, float *x, float *h,
-                              unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
-/* Whether cuda_matvec_chain takes these matrices: Q8_0 or Q4_0, one type, each large
- * enough to stream, and the chain switched on (cuda_matvec_set_chain, else
- * EDGERUNNER_CUDA_CHAIN=1, read once; off by default until measured). */
-int cuda_matvec_chain_fits(const cuda_weight *wo, const cuda_weight *gate_up, const cuda_weight *down, int glu_mode);
-/* on > 0: the chain wherever it fits, 0: never, < 0: as EDGERUNNER_CUDA_CHAIN says. */
-void cuda_matvec_set_chain(int on);
 /* Matrices of more than `bytes` take the streaming kernel (matvec.cu); 0 restores the
  * default (one slice per multiprocessor too large for shared memory). For the unit
  * tests, which run every shape both ways. */

@@ -29,12 +29,6 @@
  * the 16 KB input: half as many bytes again as the weights, through L2) and each waited
  * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s.
  *
- * k_matvec_chain runs a layer's wo, gate|up and down (each as k_matvec_stream would) in
- * one resident grid, a grid barrier between them instead of a kernel boundary: each
- * boundary costs ~3.5 us of an 8B step's matvecs (docs/perf-log.md, 2026-12-03, eleventh
- * session), which copying the next matrix earlier did not recover (thirteenth session).
- * Off unless EDGERUNNER_CUDA_CHAIN=1 until it is measured.
- *
  * Data that earlier kernels of the step wrote is read with __ldcg (L2, not L1): a
  * block that became resident early shares its multiprocessor's L1 with kernels that
  * ran before the data was written, and may find their stale lines there.
@@ -371,29 +365,6 @@ static __device__ __forceinline__ void quantize_input(const staged_x &x, int n_i
     }
 }
 
-/* A barrier of the whole grid (every block resident: a cooperative launch) on one word
- * of device memory: arrivals in the low 16 bits, a generation in the high ones. The last
- * block to arrive clears the arrivals and advances the generation in one atomic; the
- * others wait for the generation to change. The writes before it (plain stores) are
- * visible after it to reads through L2 (__ldcg), as cooperative groups' grid sync does. */
-static __device__ __forceinline__ void grid_barrier(unsigned int *bar) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned int old = atomicAdd(bar, 1u);
-        if ((old & 0xffffu) == gridDim.x - 1) {
-            atomicAdd(bar, 0x10000u - gridDim.x);
-        } else {
-            unsigned int now;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(bar) : "memory");
-            } while ((now >> 16) == (old >> 16));
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
 template <int WT, int MODE>
 __global__ void __launch_bounds__(MV_THREADS, 1)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
@@ -574,24 +545,20 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
  * but the head's: a resident grid stages the input once per block, then warp g of G
  * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
  * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
- * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. The body of
- * k_matvec_stream and of each phase of k_matvec_chain: `first` waits for the previous
- * kernel (and prefetches before it), else the grid barrier `bar` (state->barrier) orders
- * this matrix after the chain's previous one. smem: stream_smem bytes. */
+ * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. */
 template <int WT, int MODE, bool I8>
-static __device__ __forceinline__ void stream_rows(const uint8_t *__restrict__ w, const __half *__restrict__ d,
-                                                   int n_in, int n_out, const float *__restrict__ x,
-                                                   const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-                                                   unsigned long long *acc, uint8_t *smem, float *red, bool first,
-                                                   unsigned int *bar) {
+__global__ void __launch_bounds__(STREAM_THREADS, 1)
+k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
+                const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
+                unsigned long long *acc) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
     const int parts = gated(MODE) ? 2 : 1;
     const int n_logical = n_out / parts;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
-    if (!first)
-        grid_barrier(bar); /* also: every thread is past the previous matrix's use of smem */
     const staged_x sx = staged_at<WT>(smem, n_in); /* the input, swizzled (and quantized) */
     const float *nw =
         norm ? reinterpret_cast<const float *>(stage_async(smem + staged_x_bytes(WT, I8, n_in), norm_w,
@@ -599,23 +566,21 @@ static __device__ __forceinline__ void stream_rows(const uint8_t *__restrict__ w
              : nullptr;
     cp_async_commit();
     cp_async_commit(); /* (empty) stage_input waits for all groups but the last */
+    /* the first pass's rows do not depend on the previous kernel: on their way to L2
+     * while this block waits for it and stages the input, where they are few
+     * (STREAM_PREFETCH_MAX) */
     constexpr int STEP = gated(MODE) ? 1 : 2; /* logical rows per warp and pass */
-    if (first) {
-        /* the first pass's rows do not depend on the previous kernel: on their way to L2
-         * while this block waits for it and stages the input, where they are few
-         * (STREAM_PREFETCH_MAX) */
-        const size_t first_pass_bytes = (size_t)min(n_logical, STEP * n_warps) * parts * rb;
-        if (first_pass_bytes <= STREAM_PREFETCH_MAX && gw < n_logical) {
-            const int r1 = gated(MODE) ? n_logical + gw : gw + n_warps;
-            for (int k = 0; k < (gated(MODE) || r1 < n_logical ? 2 : 1); k++) {
-                const uint8_t *row = w + (size_t)(k ? r1 : gw) * rb;
-                for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
-            }
+    const size_t first_pass_bytes = (size_t)min(n_logical, STEP * n_warps) * parts * rb;
+    if (first_pass_bytes <= STREAM_PREFETCH_MAX && gw < n_logical) {
+        const int r1 = gated(MODE) ? n_logical + gw : gw + n_warps;
+        for (int k = 0; k < (gated(MODE) || r1 < n_logical ? 2 : 1); k++) {
+            const uint8_t *row = w + (size_t)(k ? r1 : gw) * rb;
+            for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
         }
-        pdl_wait();
-        pdl_launch_next();
     }
+    pdl_wait();
+    pdl_launch_next();
     stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, true);
     if constexpr (I8)
         quantize_input<WT>(sx, n_in);
@@ -657,52 +622,6 @@ static __device__ __forceinline__ void stream_rows(const uint8_t *__restrict__ w
     }
 }
 
-template <int WT, int MODE, bool I8>
-__global__ void __launch_bounds__(STREAM_THREADS, 1)
-k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
-                const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-                unsigned long long *acc) {
-    extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float red[32];
-    stream_rows<WT, MODE, I8>(w, d, n_in, n_out, x, norm_w, eps, y, acc, smem, red, true, nullptr);
-}
-
-/* One matrix of a chain (k_matvec_chain): its weights, input, norm, output and acc as
- * cuda_matvec takes them. */
-typedef struct chain_matrix {
-    const uint8_t *w;
-    const __half *d;
-    int n_in, n_out;
-    const float *x, *norm_w;
-    float *y;
-    unsigned long long *acc;
-} chain_matrix;
-
-/* A layer's FFN half as one kernel: [wo (MV_ADD) ;] gate|up (GLU, normalized) ; down
- * (MV_ADD), each matrix as k_matvec_stream runs it, a grid barrier (state->barrier)
- * between them instead of a kernel boundary. Launched cooperatively (every block resident
- * at once, which the barrier needs), one block per multiprocessor (cuda_matvec_chain). */
-template <int WT, int GLU, bool I8, bool WO>
-__global__ void __launch_bounds__(STREAM_THREADS, 1)
-k_matvec_chain(chain_matrix wo, chain_matrix gate_up, chain_matrix down, float eps, cuda_step_state *state) {
-    extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float red[32];
-    if (WO)
-        stream_rows<WT, MV_ADD, I8>(wo.w, wo.d, wo.n_in, wo.n_out, wo.x, nullptr, 0.0f, wo.y, wo.acc, smem, red, true,
-                                    nullptr);
-    stream_rows<WT, GLU, I8>(gate_up.w, gate_up.d, gate_up.n_in, gate_up.n_out, gate_up.x, gate_up.norm_w, eps,
-                             gate_up.y, gate_up.acc, smem, red, !WO, &state->barrier);
-    stream_rows<WT, MV_ADD, I8>(down.w, down.d, down.n_in, down.n_out, down.x, nullptr, 0.0f, down.y, down.acc, smem,
-                                red, false, &state->barrier);
-}
-
-/* The dynamic shared memory of stream_rows for one matrix: the staged input, and the
- * norm weights in the modes that normalize. */
-static size_t stream_smem(int wt, int mode, bool i8, int n_in) {
-    const bool norm = mode == MV_NORM_STORE || gated(mode);
-    return staged_x_bytes(wt, i8, n_in) + (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
-}
-
 template <int WT, bool I8>
 static cudaError_t launch_head(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                cuda_step_state *state, cudaStream_t stream) {
@@ -729,7 +648,8 @@ template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  unsigned long long *acc, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
-    const size_t smem = stream_smem(WT, MODE, I8, n_in);
+    const bool norm = MODE == MV_NORM_STORE || gated(MODE);
+    const size_t smem = staged_x_bytes(WT, I8, n_in) + (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
     int per_sm = 0;
     cudaError_t e = allow_smem(k_matvec_stream<WT, MODE, I8>, smem);
     if (e == cudaSuccess)
@@ -838,111 +758,6 @@ static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, c
 }
 
 extern "C" void cuda_matvec_set_stream_min(size_t bytes) { stream_min_bytes = bytes; }
-
-static int chain_mode = -1;
-
-extern "C" void cuda_matvec_set_chain(int on) { chain_mode = on < 0 ? -1 : on != 0; }
-
-extern "C" int cuda_matvec_chain_fits(const cuda_weight *wo, const cuda_weight *gate_up, const cuda_weight *down,
-                                      int glu_mode) {
-    if (chain_mode < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_CHAIN");
-        chain_mode = env && !strcmp(env, "1");
-    }
-    const int t = gate_up->type;
-    if (!chain_mode || (t != CUDA_W_Q8_0 && t != CUDA_W_Q4_0) || (glu_mode != MV_NORM_SWIGLU && glu_mode != MV_NORM_GEGLU))
-        return 0;
-    const cuda_weight *const ws[3] = {wo, gate_up, down};
-    const int modes[3] = {MV_ADD, glu_mode, MV_ADD};
-    for (int k = 0; k < 3; k++) {
-        if (!ws[k])
-            continue;
-        if (ws[k]->type != t || ws[k]->next || !streams(ws[k], modes[k]) ||
-            cuda_matvec_takes_int8(ws[k], modes[k]) != cuda_matvec_takes_int8(gate_up, glu_mode))
-            return 0;
-    }
-    return down->n_in == gate_up->n_out / 2 && down->n_out == gate_up->n_in && (!wo || wo->n_out == gate_up->n_in);
-}
-
-static chain_matrix chain_of(const cuda_weight *w, const float *x, const float *norm_w, float *y,
-                             unsigned long long *acc) {
-    chain_matrix m = {};
-    if (w) {
-        m.w = (const uint8_t *)w->w;
-        m.d = (const __half *)w->d;
-        m.n_in = (int)w->n_in;
-        m.n_out = (int)w->n_out;
-    }
-    m.x = x;
-    m.norm_w = norm_w;
-    m.y = y;
-    m.acc = acc;
-    return m;
-}
-
-/* The shared memory of a chain: the largest of its matrices' (stream_smem) */
-template <int WT, int GLU, bool I8, bool WO>
-static cudaError_t launch_chain(const cuda_weight *wo, const cuda_weight *gate_up, const cuda_weight *down,
-                                const float *attn, const float *ffn_norm, float eps, float *x, float *h,
-                                unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
-    const size_t gu_bytes = stream_smem(WT, GLU, I8, (int)gate_up->n_in);
-    const size_t down_bytes = stream_smem(WT, MV_ADD, I8, (int)down->n_in);
-    const size_t wo_bytes = WO ? stream_smem(WT, MV_ADD, I8, (int)wo->n_in) : 0;
-    size_t smem = gu_bytes > down_bytes ? gu_bytes : down_bytes;
-    smem = smem > wo_bytes ? smem : wo_bytes;
-    void (*kernel)(chain_matrix, chain_matrix, chain_matrix, float, cuda_step_state *) = k_matvec_chain<WT, GLU, I8, WO>;
-    int per_sm = 0;
-    cudaError_t e = allow_smem(kernel, smem);
-    if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, STREAM_THREADS, smem);
-    if (e != cudaSuccess)
-        return e;
-    if (per_sm < 1)
-        return cudaErrorInvalidConfiguration;
-    cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = pdl_config(dim3(multiprocessors() * per_sm), dim3(STREAM_THREADS), smem, stream, attr);
-    attr[1].id = cudaLaunchAttributeCooperative; /* every block resident at once: the grid barrier */
-    attr[1].val.cooperative = 1;
-    cfg.numAttrs = 2;
-    /* wo and down add into x (the residual), which down reads after gate|up has read it */
-    const chain_matrix m_wo = chain_of(wo, attn, nullptr, x, nullptr), m_gu = chain_of(gate_up, x, ffn_norm, h, acc),
-                       m_down = chain_of(down, h, nullptr, x, acc);
-    e = cudaLaunchKernelEx(&cfg, kernel, m_wo, m_gu, m_down, eps, state);
-    if (e != cudaSuccess) { /* where a cooperative launch may not also be a programmatic one: cooperative alone */
-        (void)cudaGetLastError();
-        cfg.attrs = &attr[1];
-        cfg.numAttrs = 1;
-        e = cudaLaunchKernelEx(&cfg, kernel, m_wo, m_gu, m_down, eps, state);
-    }
-    return e;
-}
-
-template <int WT, bool I8>
-static cudaError_t launch_chain_wt(const cuda_weight *wo, const cuda_weight *gate_up, const cuda_weight *down,
-                                   int glu_mode, const float *attn, const float *ffn_norm, float eps, float *x,
-                                   float *h, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
-#define ARGS wo, gate_up, down, attn, ffn_norm, eps, x, h, acc, state, stream
-    if (glu_mode == MV_NORM_SWIGLU)
-        return wo ? launch_chain<WT, MV_NORM_SWIGLU, I8, true>(ARGS) : launch_chain<WT, MV_NORM_SWIGLU, I8, false>(ARGS);
-    return wo ? launch_chain<WT, MV_NORM_GEGLU, I8, true>(ARGS) : launch_chain<WT, MV_NORM_GEGLU, I8, false>(ARGS);
-#undef ARGS
-}
-
-extern "C" cudaError_t cuda_matvec_chain(const cuda_weight *wo, const cuda_weight *gate_up, const cuda_weight *down,
-                                         int glu_mode, const float *attn, const float *ffn_norm, float eps, float *x,
-                                         float *h, unsigned long long *acc, cuda_step_state *state,
-                                         cudaStream_t stream) {
-    if (!state || !cuda_matvec_chain_fits(wo, gate_up, down, glu_mode))
-        return cudaErrorInvalidValue;
-    const bool i8 = cuda_matvec_takes_int8(gate_up, glu_mode);
-    if (gate_up->type == CUDA_W_Q8_0)
-        return launch_chain_wt<CUDA_W_Q8_0, false>(wo, gate_up, down, glu_mode, attn, ffn_norm, eps, x, h, acc, state,
-                                                   stream);
-    return i8 ? launch_chain_wt<CUDA_W_Q4_0, true>(wo, gate_up, down, glu_mode, attn, ffn_norm, eps, x, h, acc, state,
-                                                   stream)
-              : launch_chain_wt<CUDA_W_Q4_0, false>(wo, gate_up, down, glu_mode, attn, ffn_norm, eps, x, h, acc, state,
-                                                    stream);
-}
 
 extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                    float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {

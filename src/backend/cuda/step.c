@@ -11,9 +11,6 @@
  *   wo is not Q8_0 or Q4_0 (see cuda_enqueue_step), larger than 2^21 elements, or of a
  *   shape the attention kernel cannot fold in, it runs as a matvec of its own (5
  *   kernels per layer).
- * With EDGERUNNER_CUDA_CHAIN=1 (not yet measured, so off by default), wo (where it is
- * not folded), gate|up and down of a layer whose matrices all stream run as one kernel,
- * grid barriers in place of two kernel boundaries (cuda_matvec_chain).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
@@ -102,25 +99,14 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
         else
             CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, acc ? &l->wo : NULL, acc,
                                            cc->stream));
-        /* wo (unless folded), gate|up and down as one kernel where cuda_matvec_chain_fits
-         * (EDGERUNNER_CUDA_CHAIN=1, being measured): grid barriers between them instead of
-         * kernel boundaries; or gate|up and down alone */
-        const int glu = glu_mode(c);
-        const int chain_wo = !acc && !l->post_attn_norm && !l->post_ffn_norm &&
-                             cuda_matvec_chain_fits(&l->wo, &l->gate_up, &l->down, glu);
-        const int chain = chain_wo || (!l->post_ffn_norm && cuda_matvec_chain_fits(NULL, &l->gate_up, &l->down, glu));
         if (l->post_attn_norm) {
             CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_attn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
-        } else if (!acc && !chain_wo) {
+        } else if (!acc) {
             CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, NULL, cc->state, cc->stream));
         }
-        if (chain) {
-            CUDA_TRY(cuda_matvec_chain(chain_wo ? &l->wo : NULL, &l->gate_up, &l->down, glu, cc->attn, l->ffn_norm,
-                                       c->norm_eps, cc->x, cc->h, acc, cc->state, cc->stream));
-            continue;
-        }
-        CUDA_TRY(cuda_matvec(&l->gate_up, glu, cc->x, l->ffn_norm, c->norm_eps, cc->h, acc, cc->state, cc->stream));
+        CUDA_TRY(cuda_matvec(&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, c->norm_eps, cc->h, acc, cc->state,
+                             cc->stream));
         if (l->post_ffn_norm) {
             CUDA_TRY(cuda_matvec(&l->down, MV_STORE, cc->h, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_ffn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
