@@ -90,6 +90,11 @@ static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_strea
  * prefetch always / never / this rule: Q4_0 45.4 / 43.8 / 43.0 us (qkv and wo, 8.4-8.7 MB,
  * gain by it; down, its whole 25 MB, lost 3 us), Q8_0 (every first pass 17-50 MB) 72.4 /
  * 68.0 / 68.1; 4B and 1.7B equal or better than both. */
+/* chunks of each of its first two rows a lane of k_matvec_stream loads before its wait
+ * (stream_first) */
+#ifndef STREAM_PRE_CHUNKS
+#define STREAM_PRE_CHUNKS 2
+#endif
 #ifndef STREAM_PREFETCH_MAX
 #define STREAM_PREFETCH_MAX ((size_t)10 << 20)
 #endif
@@ -158,8 +163,8 @@ typedef struct staged_x {
  * staged input, for R rows sharing the input's loads: in f32 (chunk_dot), or with I8
  * the exact integer of chunk_isum times the weight's and the input's block scales. */
 template <int WT, bool I8, int R>
-static __device__ __forceinline__ void chunk_dots(const uint4 *v, const __half *const *d, const staged_x &x, int c,
-                                                  float a[R]) {
+static __device__ __forceinline__ void chunk_dots_sc(const uint4 *v, const chunk_sc *sc, const staged_x &x, int c,
+                                                     float a[R]) {
     if constexpr (I8) {
         int4 xq[CHUNK_ELEMS(WT) / 16];
 #pragma unroll
@@ -168,14 +173,23 @@ static __device__ __forceinline__ void chunk_dots(const uint4 *v, const __half *
         const xq_block xb = x.xb[c * CHUNK_ELEMS(WT) / 32];
 #pragma unroll
         for (int k = 0; k < R; k++)
-            a[k] += (float)chunk_isum<WT>(v[k], xq, xb.sum) * (chunk_scale<WT>(d[k], c).d[0] * xb.d);
+            a[k] += (float)chunk_isum<WT>(v[k], xq, xb.sum) * (sc[k].d[0] * xb.d);
     } else {
         float4 xv[CHUNK_ELEMS(WT) / 4];
         load_x<WT>(reinterpret_cast<const float4 *>(x.xs), c, xv);
 #pragma unroll
         for (int k = 0; k < R; k++)
-            a[k] += chunk_dot<WT>(v[k], chunk_scale<WT>(d[k], c), xv);
+            a[k] += chunk_dot<WT>(v[k], sc[k], xv);
     }
+}
+template <int WT, bool I8, int R>
+static __device__ __forceinline__ void chunk_dots(const uint4 *v, const __half *const *d, const staged_x &x, int c,
+                                                  float a[R]) {
+    chunk_sc sc[R];
+#pragma unroll
+    for (int k = 0; k < R; k++)
+        sc[k] = chunk_scale<WT>(d[k], c);
+    chunk_dots_sc<WT, I8, R>(v, sc, x, c, a);
 }
 
 /* Dots of R rows (in global or shared memory) with the staged input, by one warp,
@@ -502,18 +516,49 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
         atomicMax(&state->argmax_key, best);
 }
 
+/* The first U 16-byte chunks of R rows for each lane, and their scales (stream_first;
+ * Q8_0 and Q4_0: one scale a chunk) */
+template <int R, int U>
+struct stream_batch {
+    uint4 v[U][R];
+    float d[U][R];
+};
+
+/* Loads a lane's first chunks of rows_dot_stream's first pass: the weights do not depend
+ * on the previous kernel, so a streaming block has them in flight while it waits for it
+ * and stages the input. Measured on the H200 (docs/perf-log.md, 2026-12-03, fourteenth
+ * session), Qwen3-8B's layer matvecs (gpu_matvec_bench) without / loaded before the wait
+ * / after it: Q8_0 70.1 / 67.4 / 70.3 us, Q4_0 42.9 / 42.6 / 44.3; decode Q8_0 350.4 /
+ * 363.8 / 349.3 tok/s, Q4_0 566 / 570 / 552. Two chunks a row: with all four of a
+ * pass, the kernel of Q4_0 in f32 spilled. */
+template <int WT, int R, int U>
+static __device__ __forceinline__ void stream_first(const uint8_t *const *row, const __half *const *d, int lane,
+                                                    stream_batch<R, U> &b) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int k = 0; k < R; k++) {
+            b.v[u][k] = reinterpret_cast<const uint4 *>(row[k])[lane + 32 * u];
+            b.d[u][k] = chunk_scale<WT>(d[k], lane + 32 * u).d[0];
+        }
+}
+
 /* Dots of R rows (global memory, whole 16-byte chunks) with the staged input, streamed:
  * each lane has U chunks of each row in flight before it uses the first (rows_dot has
  * one), which a matrix too large for shared memory needs to keep HBM busy. Sums in chunk
- * order per lane, as rows_dot's. */
+ * order per lane, as rows_dot's. With have_first, the first STREAM_PRE_CHUNKS chunks of
+ * each row and their scales are those stream_first loaded (the same sums). */
 template <int WT, bool I8, int R, int U>
 static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row, const __half *const *d, int n_in,
-                                                       const staged_x &x, int lane, float a[R]) {
+                                                       const staged_x &x, int lane, float a[R],
+                                                       const stream_batch<R, STREAM_PRE_CHUNKS> &first,
+                                                       bool have_first) {
 #pragma unroll
     for (int k = 0; k < R; k++)
         a[k] = 0.0f;
     const int n_chunks = n_in / CHUNK_ELEMS(WT);
     int c = lane;
+    bool pre = have_first; /* the first pass's first chunks: in `first` (rows of >= 32 U chunks) */
 #pragma unroll 1
     for (; c + 32 * (U - 1) < n_chunks; c += 32 * U) {
         uint4 v[U][R];
@@ -521,10 +566,23 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int k = 0; k < R; k++)
-                v[u][k] = reinterpret_cast<const uint4 *>(row[k])[c + 32 * u];
+                v[u][k] = u < STREAM_PRE_CHUNKS && pre ? first.v[u < STREAM_PRE_CHUNKS ? u : 0][k]
+                                                       : reinterpret_cast<const uint4 *>(row[k])[c + 32 * u];
 #pragma unroll
-        for (int u = 0; u < U; u++)
-            chunk_dots<WT, I8, R>(v[u], d, x, c + 32 * u, a);
+        for (int u = 0; u < U; u++) {
+            chunk_sc sc[R];
+#pragma unroll
+            for (int k = 0; k < R; k++) {
+                if (u < STREAM_PRE_CHUNKS && pre) {
+                    sc[k] = {};
+                    sc[k].d[0] = first.d[u < STREAM_PRE_CHUNKS ? u : 0][k];
+                } else {
+                    sc[k] = chunk_scale<WT>(d[k], c + 32 * u);
+                }
+            }
+            chunk_dots_sc<WT, I8, R>(v[u], sc, x, c + 32 * u, a);
+        }
+        pre = false;
     }
 #pragma unroll 1
     for (; c < n_chunks; c += 32) { /* the rest: fewer than 32 U chunks */
@@ -550,7 +608,7 @@ template <int WT, int MODE, bool I8>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
                 const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-                unsigned long long *acc) {
+                unsigned long long *acc, int pre) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
@@ -579,6 +637,18 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
         }
     }
+    /* Q8_0 and Q4_0 (unless pre is 0): the first chunks of the first two rows in
+     * registers before the wait, so that the first dot products need not wait for HBM
+     * after the input is staged (stream_first) */
+    constexpr bool CAN_PRE = WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0;
+    stream_batch<2, STREAM_PRE_CHUNKS> first;
+    const bool have_first = CAN_PRE && pre && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
+    if (have_first) {
+        const int r1 = gated(MODE) ? n_logical + gw : (gw + n_warps < n_logical ? gw + n_warps : gw);
+        const uint8_t *rows[2] = {w + (size_t)gw * rb, w + (size_t)r1 * rb};
+        const __half *scales[2] = {d + (size_t)gw * (sb / 2), d + (size_t)r1 * (sb / 2)};
+        stream_first<WT, 2, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
+    }
     pdl_wait();
     pdl_launch_next();
     stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, true);
@@ -593,7 +663,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         const uint8_t *rows[2] = {w + (size_t)r * rb, w + (size_t)r1 * rb};
         const __half *scales[2] = {d + (size_t)r * (sb / 2), d + (size_t)r1 * (sb / 2)};
         float a[2];
-        rows_dot_stream<WT, I8, 2, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a);
+        rows_dot_stream<WT, I8, 2, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a, first, have_first && r == gw);
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
                 y[r] = silu(a[0]) * a[1];
@@ -644,6 +714,16 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
 
 /* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
  * pass of rows */
+/* k_matvec_stream's pre: on, unless EDGERUNNER_CUDA_STREAM_PRE=0 (read once; for comparison) */
+static int stream_pre(void) {
+    static int pre = -1;
+    if (pre < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_STREAM_PRE");
+        pre = env && *env ? atoi(env) != 0 : 1;
+    }
+    return pre;
+}
+
 template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  unsigned long long *acc, cudaStream_t stream) {
@@ -663,7 +743,7 @@ static cudaError_t launch_stream(const cuda_weight *w, const float *x, const flo
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE, I8>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
-                              n_out, x, norm_w, eps, y, acc);
+                              n_out, x, norm_w, eps, y, acc, stream_pre());
 }
 
 /* Whether w's matvec in this mode takes k_matvec_stream (else k_matvec) */
