@@ -159,8 +159,8 @@ static __device__ __forceinline__ void wg_convert(wg_smem<BN, R> &sm, int w_row,
  * wg_smem_bytes<BN, R>(); BN tokens a block (128 or 256). Thread i loads and converts
  * quant block i % 2 of row i / 2 of each stage (warpgroup g's threads the rows its mma
  * reads), and X's 16-byte chunk i % 8 of tokens i / 8 + 32 j. */
-template <int WT, int BN, int R, int MIN_BLOCKS>
-__global__ void __launch_bounds__(WG_THREADS, MIN_BLOCKS)
+template <int WT, int BN, int R>
+__global__ void __launch_bounds__(WG_THREADS, 1) /* one block an SM (the rings fill it) */
 k_gemm_wg(const cuda_weight w, const __half *__restrict__ X, int T, float *__restrict__ Y, int64_t ldy,
           int accumulate) {
     extern __shared__ uint8_t smem_bytes[];
@@ -242,30 +242,22 @@ static constexpr size_t wg_smem_bytes() {
     return sizeof(wg_smem<BN, R>) + 1024;
 }
 
-/* Stages in the rings: 4 (128 tokens a block: 133 KiB, 256: 196 KiB; one block an SM);
- * EDGERUNNER_CUDA_WG_STAGES=3 (read once) takes 3, to compare. Measured at Qwen3-8B's
- * Q8_0 layer, 512 tokens (gpu_matvec_bench, us for qkv / wo / gate_up / down): 128
- * tokens and 3 stages, two blocks an SM, 105 / 79 / 312 / 221; 4 stages, one an SM, 112 /
- * 72 / 337 / 185; 256 tokens, 3 stages, 86 / 105 / 273 / 288; 4 stages 75 / 72 / 224 /
- * 186. The deeper ring serves the long K of down; 256 tokens halve the W tiles'
- * conversion and the operand reads of the shared memory per product, where the blocks
- * still fill the SMs (cuda_gemm_wg_tokens). End to end (H200, docs/perf-log.md), Qwen3-8B
- * pp512 with 3 / 4 stages at 256 tokens: Q8_0 19,066-19,149 / 20,304 tok/s, Q4_0 20,104-
- * 20,124 / 21,101. */
-static int wg_stages(void) {
-    static int env_stages = -1;
-    if (env_stages < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_WG_STAGES");
-        env_stages = env && atoi(env) == 3 ? 3 : 4;
-    }
-    return env_stages;
-}
+/* Stages in the rings: 4 (128 tokens a block: 133 KiB, 256: 196 KiB; one block an SM).
+ * Measured at Qwen3-8B's Q8_0 layer, 512 tokens (gpu_matvec_bench, us for qkv / wo /
+ * gate_up / down): 128 tokens and 3 stages, two blocks an SM, 105 / 79 / 312 / 221; 4
+ * stages, one an SM, 112 / 72 / 337 / 185; 256 tokens, 3 stages, 86 / 105 / 273 / 288; 4
+ * stages 75 / 72 / 224 / 186. The deeper ring serves the long K of down; 256 tokens halve
+ * the W tiles' conversion and the operand reads of the shared memory per product, where
+ * the blocks still fill the SMs (cuda_gemm_wg_tokens). End to end (H200, docs/perf-log.md),
+ * Qwen3-8B pp512 with 3 / 4 stages at 256 tokens: Q8_0 19,066-19,149 / 20,304 tok/s, Q4_0
+ * 20,104-20,124 / 21,101. (The 3-stage kernels, kept for that comparison, are gone.) */
+#define WG_STAGES 4
 
-template <int WT, int BN, int R, int MIN_BLOCKS>
+template <int WT, int BN, int R>
 static cudaError_t launch_wg(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
                              cudaStream_t stream) {
     constexpr size_t smem = wg_smem_bytes<BN, R>();
-    void (*kernel)(cuda_weight, const __half *, int, float *, int64_t, int) = k_gemm_wg<WT, BN, R, MIN_BLOCKS>;
+    void (*kernel)(cuda_weight, const __half *, int, float *, int64_t, int) = k_gemm_wg<WT, BN, R>;
     cudaError_t e = allow_smem(kernel, smem);
     if (e != cudaSuccess)
         return e;
@@ -278,12 +270,8 @@ static cudaError_t launch_wg(const cuda_weight *w, const __half *X, int T, float
 template <int WT>
 static cudaError_t launch_wg_bn(const cuda_weight *w, const __half *X, int T, float *y, int64_t ldy, int accumulate,
                                 int bn, cudaStream_t stream) {
-    const int stages = wg_stages();
-    if (bn == 256)
-        return stages == 4 ? launch_wg<WT, 256, 4, 1>(w, X, T, y, ldy, accumulate, stream)
-                           : launch_wg<WT, 256, 3, 1>(w, X, T, y, ldy, accumulate, stream);
-    return stages == 4 ? launch_wg<WT, 128, 4, 1>(w, X, T, y, ldy, accumulate, stream)
-                       : launch_wg<WT, 128, 3, 2>(w, X, T, y, ldy, accumulate, stream);
+    return bn == 256 ? launch_wg<WT, 256, WG_STAGES>(w, X, T, y, ldy, accumulate, stream)
+                     : launch_wg<WT, 128, WG_STAGES>(w, X, T, y, ldy, accumulate, stream);
 }
 
 #endif /* ER_CUDA_WGMMA */
