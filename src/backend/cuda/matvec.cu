@@ -27,7 +27,8 @@
  * speed there is not measured yet): k_matvec_stream. With slices, their many waves of blocks each
  * staged the input again (at Qwen3-8B 1,756 blocks of gate|up each read and normalized
  * the 16 KB input: half as many bytes again as the weights, through L2) and each waited
- * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s.
+ * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s. Each
+ * lane of it loads its first chunks into registers before it waits (stream_first).
  *
  * Data that earlier kernels of the step wrote is read with __ldcg (L2, not L1): a
  * block that became resident early shares its multiprocessor's L1 with kernels that
