@@ -517,6 +517,30 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
         atomicMax(&state->argmax_key, best);
 }
 
+/* How the streaming matvec loads its weights: STREAM_LOAD 0 a plain load (ld.global,
+ * cached in L1), 1 the read-only path (ld.global.nc, as grid_barrier_bench's 4.25 TB/s
+ * stream), 2 read-only without an L1 line (ld.global.nc.L1::no_allocate). 0 until the
+ * others are measured (docs/perf-log.md, fourteenth session). */
+#ifndef STREAM_LOAD
+#define STREAM_LOAD 0
+#endif
+#if STREAM_LOAD == 0
+#define STREAM_LD(row, c) (reinterpret_cast<const uint4 *>(row)[c]) /* chunk c of a row */
+#else
+#define STREAM_LD(row, c) stream_load(reinterpret_cast<const uint4 *>(row) + (c))
+static __device__ __forceinline__ uint4 stream_load(const uint4 *p) {
+#if STREAM_LOAD == 1
+    return __ldg(p);
+#else
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+#endif
+}
+#endif
+
 /* The first U 16-byte chunks of R rows for each lane, and their scales (stream_first;
  * Q8_0 and Q4_0: one scale a chunk) */
 template <int R, int U>
@@ -539,7 +563,7 @@ static __device__ __forceinline__ void stream_first(const uint8_t *const *row, c
     for (int u = 0; u < U; u++)
 #pragma unroll
         for (int k = 0; k < R; k++) {
-            b.v[u][k] = reinterpret_cast<const uint4 *>(row[k])[lane + 32 * u];
+            b.v[u][k] = STREAM_LD(row[k], lane + 32 * u);
             b.d[u][k] = chunk_scale<WT>(d[k], lane + 32 * u).d[0];
         }
 }
@@ -568,7 +592,7 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
 #pragma unroll
             for (int k = 0; k < R; k++)
                 v[u][k] = u < STREAM_PRE_CHUNKS && pre ? first.v[u < STREAM_PRE_CHUNKS ? u : 0][k]
-                                                       : reinterpret_cast<const uint4 *>(row[k])[c + 32 * u];
+                                                       : STREAM_LD(row[k], c + 32 * u);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             chunk_sc sc[R];
