@@ -160,7 +160,7 @@ typedef struct staged_x {
     xq_block *xb;
 } staged_x;
 
-/* a[k] += the dot of chunk c of row k (its 16 bytes v[k], its scales from d[k]) with the
+/* a[k] += the dot of chunk c of row k (its 16 bytes v[k], its scales sc[k]) with the
  * staged input, for R rows sharing the input's loads: in f32 (chunk_dot), or with I8
  * the exact integer of chunk_isum times the weight's and the input's block scales. */
 template <int WT, bool I8, int R>
@@ -183,6 +183,7 @@ static __device__ __forceinline__ void chunk_dots_sc(const uint4 *v, const chunk
             a[k] += chunk_dot<WT>(v[k], sc[k], xv);
     }
 }
+/* chunk_dots_sc with the scales read from d[k] */
 template <int WT, bool I8, int R>
 static __device__ __forceinline__ void chunk_dots(const uint4 *v, const __half *const *d, const staged_x &x, int c,
                                                   float a[R]) {
@@ -554,8 +555,8 @@ struct stream_batch {
  * and stages the input. Measured on the H200 (docs/perf-log.md, 2026-12-03, fourteenth
  * session), Qwen3-8B's layer matvecs (gpu_matvec_bench) without / loaded before the wait
  * / after it: Q8_0 70.1 / 67.4 / 70.3 us, Q4_0 42.9 / 42.6 / 44.3; decode Q8_0 350.4 /
- * 363.8 / 349.3 tok/s, Q4_0 566 / 570 / 552. Two chunks a row: with all four of a
- * pass, the kernel of Q4_0 in f32 spilled. */
+ * 363.8 / 349.3 tok/s, Q4_0 566 / 570 / 552. Two chunks a row, as measured; a whole
+ * first iteration (STREAM_PRE_CHUNKS 4: 124-128 registers, no spills) is not measured yet. */
 template <int WT, int R, int U>
 static __device__ __forceinline__ void stream_first(const uint8_t *const *row, const __half *const *d, int lane,
                                                     stream_batch<R, U> &b) {
@@ -737,8 +738,6 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
                               norm_w, eps, y, state);
 }
 
-/* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
- * pass of rows */
 /* k_matvec_stream's pre: on, unless EDGERUNNER_CUDA_STREAM_PRE=0 (read once; for comparison) */
 static int stream_pre(void) {
     static int pre = -1;
@@ -749,6 +748,8 @@ static int stream_pre(void) {
     return pre;
 }
 
+/* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
+ * pass of rows */
 template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  unsigned long long *acc, cudaStream_t stream) {
