@@ -133,6 +133,32 @@ k_persist(const uint4 *__restrict__ w, size_t n16, int n_phase, unsigned *bar, u
         out[blockIdx.x] = acc;
 }
 
+/* A launch of `grid` blocks of THREADS on stream st with the n attributes at a. */
+static cudaLaunchConfig_t launch_config(int grid, size_t smem, cudaStream_t st, cudaLaunchAttribute *a, int n) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = a;
+    cfg.numAttrs = n;
+    return cfg;
+}
+
+static cudaLaunchAttribute programmatic(void) {
+    cudaLaunchAttribute a;
+    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a.val.programmaticStreamSerializationAllowed = 1;
+    return a;
+}
+
+static cudaLaunchAttribute cooperative(void) {
+    cudaLaunchAttribute a;
+    a.id = cudaLaunchAttributeCooperative;
+    a.val.cooperative = 1;
+    return a;
+}
+
 int main(void) {
     const size_t max_bytes = (size_t)2 << 30;
     uint4 *w = nullptr;
@@ -153,17 +179,8 @@ int main(void) {
 
     /* does the runtime take a cooperative launch that is also a programmatic one? */
     {
-        cudaLaunchAttribute a[2];
-        a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        a[0].val.programmaticStreamSerializationAllowed = 1;
-        a[1].id = cudaLaunchAttributeCooperative;
-        a[1].val.cooperative = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(grid);
-        cfg.blockDim = dim3(THREADS);
-        cfg.stream = st;
-        cfg.attrs = a;
-        cfg.numAttrs = 2;
+        cudaLaunchAttribute a[2] = {programmatic(), cooperative()};
+        const cudaLaunchConfig_t cfg = launch_config(grid, 0, st, a, 2);
         TRY(cudaMemsetAsync(bar, 0, sizeof(unsigned), st));
         cudaError_t e = cudaLaunchKernelEx(&cfg, k_persist<1>, (const uint4 *)w, (size_t)4096, 4, bar, out);
         printf("cooperative + programmatic launch: %s\n", cudaGetErrorString(e));
@@ -203,16 +220,8 @@ int main(void) {
         for (int k = 0; k < 2; k++) {
             cudaGraph_t g;
             cudaGraphExec_t ge;
-            cudaLaunchAttribute a;
-            a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            a.val.programmaticStreamSerializationAllowed = 1;
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3(grid);
-            cfg.blockDim = dim3(THREADS);
-            cfg.stream = st;
-            cfg.attrs = &a;
-            cfg.numAttrs = 1;
-            cfg.dynamicSmemBytes = k == 0 ? big_smem : 0;
+            cudaLaunchAttribute a = programmatic();
+            const cudaLaunchConfig_t cfg = launch_config(grid, k == 0 ? big_smem : 0, st, &a, 1);
             TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
             for (int p = 0; p < n_phase; p++)
                 TRY(cudaLaunchKernelEx(&cfg, k_phase, (const uint4 *)(w + (size_t)p * n16), n16, out));
@@ -231,15 +240,8 @@ int main(void) {
         for (int m = 0; m < 4; m++) {
             void (*fn)(const uint4 *, size_t, int, unsigned *, unsigned *) =
                 m == 0 ? k_persist<0> : m == 1 ? k_persist<1> : m == 2 ? k_persist<2> : k_persist<3>;
-            cudaLaunchAttribute a;
-            a.id = cudaLaunchAttributeCooperative;
-            a.val.cooperative = 1;
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3(grid);
-            cfg.blockDim = dim3(THREADS);
-            cfg.stream = st;
-            cfg.attrs = &a;
-            cfg.numAttrs = 1;
+            cudaLaunchAttribute a = cooperative();
+            const cudaLaunchConfig_t cfg = launch_config(grid, 0, st, &a, 1);
             float t = 0.0f;
             for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
                 TRY(cudaMemsetAsync(bar, 0, sizeof(unsigned), st));
