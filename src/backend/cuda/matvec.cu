@@ -11,8 +11,11 @@
  *   1. copies its weight rows to shared memory asynchronously (cp.async) as soon as it
  *      is resident: they do not depend on the previous kernel;
  *   2. waits for the previous kernel (programmatic dependent launch), then lets the
- *      next kernel launch: that one becomes resident beside this one and copies its
- *      own weights while this one computes;
+ *      next kernel launch: where registers leave room, that one becomes resident
+ *      beside this one and copies its own weights while this one computes (an
+ *      attention block beside a qkv block; not a second k_matvec block: 512 threads of
+ *      59-95 registers take more than half the register file, and capping them at 64
+ *      measured slower, docs/perf-log.md 2026-11-29; MV_MIN_BLOCKS 2 builds it);
  *   3. stages the input vector (normalized) and does the dot products out of shared
  *      memory.
  * The step's critical path is then mostly the chain of small dependent pieces (wait,
@@ -55,6 +58,9 @@
 #include "backend/cuda/common.cuh"
 
 #define MV_THREADS 512
+#ifndef MV_MIN_BLOCKS
+#define MV_MIN_BLOCKS 1 /* k_matvec blocks resident per SM that its registers allow (see 2.) */
+#endif
 #define MV_WARPS 16
 #define MV_SLICE_BYTES (64 * 1024) /* weight bytes per block; beyond, more blocks */
 /* k_head: blocks of 256 threads; rows per warp and pass (HEAD_ROWS, per type in
@@ -382,7 +388,7 @@ static __device__ __forceinline__ void quantize_input(const staged_x &x, int n_i
 }
 
 template <int WT, int MODE>
-__global__ void __launch_bounds__(MV_THREADS, 1)
+__global__ void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
          const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
          unsigned long long *acc) {
