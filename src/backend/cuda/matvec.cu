@@ -636,6 +636,21 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
  * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
  * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
  * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. */
+/* The two rows warp pass r of k_matvec_stream takes, and their scales: SwiGLU/GeGLU gate
+ * row r and up row r; else rows r and r + G (past the end: r again, dropped). Returns the
+ * second row. */
+template <int MODE>
+static __device__ __forceinline__ int pass_rows(const uint8_t *w, const __half *d, size_t rb, size_t sb, int r,
+                                                int n_logical, int n_warps, const uint8_t *rows[2],
+                                                const __half *scales[2]) {
+    const int r1 = gated(MODE) ? n_logical + r : (r + n_warps < n_logical ? r + n_warps : r);
+    rows[0] = w + (size_t)r * rb;
+    rows[1] = w + (size_t)r1 * rb;
+    scales[0] = d + (size_t)r * (sb / 2);
+    scales[1] = d + (size_t)r1 * (sb / 2);
+    return r1;
+}
+
 template <int WT, int MODE, bool I8>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
@@ -676,9 +691,9 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     stream_batch<2, STREAM_PRE_CHUNKS> first;
     const bool have_first = CAN_PRE && pre && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
     if (have_first) {
-        const int r1 = gated(MODE) ? n_logical + gw : (gw + n_warps < n_logical ? gw + n_warps : gw);
-        const uint8_t *rows[2] = {w + (size_t)gw * rb, w + (size_t)r1 * rb};
-        const __half *scales[2] = {d + (size_t)gw * (sb / 2), d + (size_t)r1 * (sb / 2)};
+        const uint8_t *rows[2];
+        const __half *scales[2];
+        pass_rows<MODE>(w, d, rb, sb, gw, n_logical, n_warps, rows, scales);
         stream_first<WT, 2, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
     }
     pdl_wait();
@@ -690,10 +705,9 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     __syncthreads();
 
     for (int r = gw; r < n_logical; r += STEP * n_warps) {
-        /* SwiGLU/GeGLU: gate row r and up row r; else rows r and r + G (past the end: r again, dropped) */
-        const int r1 = gated(MODE) ? n_logical + r : (r + n_warps < n_logical ? r + n_warps : r);
-        const uint8_t *rows[2] = {w + (size_t)r * rb, w + (size_t)r1 * rb};
-        const __half *scales[2] = {d + (size_t)r * (sb / 2), d + (size_t)r1 * (sb / 2)};
+        const uint8_t *rows[2];
+        const __half *scales[2];
+        const int r1 = pass_rows<MODE>(w, d, rb, sb, r, n_logical, n_warps, rows, scales);
         float a[2];
         rows_dot_stream<WT, I8, 2, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a, first, have_first && r == gw);
         if (lane == 0) {
