@@ -2,7 +2,8 @@
  * common.cuh - helpers shared by the kernel files: warp and block reductions, a float4
  * dot, cp.async copies, the fixed-point residual accumulator, the int8 quantization of
  * inputs, tensor-core mma and F16 pairs, and on the host side the launch configuration
- * for programmatic dependent launch and the shared-memory attributes of a kernel. What
+ * for programmatic dependent launch, the shared-memory attributes of a kernel and the
+ * environment's on/off switches. What
  * depends on the weight type (chunk dot products, single elements, the GEMM's
  * conversion) is in wtypes.cuh, which this file includes last.
  */
@@ -12,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define ER_CUDA_LAUNCH_CHECK() cudaGetLastError()
 
@@ -109,6 +111,13 @@ static __device__ __forceinline__ uint2 quant8_f32(const float v[8], float *d_ou
     }
     *d_out = amax / 127.0f;
     return make_uint2(w[0], w[1]);
+}
+
+/* An on/off switch read from the environment (for measurements): off where `name` is set
+ * to a number that is 0, on where set to another, fallback where unset or empty. */
+static inline int env_switch(const char *name, int fallback) {
+    const char *env = getenv(name);
+    return env && *env ? atoi(env) != 0 : fallback;
 }
 
 /* A launch that may overlap the previous kernel's tail (programmatic dependent launch:

@@ -376,10 +376,8 @@ static int mmq_mode = -1;
 extern "C" void cuda_gemm_set_mmq(int on) { mmq_mode = on < 0 ? -1 : on != 0; }
 
 static int mmq_on(void) {
-    if (mmq_mode < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_MMQ");
-        mmq_mode = env && *env ? atoi(env) != 0 : 1;
-    }
+    if (mmq_mode < 0)
+        mmq_mode = env_switch("EDGERUNNER_CUDA_MMQ", 1);
     return mmq_mode;
 }
 

@@ -53,7 +53,6 @@
  * into xq (quantize_input), swizzled as xs: a chunk's 32 quants are 2 16-byte units
  * (xq_slot).
  */
-#include <stdlib.h>
 
 #include "backend/cuda/common.cuh"
 
@@ -760,11 +759,7 @@ static cudaError_t launch_head(const cuda_weight *w, const float *x, const float
 
 /* k_matvec_stream's pre: on, unless EDGERUNNER_CUDA_STREAM_PRE=0 (read once; for comparison) */
 static int stream_pre(void) {
-    static int pre = -1;
-    if (pre < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_STREAM_PRE");
-        pre = env && *env ? atoi(env) != 0 : 1;
-    }
+    static const int pre = env_switch("EDGERUNNER_CUDA_STREAM_PRE", 1);
     return pre;
 }
 
@@ -847,10 +842,8 @@ static int int8_mode = -1;
 extern "C" void cuda_matvec_set_int8(int on) { int8_mode = on < 0 ? -1 : on != 0; }
 
 extern "C" int cuda_matvec_int8(void) {
-    if (int8_mode < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_MV_INT8");
-        int8_mode = env && *env ? atoi(env) != 0 : 1;
-    }
+    if (int8_mode < 0)
+        int8_mode = env_switch("EDGERUNNER_CUDA_MV_INT8", 1);
     return int8_mode;
 }
 
