@@ -15,7 +15,8 @@
  *      beside this one and copies its own weights while this one computes (an
  *      attention block beside a qkv block; not a second k_matvec block: 512 threads of
  *      59-95 registers take more than half the register file, and capping them at 64
- *      measured slower, docs/perf-log.md 2026-11-29; MV_MIN_BLOCKS 2 builds it);
+ *      measured slower, twice: docs/perf-log.md 2026-11-29, and Qwen3-0.6B decode 1,670
+ *      against 1,603 tok/s (Q8_0) and 1,980 against 1,783 (Q4_0), fifteenth session);
  *   3. stages the input vector (normalized) and does the dot products out of shared
  *      memory.
  * The step's critical path is then mostly the chain of small dependent pieces (wait,
@@ -57,9 +58,6 @@
 #include "backend/cuda/common.cuh"
 
 #define MV_THREADS 512
-#ifndef MV_MIN_BLOCKS
-#define MV_MIN_BLOCKS 1 /* k_matvec blocks resident per SM that its registers allow (see 2.) */
-#endif
 #define MV_WARPS 16
 #define MV_SLICE_BYTES (64 * 1024) /* weight bytes per block; beyond, more blocks */
 /* k_head: blocks of 256 threads; rows per warp and pass (HEAD_ROWS, per type in
@@ -386,8 +384,11 @@ static __device__ __forceinline__ void quantize_input(const staged_x &x, int n_i
     }
 }
 
+/* The 1 (at least one block per multiprocessor) matters: without it ptxas gave some
+ * instances 32 registers instead of 56-69, and the Qwen3-0.6B Q4_0 step ran at 1,664
+ * against 1,990 tok/s (H200, fifteenth session). */
 template <int WT, int MODE>
-__global__ void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS)
+__global__ void __launch_bounds__(MV_THREADS, 1)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
          const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
          unsigned long long *acc) {
@@ -523,29 +524,21 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
         atomicMax(&state->argmax_key, best);
 }
 
-/* How the streaming matvec loads its weights: STREAM_LOAD 0 a plain load (ld.global,
- * cached in L1), 1 the read-only path (ld.global.nc, as grid_barrier_bench's 4.25 TB/s
- * stream), 2 read-only without an L1 line (ld.global.nc.L1::no_allocate). 0 until the
- * others are measured (docs/perf-log.md, fourteenth session). */
-#ifndef STREAM_LOAD
-#define STREAM_LOAD 0
-#endif
-#if STREAM_LOAD == 0
-#define STREAM_LD(row, c) (reinterpret_cast<const uint4 *>(row)[c]) /* chunk c of a row */
-#else
-#define STREAM_LD(row, c) stream_load(reinterpret_cast<const uint4 *>(row) + (c))
-static __device__ __forceinline__ uint4 stream_load(const uint4 *p) {
-#if STREAM_LOAD == 1
-    return __ldg(p);
-#else
+/* Loads 16 weight bytes that no kernel of the step writes, each read once: through the
+ * read-only path, without allocating a line in L1 (ld.global.nc.L1::no_allocate).
+ * Measured on the H200 against the plain load (docs/perf-log.md, fifteenth session),
+ * Qwen3-8B's layer matvecs (gpu_matvec_bench): Q8_0 64.8 against 66.9 us, Q4_0 41.8
+ * against 42.3; decode Q8_0 375.4 against 366.3 tok/s, Q4_0 584.2 against 572.2. __ldg
+ * (ld.global.nc, allocating in L1) gave 66.3 us and 368.2 tok/s: the gain is in leaving
+ * L1 alone more than in the read-only path (why that costs is not established). */
+static __device__ __forceinline__ uint4 stream_load(const void *p) {
     uint4 v;
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
     return v;
-#endif
 }
-#endif
+#define STREAM_LD(row, c) stream_load(reinterpret_cast<const uint4 *>(row) + (c)) /* chunk c of a row */
 
 /* The first U 16-byte chunks of R rows for each lane, and their scales (stream_first;
  * Q8_0 and Q4_0: one scale a chunk) */
