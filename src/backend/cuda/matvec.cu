@@ -530,15 +530,17 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
  * Qwen3-8B's layer matvecs (gpu_matvec_bench): Q8_0 64.8 against 66.9 us, Q4_0 41.8
  * against 42.3; decode Q8_0 375.4 against 366.3 tok/s, Q4_0 584.2 against 572.2. __ldg
  * (ld.global.nc, allocating in L1) gave 66.3 us and 368.2 tok/s: the gain is in leaving
- * L1 alone more than in the read-only path (why that costs is not established). */
-static __device__ __forceinline__ uint4 stream_load(const void *p) {
+ * L1 alone more than in the read-only path (why that costs is not established). k_head's
+ * rows loaded so measured the same (8B Q8_0 376.8 against 375.2 tok/s, 0.6B within the
+ * noise): it keeps the plain load. Chunk c of a row. */
+static __device__ __forceinline__ uint4 stream_load(const uint8_t *row, int c) {
+    const uint4 *p = reinterpret_cast<const uint4 *>(row) + c;
     uint4 v;
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
     return v;
 }
-#define STREAM_LD(row, c) stream_load(reinterpret_cast<const uint4 *>(row) + (c)) /* chunk c of a row */
 
 /* The first U 16-byte chunks of R rows for each lane, and their scales (stream_first;
  * Q8_0 and Q4_0: one scale a chunk) */
@@ -562,7 +564,7 @@ static __device__ __forceinline__ void stream_first(const uint8_t *const *row, c
     for (int u = 0; u < U; u++)
 #pragma unroll
         for (int k = 0; k < R; k++) {
-            b.v[u][k] = STREAM_LD(row[k], lane + 32 * u);
+            b.v[u][k] = stream_load(row[k], lane + 32 * u);
             b.d[u][k] = chunk_scale<WT>(d[k], lane + 32 * u).d[0];
         }
 }
@@ -591,7 +593,7 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
 #pragma unroll
             for (int k = 0; k < R; k++)
                 v[u][k] = u < STREAM_PRE_CHUNKS && pre ? first.v[u < STREAM_PRE_CHUNKS ? u : 0][k]
-                                                       : STREAM_LD(row[k], c + 32 * u);
+                                                       : stream_load(row[k], c + 32 * u);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             chunk_sc sc[R];
