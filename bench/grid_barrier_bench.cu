@@ -11,7 +11,7 @@
  *               matvec's registers fill the multiprocessor)
  *   kernels2    the same, without the shared memory: the next kernel's blocks resident early
  *   gen         one kernel, a barrier between phases: arrivals and a generation in one
- *               word (matvec.cu's grid_barrier)
+ *               word (the barrier of the FFN chain kernel, removed in 39130d9)
  *   count       one kernel, a barrier on a counter that only grows (one atomic a block,
  *               release/acquire)
  *   count+pre   as count, each thread's first loads of the next phase issued before the

@@ -95,10 +95,8 @@ static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_strea
  * gain by it; down, its whole 25 MB, lost 3 us), Q8_0 (every first pass 17-50 MB) 72.4 /
  * 68.0 / 68.1; 4B and 1.7B equal or better than both. */
 /* chunks of each of its first two rows a lane of k_matvec_stream loads before its wait
- * (stream_first) */
-#ifndef STREAM_PRE_CHUNKS
+ * (stream_first, which says why 2) */
 #define STREAM_PRE_CHUNKS 2
-#endif
 #ifndef STREAM_PREFETCH_MAX
 #define STREAM_PREFETCH_MAX ((size_t)10 << 20)
 #endif
@@ -555,8 +553,9 @@ struct stream_batch {
  * and stages the input. Measured on the H200 (docs/perf-log.md, 2026-12-03, fourteenth
  * session), Qwen3-8B's layer matvecs (gpu_matvec_bench) without / loaded before the wait
  * / after it: Q8_0 70.1 / 67.4 / 70.3 us, Q4_0 42.9 / 42.6 / 44.3; decode Q8_0 350.4 /
- * 363.8 / 349.3 tok/s, Q4_0 566 / 570 / 552. Two chunks a row, as measured; a whole
- * first iteration (STREAM_PRE_CHUNKS 4: 124-128 registers, no spills) is not measured yet. */
+ * 363.8 / 349.3 tok/s, Q4_0 566 / 570 / 552. Two chunks a row: the whole first iteration
+ * (STREAM_PRE_CHUNKS 4) was slower (fifteenth session: layer Q8_0 68.2 against 66.9 us,
+ * Q4_0 44.0 against 42.3; decode 360.1 against 365.9 and 556.4 against 574.8 tok/s). */
 template <int WT, int R, int U>
 static __device__ __forceinline__ void stream_first(const uint8_t *const *row, const __half *const *d, int lane,
                                                     stream_batch<R, U> &b) {
@@ -625,11 +624,6 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
             a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
 }
 
-/* A matrix too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES), every mode
- * but the head's: a resident grid stages the input once per block, then warp g of G
- * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
- * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
- * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. */
 /* The two rows warp pass r of k_matvec_stream takes, and their scales: SwiGLU/GeGLU gate
  * row r and up row r; else rows r and r + G (past the end: r again, dropped). Returns the
  * second row. */
@@ -645,6 +639,11 @@ static __device__ __forceinline__ int pass_rows(const uint8_t *w, const __half *
     return r1;
 }
 
+/* A matrix too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES), every mode
+ * but the head's: a resident grid stages the input once per block, then warp g of G
+ * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
+ * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
+ * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. */
 template <int WT, int MODE, bool I8>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
