@@ -3,7 +3,7 @@
  * random inputs: every weight type of the device layout (wtypes.cuh), every matvec mode
  * (plain, residual add, RMSNorm folded in, SwiGLU, the head's argmax), at the shapes of
  * Qwen3-0.6B, of the output head, and at small odd shapes that take the fallbacks
- * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned), Q4_0 with
+ * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned), Q4_0 and Q8_0 with
  * the input in f32 and, in the modes that normalize it, quantized to int8 (the host
  * quantizes its own alike; run_case's bound allows one rounding apart); and the fused
  * decode attention (Q/K

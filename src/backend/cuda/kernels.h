@@ -69,7 +69,7 @@ cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const fl
  * default (one slice per multiprocessor too large for shared memory). For the unit
  * tests, which run every shape both ways. */
 void cuda_matvec_set_stream_min(size_t bytes);
-/* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0) may multiply the input
+/* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0, Q8_0) may multiply the input
  * quantized to int8 per block of 32 (d = max |x| / 127, q = round(x / d), as the batch
  * GEMM's int8 tensor cores and the CPU fast path quantize it) instead of in f32: yes
  * unless EDGERUNNER_CUDA_MV_INT8=0 (read once); cuda_matvec_set_int8 overrides it (the

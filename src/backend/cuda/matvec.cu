@@ -42,17 +42,18 @@
  * weight bytes of one chunk and the 4-32 floats they multiply; unswizzled, the 8 lanes
  * of a quarter-warp would read float4s 64 or 128 bytes apart, on the same banks.
  *
- * Q4_0 weights (cuda_wtype_int8_dot), in the head and in the streaming matvecs
- * (cuda_matvec_takes_int8 says why those), multiply the input quantized to int8 per
- * block of 32, as the batch GEMM quantizes it (quant8_f32), with dp4a (chunk_isum), as
- * llama.cpp's MMVQ: in f32, a Q4_0 chunk of 32 weights took ~125 instructions (nibbles
+ * Q4_0 and Q8_0 weights (cuda_wtype_int8_dot), in the head and in the streaming
+ * matvecs (cuda_matvec_takes_int8 says why those), multiply the input quantized to int8
+ * per block of 32, as the batch GEMM quantizes it (quant8_f32), with dp4a (chunk_isum),
+ * as llama.cpp's MMVQ: in f32, a Q4_0 chunk of 32 weights took ~125 instructions (nibbles
  * to floats, FFMAs, 8 LDS.128 of inputs), and at Qwen3-8B the Q4_0 kernels were bound by
  * them at ~2 TB/s (docs/perf-log.md, "where an 8B step goes"); in int8 its 32 products
- * are 8 dp4a on 2 LDS.128 of quants. Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every
- * other type: the switch is a template argument, I8, of k_matvec_stream and k_head). The
- * block stages the input in f32 first (the norm needs all of it), then quantizes it
- * into xq (quantize_input), swizzled as xs: a chunk's 32 quants are 2 16-byte units
- * (xq_slot).
+ * are 8 dp4a on 2 LDS.128 of quants, and a Q8_0 chunk's 16 are 4 dp4a on one (wtypes.cuh
+ * gives Q8_0's figures). Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every other
+ * type: the switch is a template argument, I8, of k_matvec_stream and k_head). The block
+ * stages the input in f32 first (the norm needs all of it), then quantizes it into xq
+ * (quantize_input), swizzled as xs: a Q4_0 chunk's 32 quants are 2 16-byte units
+ * (xq_slot), a Q8_0 chunk's 16 one.
  */
 
 #include "backend/cuda/common.cuh"

@@ -186,10 +186,14 @@ CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0; }
 
 /* The types whose decode matvecs (matvec.cu) multiply their quants by the input
  * quantized to int8 per block of 32 (dp4a, chunk_isum below), as llama.cpp's MMVQ: Q4_0,
- * whose f32 dot was bound by its instructions (nibbles to floats). Q8_0's was not: in
- * int8 a Qwen3-8B layer's matvecs took 72.2 against 72.4 us (H200, gpu_matvec_bench), not
- * worth its rounding. */
-CUDA_WT_FN int cuda_wtype_int8_dot(int type) { return type == CUDA_W_Q4_0; }
+ * whose f32 dot was bound by its instructions (nibbles to floats), and Q8_0. Q8_0's f32
+ * dot took ~72 instructions a chunk of each row, about half of what a multiprocessor
+ * can issue while its matvecs stream at 3.6 TB/s; once the loads were faster, int8 paid
+ * (H200, sixteenth session, docs/perf-log.md): Qwen3-8B decode 371.4 -> 383.2 tok/s,
+ * 0.6B (the head alone streams) 1,681 -> 1,702; the layer's matvecs (gpu_matvec_bench)
+ * 8B 65.2 -> 64.4 us, 4B 47.7 -> 45.7, 1.7B 28.2 -> 26.6. (Before, at 72.2 against
+ * 72.4 us, it was not worth its rounding.) */
+CUDA_WT_FN int cuda_wtype_int8_dot(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
 
 #ifdef __CUDACC__
 /* ---- The device part: how the kernels read each type ---------------------------------- */
@@ -377,16 +381,26 @@ static __device__ __forceinline__ float chunk_dot(uint4 v, const chunk_sc &s, co
 }
 
 /* The int8 dot of chunk v of a row in the device layout, for the types of
- * cuda_wtype_int8_dot (Q4_0: a chunk is a block, byte j holds element j in the low
- * nibble and j + 16 in the high one, each q + 8), with the input quantized per block of
- * 32: xq[0] the 16 int8 inputs of elements 0..15, xq[1] those of 16..31, xsum the sum of
- * the block's 32 input quants. The exact integer sum of quant times input quant, which
- * the caller scales by the weight's and the input's block scales. */
+ * cuda_wtype_int8_dot, with the input quantized per block of 32: xq[0] the 16 int8
+ * inputs of the chunk's first 16 elements, xq[1] (Q4_0) those of the next 16, xsum the
+ * sum of the block's 32 input quants. Q4_0: a chunk is a block, byte j holds element j in
+ * the low nibble and j + 16 in the high one, each q + 8. Q8_0: a chunk is half a block,
+ * byte j is element j as q + 128, which flipping its top bit makes q in two's complement.
+ * The exact integer sum of quant times input quant, which the caller scales by the
+ * weight's and the input's block scales. */
 template <int WT>
 static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xsum) {
-    static_assert(WT == CUDA_W_Q4_0, "cuda_wtype_int8_dot's types");
+    static_assert(WT == CUDA_W_Q4_0 || WT == CUDA_W_Q8_0, "cuda_wtype_int8_dot's types");
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    const int x0[4] = {xq[0].x, xq[0].y, xq[0].z, xq[0].w}, x1[4] = {xq[1].x, xq[1].y, xq[1].z, xq[1].w};
+    const int x0[4] = {xq[0].x, xq[0].y, xq[0].z, xq[0].w};
+    if (WT == CUDA_W_Q8_0) {
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s = __dp4a((int)(words[i] ^ 0x80808080u), x0[i], s);
+        return s;
+    }
+    const int x1[4] = {xq[1].x, xq[1].y, xq[1].z, xq[1].w};
     int s = -8 * xsum;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
