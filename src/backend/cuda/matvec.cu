@@ -101,6 +101,11 @@ static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_strea
 #ifndef STREAM_PREFETCH_MAX
 #define STREAM_PREFETCH_MAX ((size_t)10 << 20)
 #endif
+/* 1: rows_dot_stream keeps the next U chunks in flight while it sums these (Q8_0, Q4_0;
+ * a variant being measured) */
+#ifndef STREAM_PIPE
+#define STREAM_PIPE 0
+#endif
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
 static __device__ __forceinline__ unsigned int ordered_bits(float f) {
@@ -585,6 +590,52 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
     const int n_chunks = n_in / CHUNK_ELEMS(WT);
     int c = lane;
     bool pre = have_first; /* the first pass's first chunks: in `first` (rows of >= 32 U chunks) */
+#if STREAM_PIPE
+    /* (a variant for measurement) Q8_0 and Q4_0: the next U chunks of each row and their
+     * scales in flight while these are summed */
+    if constexpr (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
+        if (c + 32 * (U - 1) < n_chunks) {
+            stream_batch<R, U> cur, nxt;
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int k = 0; k < R; k++) {
+                    const int f = u < STREAM_PRE_CHUNKS ? u : 0;
+                    cur.v[u][k] = u < STREAM_PRE_CHUNKS && pre ? first.v[f][k] : stream_load(row[k], c + 32 * u);
+                    cur.d[u][k] = u < STREAM_PRE_CHUNKS && pre ? first.d[f][k]
+                                                               : chunk_scale<WT>(d[k], c + 32 * u).d[0];
+                }
+#pragma unroll 1
+            for (;;) {
+                const int cn = c + 32 * U;
+                const bool more = cn + 32 * (U - 1) < n_chunks;
+                if (more) {
+#pragma unroll
+                    for (int u = 0; u < U; u++)
+#pragma unroll
+                        for (int k = 0; k < R; k++) {
+                            nxt.v[u][k] = stream_load(row[k], cn + 32 * u);
+                            nxt.d[u][k] = chunk_scale<WT>(d[k], cn + 32 * u).d[0];
+                        }
+                }
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    chunk_sc sc[R];
+#pragma unroll
+                    for (int k = 0; k < R; k++) {
+                        sc[k] = {};
+                        sc[k].d[0] = cur.d[u][k];
+                    }
+                    chunk_dots_sc<WT, I8, R>(cur.v[u], sc, x, c + 32 * u, a);
+                }
+                c = cn;
+                if (!more)
+                    break;
+                cur = nxt;
+            }
+        }
+    }
+#endif
 #pragma unroll 1
     for (; c + 32 * (U - 1) < n_chunks; c += 32 * U) {
         uint4 v[U][R];
