@@ -32,7 +32,7 @@
  * staged the input again (at Qwen3-8B 1,756 blocks of gate|up each read and normalized
  * the 16 KB input: half as many bytes again as the weights, through L2) and each waited
  * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s. Each
- * lane of it loads its first chunks into registers before it waits (stream_first).
+ * lane of it loads its first chunks into registers before it waits (stream_chunks).
  *
  * Data that earlier kernels of the step wrote is read with __ldcg (L2, not L1): a
  * block that became resident early shares its multiprocessor's L1 with kernels that
@@ -96,7 +96,7 @@ static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_strea
  * gain by it; down, its whole 25 MB, lost 3 us), Q8_0 (every first pass 17-50 MB) 72.4 /
  * 68.0 / 68.1; 4B and 1.7B equal or better than both. */
 /* chunks of each of its first two rows a lane of k_matvec_stream loads before its wait
- * (stream_first, which says why 2) */
+ * (stream_chunks, which says why 2) */
 #define STREAM_PRE_CHUNKS 2
 #ifndef STREAM_PREFETCH_MAX
 #define STREAM_PREFETCH_MAX ((size_t)10 << 20)
@@ -546,16 +546,17 @@ static __device__ __forceinline__ uint4 stream_load(const uint8_t *row, int c) {
     return v;
 }
 
-/* The first U 16-byte chunks of R rows for each lane, and their scales (stream_first;
- * Q8_0 and Q4_0: one scale a chunk) */
+/* U 16-byte chunks of R rows for each lane, and their scales (stream_chunks; Q8_0 and
+ * Q4_0: one scale a chunk) */
 template <int R, int U>
 struct stream_batch {
     uint4 v[U][R];
     float d[U][R];
 };
 
-/* Loads a lane's first chunks of rows_dot_stream's first pass: the weights do not depend
- * on the previous kernel, so a streaming block has them in flight while it waits for it
+/* Loads chunks c, c + 32, ..., c + 32 (U - 1) of R rows and their scales. With c the
+ * lane, its first chunks of rows_dot_stream's first pass: the weights do not depend on
+ * the previous kernel, so a streaming block has them in flight while it waits for it
  * and stages the input. Measured on the H200 (docs/perf-log.md, 2026-12-03, fourteenth
  * session), Qwen3-8B's layer matvecs (gpu_matvec_bench) without / loaded before the wait
  * / after it: Q8_0 70.1 / 67.4 / 70.3 us, Q4_0 42.9 / 42.6 / 44.3; decode Q8_0 350.4 /
@@ -563,14 +564,14 @@ struct stream_batch {
  * (STREAM_PRE_CHUNKS 4) was slower (fifteenth session: layer Q8_0 68.2 against 66.9 us,
  * Q4_0 44.0 against 42.3; decode 360.1 against 365.9 and 556.4 against 574.8 tok/s). */
 template <int WT, int R, int U>
-static __device__ __forceinline__ void stream_first(const uint8_t *const *row, const __half *const *d, int lane,
-                                                    stream_batch<R, U> &b) {
+static __device__ __forceinline__ void stream_chunks(const uint8_t *const *row, const __half *const *d, int c,
+                                                     stream_batch<R, U> &b) {
 #pragma unroll
     for (int u = 0; u < U; u++)
 #pragma unroll
         for (int k = 0; k < R; k++) {
-            b.v[u][k] = stream_load(row[k], lane + 32 * u);
-            b.d[u][k] = chunk_scale<WT>(d[k], lane + 32 * u).d[0];
+            b.v[u][k] = stream_load(row[k], c + 32 * u);
+            b.d[u][k] = chunk_scale<WT>(d[k], c + 32 * u).d[0];
         }
 }
 
@@ -578,7 +579,7 @@ static __device__ __forceinline__ void stream_first(const uint8_t *const *row, c
  * each lane has U chunks of each row in flight before it uses the first (rows_dot has
  * one), which a matrix too large for shared memory needs to keep HBM busy. Sums in chunk
  * order per lane, as rows_dot's. With have_first, the first STREAM_PRE_CHUNKS chunks of
- * each row and their scales are those stream_first loaded (the same sums). */
+ * each row and their scales are those stream_chunks loaded (the same sums). */
 template <int WT, bool I8, int R, int U>
 static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row, const __half *const *d, int n_in,
                                                        const staged_x &x, int lane, float a[R],
@@ -609,15 +610,8 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
             for (;;) {
                 const int cn = c + 32 * U;
                 const bool more = cn + 32 * (U - 1) < n_chunks;
-                if (more) {
-#pragma unroll
-                    for (int u = 0; u < U; u++)
-#pragma unroll
-                        for (int k = 0; k < R; k++) {
-                            nxt.v[u][k] = stream_load(row[k], cn + 32 * u);
-                            nxt.d[u][k] = chunk_scale<WT>(d[k], cn + 32 * u).d[0];
-                        }
-                }
+                if (more)
+                    stream_chunks<WT, R, U>(row, d, cn, nxt);
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     chunk_sc sc[R];
@@ -731,7 +725,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     }
     /* Q8_0 and Q4_0 (unless pre is 0): the first chunks of the first two rows in
      * registers before the wait, so that the first dot products need not wait for HBM
-     * after the input is staged (stream_first) */
+     * after the input is staged (stream_chunks) */
     constexpr bool CAN_PRE = WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0;
     stream_batch<2, STREAM_PRE_CHUNKS> first;
     const bool have_first = CAN_PRE && pre && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
@@ -739,7 +733,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         const uint8_t *rows[2];
         const __half *scales[2];
         pass_rows<MODE>(w, d, rb, sb, gw, n_logical, n_warps, rows, scales);
-        stream_first<WT, 2, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
+        stream_chunks<WT, 2, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
     }
     pdl_wait();
     pdl_launch_next();
