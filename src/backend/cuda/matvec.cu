@@ -16,7 +16,10 @@
  *      attention block beside a qkv block; not a second k_matvec block: 512 threads of
  *      59-95 registers take more than half the register file, and capping them at 64
  *      measured slower, twice: docs/perf-log.md 2026-11-29, and Qwen3-0.6B decode 1,670
- *      against 1,603 tok/s (Q8_0) and 1,980 against 1,783 (Q4_0), fifteenth session);
+ *      against 1,603 tok/s (Q8_0) and 1,980 against 1,783 (Q4_0), fifteenth session;
+ *      blocks of 256 threads, two a multiprocessor, 1,700 against 1,557 (Q8_0) and 1,996
+ *      against 1,572 (Q4_0), seventeenth session: qkv and gate|up gained, wo and down
+ *      lost more);
  *   3. stages the input vector (normalized) and does the dot products out of shared
  *      memory.
  * The step's critical path is then mostly the chain of small dependent pieces (wait,
@@ -100,11 +103,6 @@ static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_strea
 #define STREAM_PRE_CHUNKS 2
 #ifndef STREAM_PREFETCH_MAX
 #define STREAM_PREFETCH_MAX ((size_t)10 << 20)
-#endif
-/* 1: rows_dot_stream keeps the next U chunks in flight while it sums these (Q8_0, Q4_0;
- * a variant being measured) */
-#ifndef STREAM_PIPE
-#define STREAM_PIPE 0
 #endif
 
 /* Orders floats as unsigned integers: a > b iff key(a) > key(b) (NaN aside). */
@@ -579,7 +577,11 @@ static __device__ __forceinline__ void stream_chunks(const uint8_t *const *row, 
  * each lane has U chunks of each row in flight before it uses the first (rows_dot has
  * one), which a matrix too large for shared memory needs to keep HBM busy. Sums in chunk
  * order per lane, as rows_dot's. With have_first, the first STREAM_PRE_CHUNKS chunks of
- * each row and their scales are those stream_chunks loaded (the same sums). */
+ * each row and their scales are those stream_chunks loaded (the same sums). Loading the
+ * next U chunks while these are summed measured slower on the H200 (docs/perf-log.md,
+ * 2026-12-03, seventeenth session): Qwen3-8B's layer Q8_0 67.9 against 64.5 us, Q4_0
+ * 44.9 against 42.0, slower at 4B and 1.7B too: the extra registers and addresses cost more
+ * than the overlap gains. */
 template <int WT, bool I8, int R, int U>
 static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row, const __half *const *d, int n_in,
                                                        const staged_x &x, int lane, float a[R],
@@ -591,45 +593,6 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
     const int n_chunks = n_in / CHUNK_ELEMS(WT);
     int c = lane;
     bool pre = have_first; /* the first pass's first chunks: in `first` (rows of >= 32 U chunks) */
-#if STREAM_PIPE
-    /* (a variant for measurement) Q8_0 and Q4_0: the next U chunks of each row and their
-     * scales in flight while these are summed */
-    if constexpr (WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0) {
-        if (c + 32 * (U - 1) < n_chunks) {
-            stream_batch<R, U> cur, nxt;
-#pragma unroll
-            for (int u = 0; u < U; u++)
-#pragma unroll
-                for (int k = 0; k < R; k++) {
-                    const int f = u < STREAM_PRE_CHUNKS ? u : 0;
-                    cur.v[u][k] = u < STREAM_PRE_CHUNKS && pre ? first.v[f][k] : stream_load(row[k], c + 32 * u);
-                    cur.d[u][k] = u < STREAM_PRE_CHUNKS && pre ? first.d[f][k]
-                                                               : chunk_scale<WT>(d[k], c + 32 * u).d[0];
-                }
-#pragma unroll 1
-            for (;;) {
-                const int cn = c + 32 * U;
-                const bool more = cn + 32 * (U - 1) < n_chunks;
-                if (more)
-                    stream_chunks<WT, R, U>(row, d, cn, nxt);
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    chunk_sc sc[R];
-#pragma unroll
-                    for (int k = 0; k < R; k++) {
-                        sc[k] = {};
-                        sc[k].d[0] = cur.d[u][k];
-                    }
-                    chunk_dots_sc<WT, I8, R>(cur.v[u], sc, x, c + 32 * u, a);
-                }
-                c = cn;
-                if (!more)
-                    break;
-                cur = nxt;
-            }
-        }
-    }
-#endif
 #pragma unroll 1
     for (; c + 32 * (U - 1) < n_chunks; c += 32 * U) {
         uint4 v[U][R];
