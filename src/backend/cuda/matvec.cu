@@ -29,9 +29,10 @@
  *
  * The output head (151,936 rows for Qwen3) is too large for that: k_head streams it
  * with every warp of a resident grid walking rows, folding in the argmax. So do the
- * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES: all but
- * wo from Qwen3-1.7B Q8_0 on, and the gate|up of F16/F32 models from 0.6B on, whose
- * speed there is not measured yet): k_matvec_stream. With slices, their many waves of blocks each
+ * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES; half
+ * that for Q8_0 and Q4_0: from Qwen3-1.7B on all but Q4_0's 1.7B wo, at 0.6B Q8_0's qkv
+ * and gate|up; and the gate|up of F16/F32 models from 0.6B on, whose speed there is not
+ * measured yet): k_matvec_stream. With slices, their many waves of blocks each
  * staged the input again (at Qwen3-8B 1,756 blocks of gate|up each read and normalized
  * the 16 KB input: half as many bytes again as the weights, through L2) and each waited
  * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s. Each
@@ -75,10 +76,18 @@
 /* k_matvec_stream: matrices of more bytes than this take it (one slice per
  * multiprocessor would pass MV_SLICE_BYTES); STREAM_CHUNKS chunks of each of its rows per
  * lane in flight at once */
-static size_t stream_min_bytes; /* 0: MV_STREAM_MIN_BYTES (cuda_matvec_set_stream_min) */
+static size_t stream_min_bytes; /* 0: the rule of streams() (cuda_matvec_set_stream_min) */
 #ifndef MV_STREAM_MIN_BYTES
 #define MV_STREAM_MIN_BYTES ((size_t)multiprocessors() * MV_SLICE_BYTES)
 #endif
+/* The types of int8 input (cuda_wtype_int8_dot) stream from half that: 32 KB a
+ * multiprocessor. Measured on the H200 (docs/perf-log.md, 2026-12-03, seventeenth
+ * session) with 4 MiB, which parts the same matrices: Qwen3-1.7B Q4_0 decode 1,244 ->
+ * 1,310 tok/s (its qkv, 4.7 MB, 5.01 -> 3.95 us, and down, 7.1 MB, 7.11 -> 5.64), 1.7B
+ * Q8_0's wo (4.5 MB) 3.86 -> 3.55 us, Qwen3-0.6B Q8_0 1,706 -> 1,710 tok/s (qkv 3.94 ->
+ * 3.67 us); every matrix streamed (down and wo of 2-3 MB too) made 0.6B slower: Q8_0
+ * 1,598, Q4_0 1,647 against 1,997. */
+#define MV_STREAM_MIN_BYTES_INT8 ((size_t)multiprocessors() * (MV_SLICE_BYTES / 2))
 #ifndef STREAM_CHUNKS
 #define STREAM_CHUNKS 4
 #endif
@@ -794,8 +803,10 @@ static cudaError_t launch_stream(const cuda_weight *w, const float *x, const flo
 static bool streams(const cuda_weight *w, int mode) {
     const int parts = gated(mode) ? 2 : 1;
     const size_t row_bytes = parts * (cuda_row_bytes(w->type, w->n_in) + scale_row_bytes(w->type, (int)w->n_in));
-    return cuda_row_bytes(w->type, w->n_in) % 16 == 0 &&
-           (size_t)(w->n_out / parts) * row_bytes > (stream_min_bytes ? stream_min_bytes : MV_STREAM_MIN_BYTES);
+    size_t min_bytes = stream_min_bytes;
+    if (!min_bytes)
+        min_bytes = cuda_matvec_int8() && cuda_wtype_int8_dot(w->type) ? MV_STREAM_MIN_BYTES_INT8 : MV_STREAM_MIN_BYTES;
+    return cuda_row_bytes(w->type, w->n_in) % 16 == 0 && (size_t)(w->n_out / parts) * row_bytes > min_bytes;
 }
 
 /* k_matvec_stream with I8 where streams(), else k_matvec (in f32) */
@@ -850,13 +861,13 @@ extern "C" int cuda_matvec_int8(void) {
     return int8_mode;
 }
 
-/* The head, and every streaming matvec (from Qwen3-4B on: qkv, gate|up, down; wo at 8B),
+/* The head, and every streaming matvec (streams(): from Qwen3-1.7B on nearly all),
  * quantize the input once staged (after the RMSNorm where there is one). Not k_matvec,
  * whose few rows a block hold the weights' copy in flight while the input is staged:
  * Qwen3-0.6B Q4_0 decode, two alternated runs each (bench --backend cuda -n 128), f32
  * 1,958 / 1,949 tok/s; int8 in its qkv and gate|up too 1,909 / 1,904; in the head alone
- * 1,993 / 2,006. 1.7B (nothing of it streams but qkv and gate|up): f32 1,164 / 1,160,
- * int8 1,245 / 1,243. wo and down, whose quantization is a pass of its own over the
+ * 1,993 / 2,006. 1.7B (then nothing of it streamed but qkv and gate|up): f32 1,164 /
+ * 1,160, int8 1,245 / 1,243. wo and down, whose quantization is a pass of its own over the
  * staged input: at first left in f32 (Qwen3-8B Q4_0's down 15.25 us in int8 against
  * 15.17, gpu_matvec_bench), but end to end 8B Q4_0 decode 528.9 / 526.9 -> 535.1 / 534.6
  * tok/s, and 4B's down 10.36 -> 9.67 us (H200, 2026-12-03, tenth session). */
