@@ -86,7 +86,7 @@ static size_t stream_min_bytes; /* 0: the rule of streams() (cuda_matvec_set_str
  * 1,310 tok/s (its qkv, 4.7 MB, 5.01 -> 3.95 us, and down, 7.1 MB, 7.11 -> 5.64), 1.7B
  * Q8_0's wo (4.5 MB) 3.86 -> 3.55 us, Qwen3-0.6B Q8_0 1,706 -> 1,710 tok/s (qkv 3.94 ->
  * 3.67 us); every matrix streamed (down and wo of 2-3 MB too) made 0.6B slower: Q8_0
- * 1,598, Q4_0 1,647 against 1,997. */
+ * 1,598 against 1,706, Q4_0 1,647 against 1,997. */
 #define MV_STREAM_MIN_BYTES_INT8 ((size_t)multiprocessors() * (MV_SLICE_BYTES / 2))
 #ifndef STREAM_CHUNKS
 #define STREAM_CHUNKS 4
