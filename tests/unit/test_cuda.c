@@ -1572,8 +1572,9 @@ void test_cuda(void) {
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
             /* each shape through the kernel its size picks, then through the streaming one
-             * (the default takes it only for matrices larger than Qwen3-0.6B's); the types
-             * with int8 dot products with the f32 input, then the int8 one */
+             * (by default only matrices of more than 64 KB a multiprocessor take it, 32 KB
+             * for the types with int8 dot products when int8 is on); those types with the
+             * f32 input, then the int8 one */
             for (int int8 = 0; int8 <= cuda_wtype_int8_dot(t); int8++) {
                 cuda_matvec_set_int8(int8);
                 for (int stream = 0; stream <= 1; stream++) {
