@@ -15,9 +15,14 @@
 #                                  that vocabulary (llama.cpp refuses files without one),
 #                                  runs `llama-bench -ngl 99 -fa 1 -p 512 -n 128` and
 #                                  `edgerunner bench --backend cuda` on each and prints one
-#                                  table. SIZE=8b (make_random_qwen3.py's sizes), TYPES,
-#                                  MODELS=list-file (files made earlier), N (our -n). BASELINE=path/to/edgerunner also times an
-#                                  earlier build in the same run (the row "before").
+#                                  table. SIZE="0.6b 1.7b 4b 8b" (one or more of
+#                                  make_random_qwen3.py's sizes), TYPES, MODELS=list-file
+#                                  (files made earlier), N (our -n; by default 128, 64 at
+#                                  4B, 32 from 8B: the CPU reference checks every token).
+#                                  BASELINE=path/to/edgerunner also times an earlier build
+#                                  in the same run (the row "before"). DEPTHS="4096 16384"
+#                                  appends decode at those context depths for every file
+#                                  (bench/gpu_depth.sh, STEPS tokens, 256 by default).
 # Device call: carry [".gpu-carry", "build/edgerunner", ".whl"] (the gguf wheel, see gpu.sh),
 # or with a prebuilt llama-bench [".gpu-carry/bin/llama-bench.xz", ".gpu-carry/qwen3-vocab.gguf", ...].
 set -euo pipefail
@@ -124,20 +129,30 @@ run() {
     if [ -n "${MODELS:-}" ]; then
         cp "$MODELS" "$OUT/models.txt"
     else
-        python3 bench/make_random_qwen3.py /tmp/cmp --size "${SIZE:-0.6b}" --types "${TYPES:-Q8_0,Q4_0}" \
-            --vocab "$CARRY/qwen3-vocab.gguf" --edgerunner build/edgerunner > "$OUT/models.txt"
+        : > "$OUT/models.txt"
+        for size in ${SIZE:-0.6b}; do
+            python3 bench/make_random_qwen3.py /tmp/cmp --size "$size" --types "${TYPES:-Q8_0,Q4_0}" \
+                --vocab "$CARRY/qwen3-vocab.gguf" --edgerunner build/edgerunner >> "$OUT/models.txt"
+        done
     fi
-    printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s | TTFT ms | GPU MiB (weights + KV) |\n|---|---|---|---|---|---|\n' | tee "$OUT/compare.md"
+    printf '| model | engine | decode tg128 tok/s | prefill pp512 tok/s | TTFT ms | GPU MiB (weights + KV) | of copy |\n|---|---|---|---|---|---|---|\n' | tee "$OUT/compare.md"
+    local n
     while read -r f; do
         b=$(basename "$f" .gguf)
         "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err" || true
-        # N: our greedy tokens per run (128; fewer at 8B, where the CPU reference that
-        # checks them costs about a second a token on the GPU machine's 16 cores)
-        build/edgerunner bench -m "$f" --backend cuda -n "${N:-128}" -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err" ||
+        # N: our greedy tokens per run; fewer for larger files (by name: qwen3-SIZE-...),
+        # where the CPU reference that checks them costs up to a second a token on the GPU
+        # machine's 16 cores
+        case "$b" in
+        *-4b-*) n=${N:-64} ;;
+        *-8b-* | *-14b-* | *-32b-*) n=${N:-32} ;;
+        *) n=${N:-128} ;;
+        esac
+        build/edgerunner bench -m "$f" --backend cuda -n "$n" -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/ours-$b.json" 2> "$OUT/ours-$b.err" ||
             true # a refused run is the table's FAIL row, not the end of the table
         show_profile "$OUT/ours-$b.err"
         if [ -n "${BASELINE:-}" ]; then # an earlier build, timed in the same run (the row "before")
-            "$BASELINE" bench -m "$f" --backend cuda -n 128 -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/before-$b.json" 2> "$OUT/before-$b.err" || true
+            "$BASELINE" bench -m "$f" --backend cuda -n "$n" -pp 512 --runs 5 --json ${PROFILE:+--profile} > "$OUT/before-$b.json" 2> "$OUT/before-$b.err" || true
             show_profile "$OUT/before-$b.err"
         fi
         python3 - "$b" "$OUT/llamacpp-$b.json" "$OUT/ours-$b.json" ${BASELINE:+"$OUT/before-$b.json"} <<'PY' | tee -a "$OUT/compare.md"
@@ -151,7 +166,7 @@ try:
 except Exception:
     pass
 f = lambda v: f"{v:.0f}" if v else "?"
-print(f"| {name} | llama.cpp CUDA (-fa 1) | {f(tg)} | {f(pp)} | | |")
+print(f"| {name} | llama.cpp CUDA (-fa 1) | {f(tg)} | {f(pp)} | | | |")
 for label, path in [("EdgeRunner-C (cuda)", oj)] + [("EdgeRunner-C (before)", p) for p in sys.argv[4:]]:
     try:
         o = json.load(open(path))
@@ -159,11 +174,18 @@ for label, path in [("EdgeRunner-C (cuda)", oj)] + [("EdgeRunner-C (before)", p)
         rd = f" ({d / tg:.2f}x)" if tg else ""
         rp = f" ({p / pp:.2f}x)" if pp else ""
         mem = f'{o["gpu_used_mib"]:.0f} ({o["gpu_weights_mib"]:.0f} + {o["kv_cache_mib"]:.0f})'
-        print(f'| {name} | {label} | {d:.0f}{rd} | {p:.0f}{rp} | {o["ttft_ms"]:.3f} | {mem} |')
+        frac = f'{100 * o["bandwidth_fraction"]:.1f}%' if "bandwidth_fraction" in o else ""
+        print(f'| {name} | {label} | {d:.0f}{rd} | {p:.0f}{rp} | {o["ttft_ms"]:.3f} | {mem} | {frac} |')
     except Exception:
-        print(f"| {name} | {label} | FAIL (see {path}) | | | |")
+        print(f"| {name} | {label} | FAIL (see {path}) | | | | |")
 PY
     done < "$OUT/models.txt"
+    if [ -n "${DEPTHS:-}" ]; then # decode after a context, every file (gpu_depth.sh says how)
+        echo | tee -a "$OUT/compare.md"
+        # shellcheck disable=SC2046
+        LB=$lb DEPTHS=$DEPTHS STEPS=${STEPS:-256} VARIANTS=split bench/gpu_depth.sh build/edgerunner $(cat "$OUT/models.txt") |
+            tee -a "$OUT/compare.md"
+    fi
 }
 
 case "${1:-}" in
