@@ -1,0 +1,394 @@
+/*
+ * phase_chain_bench.cu - what a Qwen3-0.6B layer's four matvecs could cost as a chain of
+ * dependent phases, by how each phase gets its weights and its input. A phase is an int8
+ * matvec: out[r] = clamp(dot(W[r], in) >> 12) for the rows of one matrix, in = the first
+ * k entries of the previous phase's out (a real dependency: no phase can start its dots
+ * before the previous one has finished). The weights are plain int8 (no scales) at the
+ * 0.6B shapes (qkv 4,096 x 1,024, wo 1,024 x 2,048, gate|up 6,144 x 1,024, down 1,024 x
+ * 3,072), 28 layers of their own: 440 MB, past L2. Each block takes a contiguous slice
+ * of rows, one block per multiprocessor (132 on the H200). Columns, us a layer:
+ *
+ *   kernels      one kernel a phase in a graph, programmatic dependent launch (as the
+ *                decode step runs): wait, stage the input, read the slice from global
+ *   kernels+copy as kernels, but the slice goes into shared memory by cp.async *before*
+ *                the wait; the blocks are small enough (256 or 512 threads, <= 52 KB) for
+ *                the next kernels' blocks to become resident early and copy then
+ *   copy, heavy  kernels+copy 512, but qkv and gate|up ask for 180 KB of shared memory, so
+ *                that no block of a neighbouring phase fits beside theirs (as the 0.6B step
+ *                today, whose qkv and gate|up stream and fill the register file)
+ *   persist      one cooperative kernel, a counter barrier between phases, the slice read
+ *                from global after the barrier
+ *   persist+copy as persist, the next phase's slice copied into the other of two shared
+ *                buffers while this phase waits and computes
+ *   floor        the layer's bytes at 4.25 TB/s
+ *
+ * Every mode's outputs of every phase must equal the first mode's, and the first layer's
+ * the host's; a mismatch is printed and the exit status is 1.
+ *
+ * Build: nvcc -O3 -arch=sm_90 -o phase_chain_bench bench/phase_chain_bench.cu
+ * Usage: phase_chain_bench [layers]   (a markdown table on stdout)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PHASES 256
+#define IN_MAX16 192 /* the widest input, 3,072 bytes, in 16-byte units */
+#define OUT_STRIDE 6144 /* bytes a phase's output buffer: the most rows */
+#define SHIFT 12
+
+#define TRY(call)                                                                                                     \
+    do {                                                                                                              \
+        cudaError_t e_ = (call);                                                                                      \
+        if (e_ != cudaSuccess) {                                                                                      \
+            fprintf(stderr, "%s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__);                          \
+            return 1;                                                                                                 \
+        }                                                                                                             \
+    } while (0)
+
+typedef struct {
+    const uint4 *w; /* [rows][k / 16] */
+    int rows, k;
+} phase_t;
+
+__constant__ phase_t c_phase[MAX_PHASES];
+
+static __device__ __forceinline__ int dot16(uint4 w, uint4 x, int acc) {
+    acc = __dp4a((int)w.x, (int)x.x, acc);
+    acc = __dp4a((int)w.y, (int)x.y, acc);
+    acc = __dp4a((int)w.z, (int)x.z, acc);
+    return __dp4a((int)w.w, (int)x.w, acc);
+}
+
+static __device__ __forceinline__ int8_t quant(int acc) {
+    const int v = acc >> SHIFT;
+    return (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+}
+
+static __device__ __forceinline__ uint4 ld_nc(const uint4 *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ void cp_async16(uint4 *dst, const uint4 *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+/* this block's rows of a phase: [r0, r1) */
+static __device__ __forceinline__ void block_rows(int rows, int *r0, int *r1) {
+    *r0 = (int)((long long)rows * blockIdx.x / gridDim.x);
+    *r1 = (int)((long long)rows * (blockIdx.x + 1) / gridDim.x);
+}
+
+/* the slice [r0, r1) of phase p into ws[(r1 - r0) * k / 16] by cp.async, one group */
+static __device__ __forceinline__ void copy_slice(const phase_t *ph, int r0, int r1, uint4 *ws) {
+    const int n16 = ph->k / 16, n = (r1 - r0) * n16;
+    const uint4 *src = ph->w + (size_t)r0 * n16;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        cp_async16(ws + i, src + i);
+    cp_async_commit();
+}
+
+/* in[k] (global, written by other blocks) into xs[k / 16] */
+static __device__ __forceinline__ void stage_input(const uint4 *in, int k, uint4 *xs) {
+    for (int i = threadIdx.x; i < k / 16; i += blockDim.x)
+        xs[i] = __ldcg(in + i);
+}
+
+/* out[r0 .. r1) of phase p; the slice in shared memory (ws) or read from global (ws null) */
+static __device__ __forceinline__ void slice_dots(const phase_t *ph, int r0, int r1, const uint4 *ws,
+                                                 const uint4 *xs, int8_t *out) {
+    const int n16 = ph->k / 16, lane = threadIdx.x & 31;
+    for (int r = threadIdx.x / 32; r < r1 - r0; r += blockDim.x / 32) {
+        int acc = 0;
+        if (ws) {
+            const uint4 *wr = ws + (size_t)r * n16;
+            for (int c = lane; c < n16; c += 32)
+                acc = dot16(wr[c], xs[c], acc);
+        } else {
+            const uint4 *wr = ph->w + (size_t)(r0 + r) * n16;
+#pragma unroll 6
+            for (int c = lane; c < n16; c += 32)
+                acc = dot16(ld_nc(wr + c), xs[c], acc);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0)
+            out[r0 + r] = quant(acc);
+    }
+}
+
+/* kernels / kernels+copy: phase p reads in, writes out; smem: xs[IN_MAX16], then the slice */
+template <int THREADS, bool COPY>
+__global__ void __launch_bounds__(THREADS) k_phase(int p, const int8_t *in, int8_t *out) {
+    extern __shared__ uint4 smem[];
+    uint4 *xs = smem, *ws = smem + IN_MAX16;
+    const phase_t ph = c_phase[p];
+    int r0, r1;
+    block_rows(ph.rows, &r0, &r1);
+    asm volatile("griddepcontrol.launch_dependents;");
+    if (COPY)
+        copy_slice(&ph, r0, r1, ws); /* the weights do not depend on the previous phase */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    stage_input((const uint4 *)in, ph.k, xs);
+    if (COPY)
+        asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    slice_dots(&ph, r0, r1, COPY ? ws : nullptr, xs, out);
+}
+
+/* wait until the counter reaches target (thread 0 polls), then the whole block goes on */
+static __device__ __forceinline__ void wait_count(const unsigned *ctr, unsigned target) {
+    if (threadIdx.x == 0) {
+        unsigned now;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(ctr) : "memory");
+        } while ((int)(now - target) < 0);
+    }
+    __syncthreads();
+}
+
+/* persist / persist+copy: all n_phase phases, outs[p * OUT_STRIDE]; ctr zero at launch;
+ * smem: xs[IN_MAX16], then two slices of slice16 */
+template <bool COPY>
+__global__ void __launch_bounds__(512, 1)
+k_persist(int n_phase, const int8_t *x0, int8_t *outs, unsigned *ctr, int slice16) {
+    extern __shared__ uint4 smem[];
+    uint4 *xs = smem, *bufs = smem + IN_MAX16; /* slice b at bufs + b * slice16 */
+    int r0, r1;
+    if (COPY) {
+        block_rows(c_phase[0].rows, &r0, &r1);
+        copy_slice(&c_phase[0], r0, r1, bufs);
+    }
+    for (int p = 0; p < n_phase; p++) {
+        const phase_t ph = c_phase[p];
+        if (COPY && p + 1 < n_phase) { /* the next slice streams in while this phase waits and computes */
+            int n0, n1;
+            block_rows(c_phase[p + 1].rows, &n0, &n1);
+            copy_slice(&c_phase[p + 1], n0, n1, bufs + ((p + 1) & 1) * slice16);
+        }
+        if (p > 0)
+            wait_count(ctr, (unsigned)p * gridDim.x);
+        block_rows(ph.rows, &r0, &r1);
+        stage_input((const uint4 *)(p ? outs + (size_t)(p - 1) * OUT_STRIDE : x0), ph.k, xs);
+        if (COPY) {
+            if (p + 1 < n_phase)
+                asm volatile("cp.async.wait_group 1;" ::: "memory");
+            else
+                asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        __syncthreads();
+        slice_dots(&ph, r0, r1, COPY ? bufs + (p & 1) * slice16 : nullptr, xs, outs + (size_t)p * OUT_STRIDE);
+        __syncthreads(); /* every row stored, the buffer free for the slice after next */
+        if (threadIdx.x == 0) {
+            __threadfence();
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(ctr) : "memory");
+        }
+    }
+}
+
+static __global__ void k_fill(uint32_t *p, size_t n, uint32_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 0x9e3779b1u ^ seed;
+        h ^= h >> 15;
+        h *= 0x2c1b3c6du;
+        h ^= h >> 12;
+        h *= 0x297a2d39u;
+        h ^= h >> 15;
+        /* four int8 in [-127, 127] */
+        uint32_t v = 0;
+        for (int b = 0; b < 4; b++)
+            v |= (uint32_t)(uint8_t)(int8_t)((int)((h >> (8 * b)) & 0xffu) % 255 - 127) << (8 * b);
+        p[i] = v;
+    }
+}
+
+static cudaLaunchConfig_t launch_config(int grid, int threads, size_t smem, cudaStream_t st, cudaLaunchAttribute *a,
+                                        int n) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = a;
+    cfg.numAttrs = n;
+    return cfg;
+}
+
+/* host reference of one phase */
+static void host_phase(const int8_t *w, int rows, int k, const int8_t *in, int8_t *out) {
+    for (int r = 0; r < rows; r++) {
+        int acc = 0;
+        for (int c = 0; c < k; c++)
+            acc += (int)w[(size_t)r * k + c] * in[c];
+        const int v = acc >> SHIFT;
+        out[r] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+    }
+}
+
+#define N_MODES 6
+#define HEAVY_SMEM (180 << 10)
+
+int main(int argc, char **argv) {
+    const int layers = argc > 1 ? atoi(argv[1]) : 28;
+    const int shape[4][2] = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}}; /* rows, k */
+    const int n_phase = 4 * layers;
+    if (layers < 1 || n_phase > MAX_PHASES) {
+        fprintf(stderr, "layers: 1 to %d\n", MAX_PHASES / 4);
+        return 1;
+    }
+    int n_sm = 0;
+    TRY(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+    const int grid = n_sm;
+    size_t layer_bytes = 0;
+    int slice16 = 0;
+    for (int i = 0; i < 4; i++) {
+        layer_bytes += (size_t)shape[i][0] * shape[i][1];
+        const int most_rows = (shape[i][0] + grid - 1) / grid + 1;
+        if (most_rows * shape[i][1] / 16 > slice16)
+            slice16 = most_rows * shape[i][1] / 16;
+    }
+    int8_t *w = nullptr, *x0 = nullptr, *outs = nullptr, *ref_outs = nullptr;
+    unsigned *ctr = nullptr;
+    TRY(cudaMalloc(&w, layer_bytes * layers));
+    TRY(cudaMalloc(&x0, 4096));
+    TRY(cudaMalloc(&outs, (size_t)n_phase * OUT_STRIDE));
+    TRY(cudaMalloc(&ref_outs, (size_t)n_phase * OUT_STRIDE));
+    TRY(cudaMalloc(&ctr, sizeof(unsigned)));
+    k_fill<<<1024, 256>>>((uint32_t *)w, layer_bytes * layers / 4, 1u);
+    k_fill<<<4, 256>>>((uint32_t *)x0, 1024, 2u);
+    TRY(cudaGetLastError());
+    phase_t ph[MAX_PHASES];
+    size_t off = 0;
+    for (int p = 0; p < n_phase; p++) {
+        ph[p].w = (const uint4 *)(w + off);
+        ph[p].rows = shape[p % 4][0];
+        ph[p].k = shape[p % 4][1];
+        off += (size_t)ph[p].rows * ph[p].k;
+    }
+    TRY(cudaMemcpyToSymbol(c_phase, ph, sizeof(phase_t) * n_phase));
+
+    cudaStream_t st;
+    TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    TRY(cudaEventCreate(&e0));
+    TRY(cudaEventCreate(&e1));
+    const size_t smem_in = IN_MAX16 * 16; /* kernels: the input only */
+    const size_t smem_one = (size_t)(IN_MAX16 + slice16) * 16, smem_two = (size_t)(IN_MAX16 + 2 * slice16) * 16;
+    TRY(cudaFuncSetAttribute(k_phase<512, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_one));
+    TRY(cudaFuncSetAttribute(k_phase<256, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_one));
+    TRY(cudaFuncSetAttribute(k_phase<512, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, HEAVY_SMEM));
+    TRY(cudaFuncSetAttribute(k_persist<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_two));
+    TRY(cudaFuncSetAttribute(k_persist<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_two));
+    for (int m = 0; m < 3; m++) {
+        void (*fn)(int, const int8_t *, int8_t *) =
+            m == 0 ? k_phase<512, false> : m == 1 ? k_phase<256, true> : k_phase<512, true>;
+        int blocks = 0;
+        TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, m == 1 ? 256 : 512, m ? smem_one : smem_in));
+        cudaFuncAttributes fa;
+        TRY(cudaFuncGetAttributes(&fa, fn));
+        fprintf(stderr, "k_phase mode %d: %d registers, %d blocks an SM resident at %zu bytes of shared memory\n", m,
+                fa.numRegs, blocks, m ? smem_one : smem_in);
+    }
+
+    const char *names[N_MODES] = {"kernels", "kernels+copy 256", "kernels+copy 512", "persist", "persist+copy",
+                                  "copy, heavy"};
+    const int reps = 10;
+    float us_layer[N_MODES];
+    int bad = 0;
+    for (int m = 0; m < N_MODES; m++) {
+        TRY(cudaMemset(outs, 0, (size_t)n_phase * OUT_STRIDE));
+        float ms = 0.0f;
+        if (m < 3 || m == 5) {
+            void (*fn)(int, const int8_t *, int8_t *) =
+                m == 0 ? k_phase<512, false> : m == 1 ? k_phase<256, true> : k_phase<512, true>;
+            cudaLaunchAttribute a;
+            a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            a.val.programmaticStreamSerializationAllowed = 1;
+            cudaLaunchConfig_t cfg = launch_config(grid, m == 1 ? 256 : 512, m ? smem_one : smem_in, st, &a, 1);
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+            for (int p = 0; p < n_phase; p++) {
+                if (m == 5)
+                    cfg.dynamicSmemBytes = p % 2 == 0 ? HEAVY_SMEM : smem_one; /* qkv and gate|up heavy */
+                TRY(cudaLaunchKernelEx(&cfg, fn, p, p ? (const int8_t *)(outs + (size_t)(p - 1) * OUT_STRIDE) : x0,
+                                       outs + (size_t)p * OUT_STRIDE));
+            }
+            TRY(cudaStreamEndCapture(st, &g));
+            TRY(cudaGraphInstantiate(&ge, g, 0));
+            TRY(cudaGraphLaunch(ge, st));
+            TRY(cudaEventRecord(e0, st));
+            for (int r = 0; r < reps; r++)
+                TRY(cudaGraphLaunch(ge, st));
+            TRY(cudaEventRecord(e1, st));
+            TRY(cudaEventSynchronize(e1));
+            TRY(cudaEventElapsedTime(&ms, e0, e1));
+            cudaGraphExecDestroy(ge);
+            cudaGraphDestroy(g);
+        } else {
+            void (*fn)(int, const int8_t *, int8_t *, unsigned *, int) = m == 3 ? k_persist<false> : k_persist<true>;
+            cudaLaunchAttribute a;
+            a.id = cudaLaunchAttributeCooperative;
+            a.val.cooperative = 1;
+            const cudaLaunchConfig_t cfg = launch_config(grid, 512, smem_two, st, &a, 1);
+            for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+                TRY(cudaMemsetAsync(ctr, 0, sizeof(unsigned), st));
+                TRY(cudaEventRecord(e0, st));
+                TRY(cudaLaunchKernelEx(&cfg, fn, n_phase, (const int8_t *)x0, outs, ctr, slice16));
+                TRY(cudaEventRecord(e1, st));
+                TRY(cudaEventSynchronize(e1));
+                float x;
+                TRY(cudaEventElapsedTime(&x, e0, e1));
+                if (r >= 0)
+                    ms += x;
+            }
+        }
+        us_layer[m] = 1e3f * ms / reps / layers;
+        if (m == 0) {
+            TRY(cudaMemcpy(ref_outs, outs, (size_t)n_phase * OUT_STRIDE, cudaMemcpyDeviceToDevice));
+            /* the first layer against the host */
+            int8_t *hw = (int8_t *)malloc(layer_bytes), *hin = (int8_t *)malloc(OUT_STRIDE),
+                   *hout = (int8_t *)malloc((size_t)4 * OUT_STRIDE), *href = (int8_t *)malloc(OUT_STRIDE);
+            TRY(cudaMemcpy(hw, w, layer_bytes, cudaMemcpyDeviceToHost));
+            TRY(cudaMemcpy(hin, x0, 1024, cudaMemcpyDeviceToHost));
+            TRY(cudaMemcpy(hout, outs, (size_t)4 * OUT_STRIDE, cudaMemcpyDeviceToHost));
+            size_t o = 0;
+            for (int p = 0; p < 4; p++) {
+                host_phase(hw + o, shape[p][0], shape[p][1], p ? hout + (size_t)(p - 1) * OUT_STRIDE : hin, href);
+                if (memcmp(href, hout + (size_t)p * OUT_STRIDE, shape[p][0])) {
+                    printf("phase %d differs from the host\n", p);
+                    bad = 1;
+                }
+                o += (size_t)shape[p][0] * shape[p][1];
+            }
+            free(hw), free(hin), free(hout), free(href);
+        } else {
+            int8_t *a = (int8_t *)malloc((size_t)n_phase * OUT_STRIDE), *b = (int8_t *)malloc((size_t)n_phase * OUT_STRIDE);
+            TRY(cudaMemcpy(a, ref_outs, (size_t)n_phase * OUT_STRIDE, cudaMemcpyDeviceToHost));
+            TRY(cudaMemcpy(b, outs, (size_t)n_phase * OUT_STRIDE, cudaMemcpyDeviceToHost));
+            if (memcmp(a, b, (size_t)n_phase * OUT_STRIDE)) {
+                printf("%s: outputs differ from kernels'\n", names[m]);
+                bad = 1;
+            }
+            free(a), free(b);
+        }
+    }
+    printf("0.6B layer as 4 int8 phases (qkv, wo, gate|up, down), %d layers, %d blocks, us a layer:\n\n", layers, grid);
+    printf("| kernels | kernels+copy 256 | kernels+copy 512 | persist | persist+copy | copy, heavy | floor (%.1f MB at "
+           "4.25 TB/s) |\n",
+           layer_bytes / 1e6);
+    printf("|---|---|---|---|---|---|---|\n|");
+    for (int m = 0; m < N_MODES; m++)
+        printf(" %.2f |", us_layer[m]);
+    printf(" %.2f |\n", layer_bytes / 4.25e6);
+    return bad;
+}
