@@ -26,6 +26,7 @@
  * the host's; a mismatch is printed and the exit status is 1.
  *
  * Build: nvcc -O3 -arch=sm_90 -o phase_chain_bench bench/phase_chain_bench.cu
+ *   (-DNORM_STAGE=1: the input staged with an RMSNorm's block reduction, as the real kernels)
  * Usage: phase_chain_bench [layers]   (a markdown table on stdout)
  */
 #include <stdint.h>
@@ -98,8 +99,37 @@ static __device__ __forceinline__ void copy_slice(const phase_t *ph, int r0, int
 
 /* in[k] (global, written by other blocks) into xs[k / 16] */
 static __device__ __forceinline__ void stage_input(const uint4 *in, int k, uint4 *xs) {
+#if NORM_STAGE
+    /* as the real kernels' RMSNorm staging: the sum of squares over the block (a block
+     * reduction, two barriers) and each 16's largest magnitude, before the int8 input is
+     * stored; the values are stored unchanged (the condition always holds) */
+    __shared__ float red[32];
+    uint4 v = make_uint4(0, 0, 0, 0);
+    float ss = 0.0f, amax = 0.0f;
+    if ((int)threadIdx.x < k / 16) {
+        v = __ldcg(in + threadIdx.x);
+        const unsigned u[4] = {v.x, v.y, v.z, v.w};
+        for (int j = 0; j < 16; j++) {
+            const float f = (float)(int8_t)(u[j / 4] >> (8 * (j % 4)));
+            ss += f * f;
+            amax = fmaxf(amax, fabsf(f));
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x / 32] = ss;
+    __syncthreads();
+    float total = 0.0f;
+    for (int i = 0; i < (int)blockDim.x / 32; i++)
+        total += red[i];
+    if ((int)threadIdx.x < k / 16)
+        xs[threadIdx.x] = total >= 0.0f && amax >= 0.0f ? v : make_uint4(0, 0, 0, 0);
+    __syncthreads();
+#else
     for (int i = threadIdx.x; i < k / 16; i += blockDim.x)
         xs[i] = __ldcg(in + i);
+#endif
 }
 
 /* out[r0 .. r1) of phase p; the slice in shared memory (ws) or read from global (ws null) */
