@@ -24,17 +24,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cuda_bench.cuh"
+
 #define THREADS 512
 #define U 8 /* 16-byte loads in flight a thread */
-
-#define TRY(call)                                                                                                     \
-    do {                                                                                                              \
-        cudaError_t e_ = (call);                                                                                      \
-        if (e_ != cudaSuccess) {                                                                                      \
-            fprintf(stderr, "%s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__);                          \
-            return 1;                                                                                                 \
-        }                                                                                                             \
-    } while (0)
 
 static __device__ __forceinline__ unsigned fold(uint4 v) { return v.x + v.y + v.z + v.w; }
 
@@ -96,11 +89,7 @@ static __device__ __forceinline__ void barrier_count(unsigned *bar, unsigned k) 
     __syncthreads();
     if (threadIdx.x == 0) {
         asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
-        const unsigned target = k * gridDim.x;
-        unsigned now;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(bar) : "memory");
-        } while ((int)(now - target) < 0);
+        poll_count(bar, k * gridDim.x);
     }
     __syncthreads();
 }
@@ -133,32 +122,6 @@ k_persist(const uint4 *__restrict__ w, size_t n16, int n_phase, unsigned *bar, u
         out[blockIdx.x] = acc;
 }
 
-/* A launch of `grid` blocks of THREADS on stream st with the n attributes at a. */
-static cudaLaunchConfig_t launch_config(int grid, size_t smem, cudaStream_t st, cudaLaunchAttribute *a, int n) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cfg.attrs = a;
-    cfg.numAttrs = n;
-    return cfg;
-}
-
-static cudaLaunchAttribute programmatic(void) {
-    cudaLaunchAttribute a;
-    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    a.val.programmaticStreamSerializationAllowed = 1;
-    return a;
-}
-
-static cudaLaunchAttribute cooperative(void) {
-    cudaLaunchAttribute a;
-    a.id = cudaLaunchAttributeCooperative;
-    a.val.cooperative = 1;
-    return a;
-}
-
 int main(void) {
     const size_t max_bytes = (size_t)2 << 30;
     uint4 *w = nullptr;
@@ -180,7 +143,7 @@ int main(void) {
     /* does the runtime take a cooperative launch that is also a programmatic one? */
     {
         cudaLaunchAttribute a[2] = {programmatic(), cooperative()};
-        const cudaLaunchConfig_t cfg = launch_config(grid, 0, st, a, 2);
+        const cudaLaunchConfig_t cfg = launch_config(grid, THREADS, 0, st, a, 2);
         TRY(cudaMemsetAsync(bar, 0, sizeof(unsigned), st));
         cudaError_t e = cudaLaunchKernelEx(&cfg, k_persist<1>, (const uint4 *)w, (size_t)4096, 4, bar, out);
         printf("cooperative + programmatic launch: %s\n", cudaGetErrorString(e));
@@ -221,7 +184,7 @@ int main(void) {
             cudaGraph_t g;
             cudaGraphExec_t ge;
             cudaLaunchAttribute a = programmatic();
-            const cudaLaunchConfig_t cfg = launch_config(grid, k == 0 ? big_smem : 0, st, &a, 1);
+            const cudaLaunchConfig_t cfg = launch_config(grid, THREADS, k == 0 ? big_smem : 0, st, &a, 1);
             TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
             for (int p = 0; p < n_phase; p++)
                 TRY(cudaLaunchKernelEx(&cfg, k_phase, (const uint4 *)(w + (size_t)p * n16), n16, out));
@@ -241,7 +204,7 @@ int main(void) {
             void (*fn)(const uint4 *, size_t, int, unsigned *, unsigned *) =
                 m == 0 ? k_persist<0> : m == 1 ? k_persist<1> : m == 2 ? k_persist<2> : k_persist<3>;
             cudaLaunchAttribute a = cooperative();
-            const cudaLaunchConfig_t cfg = launch_config(grid, 0, st, &a, 1);
+            const cudaLaunchConfig_t cfg = launch_config(grid, THREADS, 0, st, &a, 1);
             float t = 0.0f;
             for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
                 TRY(cudaMemsetAsync(bar, 0, sizeof(unsigned), st));

@@ -34,19 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_bench.cuh"
+
 #define MAX_PHASES 256
 #define IN_MAX16 192 /* the widest input, 3,072 bytes, in 16-byte units */
 #define OUT_STRIDE 6144 /* bytes a phase's output buffer: the most rows */
 #define SHIFT 12
-
-#define TRY(call)                                                                                                     \
-    do {                                                                                                              \
-        cudaError_t e_ = (call);                                                                                      \
-        if (e_ != cudaSuccess) {                                                                                      \
-            fprintf(stderr, "%s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__);                          \
-            return 1;                                                                                                 \
-        }                                                                                                             \
-    } while (0)
 
 typedef struct {
     const uint4 *w; /* [rows][k / 16] */
@@ -175,17 +168,6 @@ __global__ void __launch_bounds__(THREADS) k_phase(int p, const int8_t *in, int8
     slice_dots(&ph, r0, r1, COPY ? ws : nullptr, xs, out);
 }
 
-/* wait until the counter reaches target (thread 0 polls), then the whole block goes on */
-static __device__ __forceinline__ void wait_count(const unsigned *ctr, unsigned target) {
-    if (threadIdx.x == 0) {
-        unsigned now;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(ctr) : "memory");
-        } while ((int)(now - target) < 0);
-    }
-    __syncthreads();
-}
-
 /* persist / persist+copy: all n_phase phases, outs[p * OUT_STRIDE]; ctr zero at launch;
  * smem: xs[IN_MAX16], then two slices of slice16 */
 template <bool COPY>
@@ -205,8 +187,11 @@ k_persist(int n_phase, const int8_t *x0, int8_t *outs, unsigned *ctr, int slice1
             block_rows(c_phase[p + 1].rows, &n0, &n1);
             copy_slice(&c_phase[p + 1], n0, n1, bufs + ((p + 1) & 1) * slice16);
         }
-        if (p > 0)
-            wait_count(ctr, (unsigned)p * gridDim.x);
+        if (p > 0) { /* every block has finished phase p - 1 */
+            if (threadIdx.x == 0)
+                poll_count(ctr, (unsigned)p * gridDim.x);
+            __syncthreads();
+        }
         block_rows(ph.rows, &r0, &r1);
         stage_input((const uint4 *)(p ? outs + (size_t)(p - 1) * OUT_STRIDE : x0), ph.k, xs);
         if (COPY) {
@@ -239,18 +224,6 @@ static __global__ void k_fill(uint32_t *p, size_t n, uint32_t seed) {
             v |= (uint32_t)(uint8_t)(int8_t)((int)((h >> (8 * b)) & 0xffu) % 255 - 127) << (8 * b);
         p[i] = v;
     }
-}
-
-static cudaLaunchConfig_t launch_config(int grid, int threads, size_t smem, cudaStream_t st, cudaLaunchAttribute *a,
-                                        int n) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cfg.attrs = a;
-    cfg.numAttrs = n;
-    return cfg;
 }
 
 /* host reference of one phase */
@@ -313,21 +286,28 @@ int main(int argc, char **argv) {
     TRY(cudaEventCreate(&e1));
     const size_t smem_in = IN_MAX16 * 16; /* kernels: the input only */
     const size_t smem_one = (size_t)(IN_MAX16 + slice16) * 16, smem_two = (size_t)(IN_MAX16 + 2 * slice16) * 16;
-    TRY(cudaFuncSetAttribute(k_phase<512, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_one));
-    TRY(cudaFuncSetAttribute(k_phase<256, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_one));
-    TRY(cudaFuncSetAttribute(k_phase<512, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, HEAVY_SMEM));
+    /* the modes of one kernel a phase: kernels, kernels+copy 256, kernels+copy 512, copy, heavy */
+    typedef void (*phase_fn)(int, const int8_t *, int8_t *);
+    const struct {
+        phase_fn fn;
+        int threads;
+        size_t smem;
+    } phase_mode[N_MODES] = {{k_phase<512, false>, 512, smem_in},  {k_phase<256, true>, 256, smem_one},
+                             {k_phase<512, true>, 512, smem_one},  {},
+                             {},                                   {k_phase<512, true>, 512, smem_one}};
+    for (int m = 0; m < 3; m++) { /* (mode 5 is mode 2's kernel) */
+        /* a cap, not a request: each launch asks for its own (HEAVY_SMEM for mode 5's heavy phases) */
+        TRY(cudaFuncSetAttribute(phase_mode[m].fn, cudaFuncAttributeMaxDynamicSharedMemorySize, HEAVY_SMEM));
+        int blocks = 0;
+        TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, phase_mode[m].fn, phase_mode[m].threads,
+                                                          phase_mode[m].smem));
+        cudaFuncAttributes fa;
+        TRY(cudaFuncGetAttributes(&fa, phase_mode[m].fn));
+        fprintf(stderr, "k_phase mode %d: %d registers, %d blocks an SM resident at %zu bytes of shared memory\n", m,
+                fa.numRegs, blocks, phase_mode[m].smem);
+    }
     TRY(cudaFuncSetAttribute(k_persist<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_two));
     TRY(cudaFuncSetAttribute(k_persist<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_two));
-    for (int m = 0; m < 3; m++) {
-        void (*fn)(int, const int8_t *, int8_t *) =
-            m == 0 ? k_phase<512, false> : m == 1 ? k_phase<256, true> : k_phase<512, true>;
-        int blocks = 0;
-        TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, m == 1 ? 256 : 512, m ? smem_one : smem_in));
-        cudaFuncAttributes fa;
-        TRY(cudaFuncGetAttributes(&fa, fn));
-        fprintf(stderr, "k_phase mode %d: %d registers, %d blocks an SM resident at %zu bytes of shared memory\n", m,
-                fa.numRegs, blocks, m ? smem_one : smem_in);
-    }
 
     const char *names[N_MODES] = {"kernels", "kernels+copy 256", "kernels+copy 512", "persist", "persist+copy",
                                   "copy, heavy"};
@@ -337,20 +317,16 @@ int main(int argc, char **argv) {
     for (int m = 0; m < N_MODES; m++) {
         TRY(cudaMemset(outs, 0, (size_t)n_phase * OUT_STRIDE));
         float ms = 0.0f;
-        if (m < 3 || m == 5) {
-            void (*fn)(int, const int8_t *, int8_t *) =
-                m == 0 ? k_phase<512, false> : m == 1 ? k_phase<256, true> : k_phase<512, true>;
-            cudaLaunchAttribute a;
-            a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            a.val.programmaticStreamSerializationAllowed = 1;
-            cudaLaunchConfig_t cfg = launch_config(grid, m == 1 ? 256 : 512, m ? smem_one : smem_in, st, &a, 1);
+        if (phase_mode[m].fn) {
+            cudaLaunchAttribute a = programmatic();
+            cudaLaunchConfig_t cfg = launch_config(grid, phase_mode[m].threads, phase_mode[m].smem, st, &a, 1);
             cudaGraph_t g;
             cudaGraphExec_t ge;
             TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
             for (int p = 0; p < n_phase; p++) {
                 if (m == 5)
                     cfg.dynamicSmemBytes = p % 2 == 0 ? HEAVY_SMEM : smem_one; /* qkv and gate|up heavy */
-                TRY(cudaLaunchKernelEx(&cfg, fn, p, p ? (const int8_t *)(outs + (size_t)(p - 1) * OUT_STRIDE) : x0,
+                TRY(cudaLaunchKernelEx(&cfg, phase_mode[m].fn, p, p ? (const int8_t *)(outs + (size_t)(p - 1) * OUT_STRIDE) : x0,
                                        outs + (size_t)p * OUT_STRIDE));
             }
             TRY(cudaStreamEndCapture(st, &g));
@@ -366,9 +342,7 @@ int main(int argc, char **argv) {
             cudaGraphDestroy(g);
         } else {
             void (*fn)(int, const int8_t *, int8_t *, unsigned *, int) = m == 3 ? k_persist<false> : k_persist<true>;
-            cudaLaunchAttribute a;
-            a.id = cudaLaunchAttributeCooperative;
-            a.val.cooperative = 1;
+            cudaLaunchAttribute a = cooperative();
             const cudaLaunchConfig_t cfg = launch_config(grid, 512, smem_two, st, &a, 1);
             for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
                 TRY(cudaMemsetAsync(ctr, 0, sizeof(unsigned), st));
