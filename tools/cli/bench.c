@@ -229,11 +229,17 @@ static void cache_file(char *out, size_t cap, const char *sha, const char *type,
         snprintf(key, sizeof key, "%016" PRIx64, fnv1a(prompt, (size_t)n_prompt * sizeof *prompt));
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[512];
-    if (xdg && *xdg)
+    /* the parent first: a fresh machine's home may have no .cache yet (mkdir fails
+     * harmlessly where it exists); the reference is handed back through this file */
+    if (xdg && *xdg) {
+        mkdir(xdg, 0755);
         snprintf(dir, sizeof dir, "%s/edgerunner", xdg);
-    else
+    } else {
+        snprintf(dir, sizeof dir, "%s/.cache", home && *home ? home : "/tmp");
+        mkdir(dir, 0755);
         snprintf(dir, sizeof dir, "%s/.cache/edgerunner", home && *home ? home : "/tmp");
-    mkdir(dir, 0755); /* the parent may be missing: then no cache, computed each time */
+    }
+    mkdir(dir, 0755);
     snprintf(out, cap, "%s/ref-%s%s%.16s-%s-n%" PRId64 "-kv%d%d.ids", dir, sha, type ? "-" : "", type ? type : "", key,
              n, (int)type_k, (int)type_v);
 }
