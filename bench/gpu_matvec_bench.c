@@ -15,7 +15,8 @@
  * environment, through the prefill's GEMM (cuda_gemm) instead, with TFLOP/s.
  *
  * Prints one line per matrix (its N_LAYER launches in one graph: microseconds a launch,
- * weight bytes read per second) and one for the four in sequence. Build (after
+ * weight bytes read per second), one for the four in sequence and, where they fit one
+ * (Q8_0, Q4_0), one for them as one chain a layer (cuda_chain: wo, gate|up, down, qkv). Build (after
  * `make CUDA=1`):
  *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
  *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
@@ -115,12 +116,37 @@ int main(int argc, char **argv) {
     double layer_bytes = 0.0;
     for (int m = 0; m < N_MAT; m++)
         layer_bytes += (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1]);
-    /* m < N_MAT: that matrix of every layer; m == N_MAT: the four in order */
-    for (int m = 0; m <= N_MAT; m++) {
+    /* the chain (chain.cu) counts its matvecs in a step state */
+    cuda_step_state *state = NULL;
+    if (cudaMalloc((void **)&state, sizeof *state) != cudaSuccess || cudaMemset(state, 0, sizeof *state) != cudaSuccess) {
+        fprintf(stderr, "gpu_matvec_bench: out of memory\n");
+        return 1;
+    }
+    /* m < N_MAT: that matrix of every layer; m == N_MAT: the four in order; m == N_MAT + 1:
+     * wo, gate|up, down and qkv of each layer as one chain (cuda_chain), where they fit one */
+    for (int m = 0; m <= N_MAT + 1; m++) {
+        if (m == N_MAT + 1) {
+            const cuda_chain_link probe[4] = {{&w[1], MV_ADD, qkv, NULL, x},
+                                              {&w[2], MV_NORM_SWIGLU, x, nw, ff},
+                                              {&w[3], MV_ADD, ff, NULL, x},
+                                              {&w[0], MV_NORM_STORE, x, nw, qkv}};
+            if (T > 0 || !cuda_chain_fits(probe, 4))
+                break;
+        }
         cudaGraph_t g;
         cudaGraphExec_t ge;
         cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
-        for (int l = 0; l < n_layer && e == cudaSuccess; l++)
+        if (m == N_MAT + 1) {
+            e = cudaMemsetAsync(state, 0, sizeof *state, st);
+            for (int l = 0; l < n_layer && e == cudaSuccess; l++) {
+                const cuda_chain_link links[4] = {{&w[l * N_MAT + 1], MV_ADD, qkv, NULL, x},
+                                                  {&w[l * N_MAT + 2], MV_NORM_SWIGLU, x, nw, ff},
+                                                  {&w[l * N_MAT + 3], MV_ADD, ff, NULL, x},
+                                                  {&w[l * N_MAT], MV_NORM_STORE, x, nw, qkv}};
+                e = cuda_chain(links, 4, 1e-6f, state, 4u * (unsigned)l, st);
+            }
+        }
+        for (int l = 0; l < n_layer && e == cudaSuccess && m <= N_MAT; l++)
             for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
                 const float *in = k == 1 ? qkv : k == 3 ? ff : x;
                 float *out = k == 0 ? qkv : k == 2 ? ff : x;
@@ -133,7 +159,8 @@ int main(int argc, char **argv) {
         if (e == cudaSuccess)
             e = cudaGraphInstantiate(&ge, g, 0);
         if (e != cudaSuccess) {
-            fprintf(stderr, "gpu_matvec_bench: %s: %s\n", m < N_MAT ? mat_names[m] : "layer", cudaGetErrorString(e));
+            fprintf(stderr, "gpu_matvec_bench: %s: %s\n", m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : "chain",
+                    cudaGetErrorString(e));
             return 1;
         }
         float ms = 0.0f;
@@ -157,7 +184,7 @@ int main(int argc, char **argv) {
             flops += 2.0 * T * (double)shape[k][0] * (double)shape[k][1];
         printf("%s T=%d %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s  %6.1f TFLOP/s\n", cuda_wtype_name(t), T,
                (long long)(m < N_MAT ? shape[m][0] : 0), (long long)(m < N_MAT ? shape[m][1] : 0),
-               m < N_MAT ? mat_names[m] : "layer", us, bytes / (us * 1e3), flops / (us * 1e6));
+               m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : "chain", us, bytes / (us * 1e3), flops / (us * 1e6));
         cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);
     }

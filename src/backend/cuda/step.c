@@ -10,7 +10,9 @@
  *   (RMSNorm folded in) with the argmax ; commit (token -> out_ids, pos + 1). Where
  *   wo is not Q8_0 or Q4_0 (see cuda_enqueue_step), larger than 2^21 elements, or of a
  *   shape the attention kernel cannot fold in, it runs as a matvec of its own (5
- *   kernels per layer).
+ *   kernels per layer); and where then wo, gate|up, down and the next layer's qkv are
+ *   all Q8_0 or all Q4_0 (chain_links), the four run as one chain (chain.cu): 2 kernels
+ *   per layer, attention and chain.
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
@@ -71,6 +73,36 @@ static float embd_scale(const model_config *c) { return c->features & ER_FEAT_EM
 /* The gated FFN's matvec mode. */
 static int glu_mode(const model_config *c) { return c->features & ER_FEAT_GEGLU ? MV_NORM_GEGLU : MV_NORM_SWIGLU; }
 
+/* The layer's wo, gate|up and down, and the next layer's qkv where there is one, as the
+ * links of one chain (cuda_chain, chain.cu) after the layer's attention: 3 or 4, or 0
+ * where they do not fit one (post-norms, wo folded into the attention, types), where
+ * the chain did not measure faster (cuda_chain_pays: Qwen3-4B's shapes, not 1.7B's or
+ * 8B's), or EDGERUNNER_CUDA_CHAIN=0; =1: wherever they fit (to compare). */
+static int chain_links(const cuda_context *cc, int64_t il, int fold_wo, cuda_chain_link *links) {
+    const cuda_model *cm = cc->cm;
+    const model_config *c = &cm->m->config;
+    const cuda_layer *l = &cm->layers[il];
+    static int wanted = -1; /* 0 never, 1 wherever it fits, 2 where it pays */
+    if (wanted < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_CHAIN");
+        wanted = env && (!strcmp(env, "0") || !strcmp(env, "1")) ? env[0] - '0' : 2;
+    }
+    if (!wanted || fold_wo || l->post_attn_norm || l->post_ffn_norm)
+        return 0;
+    links[0] = (cuda_chain_link){&l->wo, MV_ADD, cc->attn, NULL, cc->x};
+    links[1] = (cuda_chain_link){&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, cc->h};
+    links[2] = (cuda_chain_link){&l->down, MV_ADD, cc->h, NULL, cc->x};
+    if (!cuda_chain_fits(links, 3) || (wanted == 2 && !cuda_chain_pays(links, 3)))
+        return 0;
+    if (il + 1 < c->n_layer) {
+        const cuda_layer *next = &cm->layers[il + 1];
+        links[3] = (cuda_chain_link){&next->qkv, MV_NORM_STORE, cc->x, next->attn_norm, cc->qkv};
+        if (cuda_chain_fits(links, 4))
+            return 4;
+    }
+    return 3;
+}
+
 er_status cuda_enqueue_step(cuda_context *cc, int split) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
@@ -78,6 +110,8 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
     const size_t layer_kv = cc->kv_layer_stride;
     const int n_embd = (int)c->n_embd;
     CUDA_TRY(cuda_embed_state(&cm->token_embd, embd_scale(c), cc->state, cc->x, cc->stream));
+    int qkv_done = 0;        /* this layer's qkv ran in the previous layer's chain */
+    unsigned int chained = 0; /* matvecs of this step's chains so far (cuda_chain's base) */
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
@@ -91,14 +125,23 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
                             cuda_attention_can_project(&ap, &l->wo);
         unsigned long long *acc = fold_wo ? cc->acc : NULL;
         uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
-        CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
-                             cc->stream));
+        if (!qkv_done)
+            CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
+                                 cc->stream));
         if (split)
             CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part, cc->n_split, cc->attn,
                                                  cc->stream));
         else
             CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, acc ? &l->wo : NULL, acc,
                                            cc->stream));
+        cuda_chain_link links[CUDA_CHAIN_MAX];
+        const int n_links = chain_links(cc, il, acc != NULL, links);
+        qkv_done = n_links == 4;
+        if (n_links) {
+            CUDA_TRY(cuda_chain(links, n_links, c->norm_eps, cc->state, chained, cc->stream));
+            chained += (unsigned int)n_links;
+            continue;
+        }
         if (l->post_attn_norm) {
             CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_attn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));

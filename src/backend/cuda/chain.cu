@@ -1,0 +1,478 @@
+/*
+ * chain.cu - several dependent decode matvecs in one resident kernel that never stops
+ * reading weights: a layer's wo, gate|up and down and the next layer's qkv (step.c).
+ *
+ * Between two matvecs run as kernels, HBM idles: the first kernel's last warps finish
+ * alone, the next one's blocks become resident, wait for it, stage their input, and only
+ * then does each warp have its loads in flight (matvec.cu loads its first chunks before
+ * the wait, 2 KB a warp). Qwen3-8B's layer matvecs take 64 us against 48 for their bytes
+ * at the copy bandwidth (docs/perf-log.md, nineteenth and twentieth sessions). The
+ * weights never depend on the previous matvec, only the input does. So here one block
+ * per multiprocessor has a producer warp that streams the block's rows of every matvec
+ * of the chain, one matrix after the other, through a ring of CHAIN_STAGES stages of
+ * shared memory (cp.async.bulk, counted in by mbarriers); it waits only for a free
+ * stage. The 16 consumer warps, at each matvec, wait until every block has finished the
+ * previous one (a counter that only grows, cuda_step_state.chain_ctr), stage the input
+ * and sum the stages as they arrive. The ring (192 KB, ~6 us of a multiprocessor's
+ * share of the bandwidth) keeps filling while they wait, so a dependency costs the
+ * bytes only where the ring runs full. bench/phase_chain_bench.cu measured the shape of
+ * this on the H200 at Qwen3-8B's matrices (int8, no scales): 52.7-54.4 us a layer
+ * against 69.4 for one kernel a matvec and 45.4 for the bytes at 4.25 TB/s. The real
+ * kernel gains less: the ring holds about what the loaded latency needs in flight, so
+ * whatever holds the consumers (the barrier, staging the input, a stage held while it is
+ * summed) costs bandwidth; with no dot products it took 58 us a layer at 8B, with them
+ * 64 (the matvecs one by one: 64). It is faster only at Qwen3-4B's shapes (cuda_chain_pays).
+ *
+ * The input is quantized to int8 per block of 32 (quant8_f32) as the streaming matvec
+ * quantizes it, and the products are chunk_isum's. One difference: an RMSNorm's input is
+ * quantized as x * norm_w, before its 1 / rms (a common factor of every block, which
+ * the quantization does not see but for rounding), and the row's sum is scaled by it at
+ * the end; so the block reduction runs beside the quantization rather than before it.
+ *
+ * Q8_0 and Q4_0 (cuda_wtype_int8_dot), one type for the whole chain; rows whose quants
+ * and scales are whole 16-byte units (n_in a multiple of 256).
+ */
+
+#include "backend/cuda/common.cuh"
+
+#define CHAIN_CONSUMERS 512
+#define CHAIN_WARPS (CHAIN_CONSUMERS / 32)
+#define CHAIN_THREADS (CHAIN_CONSUMERS + 32) /* and the producer warp */
+#ifndef CHAIN_STAGES /* (-D to compare) */
+#define CHAIN_STAGES 6
+#endif
+#ifndef CHAIN_STAGE_BYTES
+#define CHAIN_STAGE_BYTES (32 << 10)
+#endif
+#define CHAIN_SUMS 2048 /* partial sums of a block's rows (cuda_chain_fits) */
+#define CHAIN_SMEM_MAX (227 << 10)
+#define STREAM_WARPS_OF_MATVEC 16 /* matvec.cu's STREAM_WARPS: 2 rows a warp, 32 a block */
+
+/* a matvec of the chain, as the kernel reads it */
+typedef struct chain_phase {
+    const uint8_t *w;      /* (n_out, rb) quants */
+    const __half *d;       /* (n_out, n_in / 32) scales */
+    const float *x;        /* (n_in) input */
+    const float *norm_w;   /* (n_in) the NORM modes' weights */
+    float *y;              /* (n_logical) output */
+    int mode, n_in, n_logical;
+} chain_phase;
+
+typedef struct chain_params {
+    chain_phase ph[CUDA_CHAIN_MAX];
+    int n_phase;
+    float eps;
+    unsigned int *ctr;      /* arrivals: every block adds one at the end of each matvec */
+    unsigned int base;      /* matvecs of the step's earlier chains */
+} chain_params;
+
+static __host__ __device__ __forceinline__ bool chain_gated(int mode) {
+    return mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
+}
+
+/* A matvec's geometry in the ring: per stage `rows` logical rows (each of `parts` rows:
+ * gate and up, or one), laid out as [part][row] quants then [part][row] scales; a warp
+ * takes one row, or a part (1 / per_row) of its chunks. */
+typedef struct chain_geom {
+    int parts, rb, sb, rows, per_row;
+} chain_geom;
+
+static __host__ __device__ __forceinline__ chain_geom chain_geometry(int wt, int mode, int n_in) {
+    chain_geom g;
+    g.parts = chain_gated(mode) ? 2 : 1;
+    g.rb = wt == CUDA_W_Q8_0 ? n_in : n_in / 2;
+    g.sb = n_in / 32 * 2;
+    const int per_stage = CHAIN_STAGE_BYTES / (g.parts * (g.rb + g.sb));
+    g.rows = per_stage < CHAIN_WARPS ? per_stage : CHAIN_WARPS;
+    g.per_row = g.rows > 0 ? CHAIN_WARPS / g.rows : 0;
+    return g;
+}
+
+/* this block's logical rows [*r0, *r1) of n */
+static __device__ __forceinline__ void chain_slice(int n, int *r0, int *r1) {
+    *r0 = (int)((long long)n * blockIdx.x / gridDim.x);
+    *r1 = (int)((long long)n * (blockIdx.x + 1) / gridDim.x);
+}
+
+static __device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/* arrives, and tells the barrier to expect `bytes` more from the bulk copies */
+static __device__ __forceinline__ void mbar_expect(uint64_t *bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
+/* until the barrier's phase of this parity has completed */
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, unsigned parity) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* bytes (a multiple of 16, 16-byte aligned both ends) from global to shared, counted in at bar */
+static __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+/* the consumer warps meet (named barrier 1: the producer warp never does) */
+static __device__ __forceinline__ void consumers_sync(void) {
+    asm volatile("bar.sync 1, %0;" ::"n"(CHAIN_CONSUMERS) : "memory");
+}
+
+/* thread 0 polls (acquire) until the counter that only grows reaches target */
+static __device__ __forceinline__ void poll_count(const unsigned int *ctr, unsigned int target) {
+    unsigned int now;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(ctr) : "memory");
+    } while ((int)(now - target) < 0);
+}
+
+/* 16 int8 q of chunk c of the quantized input (Q units a chunk): rotated within the
+ * chunk as matvec.cu's xq_slot, so that Q4_0's lanes do not read 32 bytes apart */
+template <int WT>
+static __device__ __forceinline__ int chain_xq_slot(int c, int q) {
+    constexpr int Q = CHUNK_ELEMS(WT) / 16;
+    return c * Q + ((q + ((c * Q) >> 3)) & (Q - 1));
+}
+
+/* A walk over the block's stages: matvec i, its logical rows [row, min(row + geo.rows, r1)) */
+typedef struct chain_cursor {
+    int i, row, r1;
+    chain_geom geo;
+} chain_cursor;
+
+/* the first stage of matvec i on (past the last: i == n_phase) */
+template <int WT>
+static __device__ __forceinline__ void cursor_at(const chain_params &p, int i, chain_cursor &c) {
+    for (c.i = i; c.i < p.n_phase; c.i++) {
+        c.geo = chain_geometry(WT, p.ph[c.i].mode, p.ph[c.i].n_in);
+        chain_slice(p.ph[c.i].n_logical, &c.row, &c.r1);
+        if (c.row < c.r1)
+            return;
+    }
+}
+
+template <int WT>
+static __device__ __forceinline__ void cursor_next(const chain_params &p, chain_cursor &c) {
+    c.row += c.geo.rows;
+    if (c.row >= c.r1)
+        cursor_at<WT>(p, c.i + 1, c);
+}
+
+/* the global bytes of part k (gate or up) of the cursor's stage: its quants, its scales */
+static __device__ __forceinline__ void stage_src(const chain_params &p, const chain_cursor &c, int k,
+                                                 const uint8_t **q, const uint8_t **d, unsigned *nq, unsigned *nd) {
+    const chain_phase &ph = p.ph[c.i];
+    const int nr = min(c.geo.rows, c.r1 - c.row);
+    const size_t r = (size_t)k * ph.n_logical + c.row;
+    *q = ph.w + r * c.geo.rb;
+    *d = reinterpret_cast<const uint8_t *>(ph.d) + r * c.geo.sb;
+    *nq = (unsigned)(nr * c.geo.rb);
+    *nd = (unsigned)(nr * c.geo.sb);
+}
+
+/* The producer: every matvec's slice of this block, stage after stage. */
+template <int WT>
+static __device__ void chain_produce(const chain_params &p, uint8_t *ring, uint64_t *full, uint64_t *empty) {
+    chain_cursor ld;
+    cursor_at<WT>(p, 0, ld);
+    for (unsigned int g = 0; ld.i < p.n_phase; g++, cursor_next<WT>(p, ld)) {
+        const unsigned int s = g % CHAIN_STAGES, use = g / CHAIN_STAGES;
+        if (use > 0)
+            mbar_wait(&empty[s], (use - 1) & 1);
+        const chain_geom &geo = ld.geo;
+        const int nr = min(geo.rows, ld.r1 - ld.row);
+        mbar_expect(&full[s], (unsigned)(geo.parts * nr * (geo.rb + geo.sb)));
+        uint8_t *stage = ring + (size_t)s * CHAIN_STAGE_BYTES;
+        for (int k = 0; k < geo.parts; k++) {
+            const uint8_t *q, *d;
+            unsigned nq, nd;
+            stage_src(p, ld, k, &q, &d, &nq, &nd);
+            bulk_copy(stage + (size_t)k * geo.rows * geo.rb, q, nq, &full[s]);
+            bulk_copy(stage + (size_t)geo.parts * geo.rows * geo.rb + (size_t)k * geo.rows * geo.sb, d, nd, &full[s]);
+        }
+    }
+}
+
+/* Groups of 8 input elements a consumer thread has in flight at once while staging: the
+ * input's loads are L2 round trips on the matvec's critical path, which the streaming
+ * weights make long; one round for rows up to 8,192 (3 for Qwen3-8B's down: 3 a round spilled). */
+#ifndef CHAIN_GROUPS
+#define CHAIN_GROUPS 2
+#endif
+
+/* The norm weights of a consumer thread's first CHAIN_GROUPS groups of 8 (zeros past
+ * n_in): they depend on nothing, so they are loaded before the wait for the input. */
+static __device__ __forceinline__ void chain_norm_weights(const chain_phase &ph, float4 w[2 * CHAIN_GROUPS]) {
+    const int n8 = ph.n_in / 8;
+#pragma unroll
+    for (int j = 0; j < CHAIN_GROUPS; j++) {
+        const int i = (int)threadIdx.x + j * CHAIN_CONSUMERS;
+        const bool in = ph.mode != MV_ADD && i < n8;
+        w[2 * j] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        w[2 * j + 1] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+/* The consumers' input of a matvec: x (times norm_w) quantized per block of 32 into xq
+ * and xb; returns the RMSNorm's 1 / rms (1 without a norm). A thread takes groups of 8
+ * elements i = its index + j CONSUMERS, CHAIN_GROUPS at a time, all their loads first;
+ * whole warps (quant8_f32 shuffles). w0: chain_norm_weights (the first round's). */
+template <int WT>
+static __device__ __forceinline__ float chain_stage_input(const chain_phase &ph, float eps, int4 *xq, int2 *xb,
+                                                          float *red, const float4 w0[2 * CHAIN_GROUPS]) {
+    constexpr int CE = CHUNK_ELEMS(WT);
+    const bool norm = ph.mode != MV_ADD;
+    const int lane = threadIdx.x & 31, n8 = ph.n_in / 8;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float ss = 0.0f;
+    for (int round = 0; round * CHAIN_GROUPS * CHAIN_CONSUMERS < n8; round++) {
+        const int first = (int)threadIdx.x + round * CHAIN_GROUPS * CHAIN_CONSUMERS;
+        float4 xv[2 * CHAIN_GROUPS], wv[2 * CHAIN_GROUPS];
+#pragma unroll
+        for (int j = 0; j < CHAIN_GROUPS; j++) {
+            const int i = first + j * CHAIN_CONSUMERS;
+            xv[2 * j] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(ph.x) + 2 * i) : zero;
+            xv[2 * j + 1] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(ph.x) + 2 * i + 1) : zero;
+            if (round == 0) {
+                wv[2 * j] = w0[2 * j];
+                wv[2 * j + 1] = w0[2 * j + 1];
+            } else {
+                const bool in = norm && i < n8;
+                wv[2 * j] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i) : zero;
+                wv[2 * j + 1] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i + 1) : zero;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < CHAIN_GROUPS; j++) {
+            const int i = first + j * CHAIN_CONSUMERS;
+            if (i - lane >= n8) /* whole warps: the same for all its lanes */
+                break;
+            const float xs[8] = {xv[2 * j].x, xv[2 * j].y, xv[2 * j].z, xv[2 * j].w,
+                                 xv[2 * j + 1].x, xv[2 * j + 1].y, xv[2 * j + 1].z, xv[2 * j + 1].w};
+            const float ws[8] = {wv[2 * j].x, wv[2 * j].y, wv[2 * j].z, wv[2 * j].w,
+                                 wv[2 * j + 1].x, wv[2 * j + 1].y, wv[2 * j + 1].z, wv[2 * j + 1].w};
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                ss += xs[k] * xs[k];
+                v[k] = norm ? xs[k] * ws[k] : xs[k];
+            }
+            float d;
+            const uint2 q = quant8_f32(v, &d);
+            int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            if (i < n8) {
+                const int c = 8 * i / CE, e = 8 * i % CE; /* elements e..e + 7 of chunk c */
+                reinterpret_cast<uint2 *>(xq + chain_xq_slot<WT>(c, e / 16))[(e / 8) & 1] = q;
+                if ((i & 3) == 0)
+                    xb[i / 4] = make_int2(__float_as_int(d), sum);
+            }
+        }
+    }
+    if (!norm)
+        return 1.0f;
+    ss = warp_sum(ss);
+    if (lane == 0)
+        red[threadIdx.x / 32] = ss;
+    consumers_sync();
+    ss = warp_sum(lane < CHAIN_WARPS ? red[lane] : 0.0f);
+    return 1.0f / sqrtf(ss / (float)ph.n_in + eps);
+}
+
+template <int WT>
+__global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constant__ chain_params p) {
+    constexpr int CE = CHUNK_ELEMS(WT);
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ __align__(8) uint64_t full[CHAIN_STAGES], empty[CHAIN_STAGES];
+    __shared__ float sums[CHAIN_SUMS]; /* [row of the slice][part of it][gate or up] */
+    __shared__ float red[CHAIN_WARPS];
+    uint8_t *ring = smem; /* CHAIN_STAGES stages of CHAIN_STAGE_BYTES */
+    int4 *xq = reinterpret_cast<int4 *>(smem + (size_t)CHAIN_STAGES * CHAIN_STAGE_BYTES); /* (n_in / 16) */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < CHAIN_STAGES; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], CHAIN_WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == CHAIN_WARPS) { /* the weights depend on nothing: the producer never waits for a matvec */
+        if (lane == 0)
+            chain_produce<WT>(p, ring, full, empty);
+        return;
+    }
+    unsigned int g = 0;
+    for (int i = 0; i < p.n_phase; i++) {
+        const chain_phase &ph = p.ph[i];
+        const chain_geom geo = chain_geometry(WT, ph.mode, ph.n_in);
+        int2 *xb = reinterpret_cast<int2 *>(xq + ph.n_in / 16); /* (n_in / 32) scale, sum of quants */
+        int r0, r1;
+        chain_slice(ph.n_logical, &r0, &r1);
+        float4 w0[2 * CHAIN_GROUPS];
+        chain_norm_weights(ph, w0);
+        /* every block has finished the previous matvec (the first: the previous kernel) */
+        if (i == 0)
+            pdl_wait();
+        else if (threadIdx.x == 0)
+            poll_count(p.ctr, (p.base + i) * gridDim.x);
+        consumers_sync();
+        if (i == p.n_phase - 1) /* every block is resident now: the next kernel's may take the room we leave */
+            pdl_launch_next();
+        const float scale = chain_stage_input<WT>(ph, p.eps, xq, xb, red, w0);
+        consumers_sync();
+
+        const int rr = warp % geo.rows, part = warp / geo.rows; /* this warp's row of a stage, and part of it */
+        const int n_chunks = ph.n_in / CE, c0 = part * n_chunks / geo.per_row,
+                  c1 = (part + 1) * n_chunks / geo.per_row;
+        for (int row = r0; row < r1; row += geo.rows, g++) {
+            const unsigned int s = g % CHAIN_STAGES, use = g / CHAIN_STAGES;
+            mbar_wait(&full[s], use & 1);
+            const bool mine = part < geo.per_row && row + rr < r1;
+            float a[2] = {0.0f, 0.0f};
+            if (mine) {
+                const uint8_t *stage = ring + (size_t)s * CHAIN_STAGE_BYTES;
+                for (int c = c0 + lane; c < c1; c += 32) {
+                    int4 xv[CE / 16];
+#pragma unroll
+                    for (int q = 0; q < CE / 16; q++)
+                        xv[q] = xq[chain_xq_slot<WT>(c, q)];
+                    const int2 xbc = xb[c * CE / 32];
+                    const float xd = __int_as_float(xbc.x);
+#pragma unroll
+                    for (int k = 0; k < 2; k++) {
+                        if (k == geo.parts)
+                            break;
+                        const int kr = k * geo.rows + rr;
+                        const uint4 v = *reinterpret_cast<const uint4 *>(stage + (size_t)kr * geo.rb + 16 * c);
+                        const __half *d = reinterpret_cast<const __half *>(stage + (size_t)geo.parts * geo.rows * geo.rb +
+                                                                           (size_t)kr * geo.sb);
+                        a[k] += (float)chunk_isum<WT>(v, xv, xbc.y) * (__half2float(d[c * CE / 32]) * xd);
+                    }
+                }
+            }
+            /* the stage is read: free it for the producer before the sums, whose shuffles
+             * would otherwise hold its next load back (with the ring about as deep as the
+             * bytes in flight need, each cycle a stage is held costs bandwidth) */
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(&empty[s]);
+            if (mine) {
+                a[0] = warp_sum(a[0]);
+                a[1] = warp_sum(a[1]);
+                if (lane == 0) {
+                    const int at = ((row - r0 + rr) * geo.per_row + part) * 2;
+                    sums[at] = a[0];
+                    sums[at + 1] = a[1];
+                }
+            }
+        }
+        consumers_sync();
+        for (int r = threadIdx.x; r < r1 - r0; r += CHAIN_CONSUMERS) {
+            float gate = 0.0f, up = 0.0f;
+            for (int k = 0; k < geo.per_row; k++) { /* the parts in order: the same sums every run */
+                gate += sums[(r * geo.per_row + k) * 2];
+                up += sums[(r * geo.per_row + k) * 2 + 1];
+            }
+            gate *= scale;
+            up *= scale;
+            float *y = ph.y + r0 + r;
+            if (ph.mode == MV_NORM_SWIGLU)
+                *y = silu(gate) * up;
+            else if (ph.mode == MV_NORM_GEGLU)
+                *y = gelu_tanh(gate) * up;
+            else if (ph.mode == MV_ADD)
+                *y = __ldcg(y) + gate;
+            else
+                *y = gate;
+        }
+        consumers_sync(); /* every row stored, and sums free for the next matvec */
+        if (threadIdx.x == 0) {
+            __threadfence();
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.ctr) : "memory");
+        }
+    }
+}
+
+/* dynamic shared memory of a chain: the ring, and the widest input quantized */
+static size_t chain_smem(const cuda_chain_link *links, int n) {
+    int64_t n_in = 0;
+    for (int i = 0; i < n; i++)
+        n_in = links[i].w->n_in > n_in ? links[i].w->n_in : n_in;
+    return (size_t)CHAIN_STAGES * CHAIN_STAGE_BYTES + (size_t)n_in + (size_t)n_in / 32 * sizeof(int2);
+}
+
+extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
+    if (n < 1 || n > CUDA_CHAIN_MAX || !cuda_matvec_int8())
+        return 0;
+    const int wt = links[0].w->type, grid = multiprocessors();
+    for (int i = 0; i < n; i++) {
+        const cuda_weight *w = links[i].w;
+        const int mode = links[i].mode;
+        if (w->type != wt || !cuda_wtype_int8_dot(wt) || w->next || w->n_in % 256 != 0 || w->n_in > (1 << 20) ||
+            w->n_out > (1 << 24) || ((uintptr_t)w->w & 15) || ((uintptr_t)w->d & 15) ||
+            ((uintptr_t)links[i].x & 15) || ((uintptr_t)links[i].norm_w & 15) ||
+            (mode != MV_ADD && mode != MV_NORM_STORE && !chain_gated(mode)))
+            return 0;
+        const chain_geom geo = chain_geometry(wt, mode, (int)w->n_in);
+        const int64_t n_logical = w->n_out / geo.parts, slice_rows = (n_logical + grid - 1) / grid;
+        if (geo.rows < 1 || slice_rows * geo.per_row * 2 > CHAIN_SUMS)
+            return 0;
+    }
+    return chain_smem(links, n) + sizeof(float) * (CHAIN_SUMS + CHAIN_WARPS) + 16 * CHAIN_STAGES <= CHAIN_SMEM_MAX;
+}
+
+/* Where the chain measured faster than the matvecs one by one (docs/perf-log.md,
+ * twentieth session; gpu_matvec_bench, us a layer, chain / one by one): Qwen3-4B, whose
+ * wo and down (2,560 rows) give k_matvec_stream 80 blocks for 132 multiprocessors, Q8_0
+ * 41.1 / 45.6, Q4_0 33.0 / 34.6. Not at 8B (4,096 rows: 128 blocks), Q8_0 64.0 / 63.9,
+ * Q4_0 43.0 / 41.8, nor at 1.7B (2,048 rows, layers of half 4B's bytes, whose barriers
+ * weigh more), Q8_0 28.3 / 25.8, Q4_0 23.5 / 22.0. So: rows of the residual from 2,560
+ * up to two thirds of what fills the multiprocessors' streaming blocks. */
+extern "C" int cuda_chain_pays(const cuda_chain_link *links, int n) {
+    const int64_t rows = links[0].w->n_out; /* wo's: the residual's */
+    return n > 0 && rows >= 2560 && rows * 3 <= (int64_t)2 * multiprocessors() * 2 * STREAM_WARPS_OF_MATVEC;
+}
+
+template <int WT>
+static cudaError_t launch_chain(const chain_params &p, size_t smem, cudaStream_t stream) {
+    const cudaError_t e = allow_smem(k_chain<WT>, smem);
+    if (e != cudaSuccess)
+        return e;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(multiprocessors()), dim3(CHAIN_THREADS), smem, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_chain<WT>, p);
+}
+
+extern "C" cudaError_t cuda_chain(const cuda_chain_link *links, int n, float eps, cuda_step_state *state,
+                                  unsigned int base, cudaStream_t stream) {
+    if (!cuda_chain_fits(links, n))
+        return cudaErrorInvalidValue;
+    chain_params p = {};
+    for (int i = 0; i < n; i++) {
+        const cuda_weight *w = links[i].w;
+        p.ph[i] = {(const uint8_t *)w->w, (const __half *)w->d, links[i].x, links[i].norm_w, links[i].y,
+                   links[i].mode, (int)w->n_in, (int)(w->n_out / (chain_gated(links[i].mode) ? 2 : 1))};
+    }
+    p.n_phase = n;
+    p.eps = eps;
+    p.ctr = &state->chain_ctr;
+    p.base = base;
+    const size_t smem = chain_smem(links, n);
+    return links[0].w->type == CUDA_W_Q8_0 ? launch_chain<CUDA_W_Q8_0>(p, smem, stream)
+                                           : launch_chain<CUDA_W_Q4_0>(p, smem, stream);
+}
