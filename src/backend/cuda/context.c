@@ -53,7 +53,8 @@ void cuda_context_free(void *ctx) {
     cudaFreeHost(cc->batch_host);
     cudaFree(cc->k_cache);
     cudaFree(cc->v_cache);
-    cudaFree(cc->arena);
+    cudaFree(cc->arena); /* (synchronizes: no chain of this context runs past here) */
+    cuda_chain_release(cc);
     free(cc);
 }
 

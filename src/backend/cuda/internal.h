@@ -141,6 +141,8 @@ er_status cuda_alloc(void **p, size_t bytes, const char *what);
 /* context.c */
 er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_params *p, void **out);
 void cuda_context_free(void *ctx);
+/* Gives back the chain kernels (step.c, chain_owner) if cc holds them. */
+void cuda_chain_release(const cuda_context *cc);
 /* The attention parameters of layer il. */
 cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il);
 

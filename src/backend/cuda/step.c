@@ -47,6 +47,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,11 +74,30 @@ static float embd_scale(const model_config *c) { return c->features & ER_FEAT_EM
 /* The gated FFN's matvec mode. */
 static int glu_mode(const model_config *c) { return c->features & ER_FEAT_GEGLU ? MV_NORM_GEGLU : MV_NORM_SWIGLU; }
 
+/* The one context whose step graphs may hold chains. A chain's blocks wait for each
+ * other at its grid counter, so two chains at once on one GPU (two contexts decoding
+ * from two threads) could each hold multiprocessors that the other's blocks wait for.
+ * Every other kernel finishes on its own, so other contexts run beside it without
+ * chains. Claimed by the first context that captures one; cuda_chain_release gives it
+ * back when that context is freed. */
+static _Atomic(const cuda_context *) chain_owner;
+
+static int chain_claim(const cuda_context *cc) {
+    const cuda_context *owner = NULL;
+    return atomic_compare_exchange_strong(&chain_owner, &owner, cc) || owner == cc;
+}
+
+void cuda_chain_release(const cuda_context *cc) {
+    const cuda_context *mine = cc;
+    atomic_compare_exchange_strong(&chain_owner, &mine, NULL);
+}
+
 /* The layer's wo, gate|up and down, and the next layer's qkv where there is one, as the
  * links of one chain (cuda_chain, chain.cu) after the layer's attention: 3 or 4, or 0
  * where they do not fit one (post-norms, wo folded into the attention, types), where
  * the chain did not measure faster (cuda_chain_pays: Qwen3-4B's shapes, not 1.7B's or
- * 8B's), or EDGERUNNER_CUDA_CHAIN=0; =1: wherever they fit (to compare). */
+ * 8B's), where another context holds the chains (chain_owner), or
+ * EDGERUNNER_CUDA_CHAIN=0; =1: wherever they fit (to compare). */
 static int chain_links(const cuda_context *cc, int64_t il, int fold_wo, cuda_chain_link *links) {
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
@@ -92,7 +112,7 @@ static int chain_links(const cuda_context *cc, int64_t il, int fold_wo, cuda_cha
     links[0] = (cuda_chain_link){&l->wo, MV_ADD, cc->attn, NULL, cc->x};
     links[1] = (cuda_chain_link){&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, cc->h};
     links[2] = (cuda_chain_link){&l->down, MV_ADD, cc->h, NULL, cc->x};
-    if (!cuda_chain_fits(links, 3) || (wanted == 2 && !cuda_chain_pays(links, 3)))
+    if (!cuda_chain_fits(links, 3) || (wanted == 2 && !cuda_chain_pays(links, 3)) || !chain_claim(cc))
         return 0;
     if (il + 1 < c->n_layer) {
         const cuda_layer *next = &cm->layers[il + 1];
