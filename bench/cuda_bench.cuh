@@ -1,12 +1,15 @@
 /*
  * cuda_bench.cuh - what the single-file CUDA benches share (grid_barrier_bench.cu,
  * phase_chain_bench.cu): the error check, launch configurations with programmatic
- * dependent launch or a cooperative grid, and the poll of a grid counter.
+ * dependent launch or a cooperative grid, and a captured graph's timing. The grid
+ * counter's poll and the mbarriers are src/backend/cuda/sync.cuh's, as the engine's.
  */
 #ifndef EDGERUNNER_BENCH_CUDA_BENCH_CUH
 #define EDGERUNNER_BENCH_CUDA_BENCH_CUH
 
 #include <stdio.h>
+
+#include "../src/backend/cuda/sync.cuh" /* poll_count, the mbarriers */
 
 /* main's error check: print the failing call and return 1 */
 #define TRY(call)                                                                                                     \
@@ -38,19 +41,27 @@ static cudaLaunchAttribute programmatic(void) {
     return a;
 }
 
+/* g instantiated, launched once to warm up, then reps times on st between e0 and e1:
+ * their milliseconds in *ms. 0, or 1 after printing the failing call. */
+static int time_graph(cudaGraph_t g, cudaStream_t st, int reps, cudaEvent_t e0, cudaEvent_t e1, float *ms) {
+    cudaGraphExec_t ge;
+    TRY(cudaGraphInstantiate(&ge, g, 0));
+    TRY(cudaGraphLaunch(ge, st));
+    TRY(cudaEventRecord(e0, st));
+    for (int r = 0; r < reps; r++)
+        TRY(cudaGraphLaunch(ge, st));
+    TRY(cudaEventRecord(e1, st));
+    TRY(cudaEventSynchronize(e1));
+    TRY(cudaEventElapsedTime(ms, e0, e1));
+    cudaGraphExecDestroy(ge);
+    return 0;
+}
+
 static cudaLaunchAttribute cooperative(void) {
     cudaLaunchAttribute a;
     a.id = cudaLaunchAttributeCooperative;
     a.val.cooperative = 1;
     return a;
-}
-
-/* thread 0 polls (acquire) until the counter that only grows reaches target */
-static __device__ __forceinline__ void poll_count(const unsigned *ctr, unsigned target) {
-    unsigned now;
-    do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(ctr) : "memory");
-    } while ((int)(now - target) < 0);
 }
 
 #endif

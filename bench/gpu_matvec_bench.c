@@ -47,6 +47,15 @@ static int make_weight(cuda_weight *w, int t, int64_t n_out, int64_t n_in) {
     return 0;
 }
 
+/* A layer's matrices lw (qkv, wo, gate_up, down) as a chain: wo, gate|up, down, qkv */
+static void layer_links(const cuda_weight *lw, float *x, const float *nw, float *qkv, float *ff,
+                        cuda_chain_link links[4]) {
+    links[0] = (cuda_chain_link){&lw[1], MV_ADD, qkv, NULL, x};
+    links[1] = (cuda_chain_link){&lw[2], MV_NORM_SWIGLU, x, nw, ff};
+    links[2] = (cuda_chain_link){&lw[3], MV_ADD, ff, NULL, x};
+    links[3] = (cuda_chain_link){&lw[0], MV_NORM_STORE, x, nw, qkv};
+}
+
 int main(int argc, char **argv) {
     if (argc < 7) {
         fprintf(stderr, "usage: gpu_matvec_bench TYPE N_EMBD N_FF Q_DIM KV_DIM N_LAYER [T]\n");
@@ -126,10 +135,8 @@ int main(int argc, char **argv) {
      * wo, gate|up, down and qkv of each layer as one chain (cuda_chain), where they fit one */
     for (int m = 0; m <= N_MAT + 1; m++) {
         if (m == N_MAT + 1) {
-            const cuda_chain_link probe[4] = {{&w[1], MV_ADD, qkv, NULL, x},
-                                              {&w[2], MV_NORM_SWIGLU, x, nw, ff},
-                                              {&w[3], MV_ADD, ff, NULL, x},
-                                              {&w[0], MV_NORM_STORE, x, nw, qkv}};
+            cuda_chain_link probe[4];
+            layer_links(w, x, nw, qkv, ff, probe);
             if (T > 0 || !cuda_chain_fits(probe, 4))
                 break;
         }
@@ -139,10 +146,8 @@ int main(int argc, char **argv) {
         if (m == N_MAT + 1) {
             e = cudaMemsetAsync(state, 0, sizeof *state, st);
             for (int l = 0; l < n_layer && e == cudaSuccess; l++) {
-                const cuda_chain_link links[4] = {{&w[l * N_MAT + 1], MV_ADD, qkv, NULL, x},
-                                                  {&w[l * N_MAT + 2], MV_NORM_SWIGLU, x, nw, ff},
-                                                  {&w[l * N_MAT + 3], MV_ADD, ff, NULL, x},
-                                                  {&w[l * N_MAT], MV_NORM_STORE, x, nw, qkv}};
+                cuda_chain_link links[4];
+                layer_links(w + l * N_MAT, x, nw, qkv, ff, links);
                 e = cuda_chain(links, 4, 1e-6f, state, 4u * (unsigned)l, st);
             }
         }

@@ -182,22 +182,14 @@ int main(void) {
         /* kernels: a graph of n_phase launches */
         for (int k = 0; k < 2; k++) {
             cudaGraph_t g;
-            cudaGraphExec_t ge;
             cudaLaunchAttribute a = programmatic();
             const cudaLaunchConfig_t cfg = launch_config(grid, THREADS, k == 0 ? big_smem : 0, st, &a, 1);
             TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
             for (int p = 0; p < n_phase; p++)
                 TRY(cudaLaunchKernelEx(&cfg, k_phase, (const uint4 *)(w + (size_t)p * n16), n16, out));
             TRY(cudaStreamEndCapture(st, &g));
-            TRY(cudaGraphInstantiate(&ge, g, 0));
-            TRY(cudaGraphLaunch(ge, st));
-            TRY(cudaEventRecord(e0, st));
-            for (int r = 0; r < reps; r++)
-                TRY(cudaGraphLaunch(ge, st));
-            TRY(cudaEventRecord(e1, st));
-            TRY(cudaEventSynchronize(e1));
-            TRY(cudaEventElapsedTime(&ms[k], e0, e1));
-            cudaGraphExecDestroy(ge);
+            if (time_graph(g, st, reps, e0, e1, &ms[k]))
+                return 1;
             cudaGraphDestroy(g);
         }
         for (int m = 0; m < 4; m++) {

@@ -231,43 +231,6 @@ k_persist(int n_phase, const int8_t *x0, int8_t *outs, unsigned *ctr, int slice1
 }
 
 
-/* shared-memory address of p, for the PTX below */
-static __device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-static __device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-
-static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
-/* arrives, and tells the barrier to expect `bytes` more from the async copies */
-static __device__ __forceinline__ void mbar_expect(uint64_t *bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-
-/* until the phase of the barrier with this parity has completed */
-static __device__ __forceinline__ void mbar_wait(uint64_t *bar, unsigned parity) {
-    asm volatile("{\n\t.reg .pred done;\n"
-                 "WAIT_%=:\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-                 "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-
-/* bytes (a multiple of 16) from global src to shared dst, counted in at bar */
-static __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
-}
-
-/* the 512 consumer threads of a ring block meet (named barrier 1; the producer warp never does) */
-static __device__ __forceinline__ void consumers_sync(void) { asm volatile("bar.sync 1, 512;" ::: "memory"); }
-
 /* rows of a ring stage for rows of k bytes: a power of 2, at most 16 (a warp a row) */
 static __host__ __device__ __forceinline__ int stage_rows(int k) {
     int n = 16;
@@ -327,13 +290,13 @@ k_ring(int n_phase, const int8_t *x0, int8_t *outs, unsigned *ctr) {
         block_rows(ph.rows, &r0, &r1);
         if (BARRIER && p > 0 && threadIdx.x == 0) /* every block has finished phase p - 1 */
             poll_count(ctr, (unsigned)p * gridDim.x);
-        consumers_sync();
+        threads_sync<512>();
         const uint4 *in = (const uint4 *)(p ? outs + (size_t)(p - 1) * c_out_bytes : x0);
         for (int i = threadIdx.x; i < n16; i += 512)
             xs[i] = __ldcg(in + i);
         for (int i = threadIdx.x; i < r1 - r0; i += 512)
             sums[i] = 0;
-        consumers_sync();
+        threads_sync<512>();
         const int rr = warp % n, part = warp / n; /* this warp's row of a chunk, and part of it */
         for (int row = r0; row < r1; row += n, g++) {
             const unsigned s = g % RING_STAGES, use = g / RING_STAGES;
@@ -353,10 +316,10 @@ k_ring(int n_phase, const int8_t *x0, int8_t *outs, unsigned *ctr) {
             if (lane == 0)
                 mbar_arrive(&empty[s]);
         }
-        consumers_sync();
+        threads_sync<512>();
         for (int i = threadIdx.x; i < r1 - r0; i += 512)
             outs[(size_t)p * c_out_bytes + r0 + i] = quant(sums[i]);
-        consumers_sync();
+        threads_sync<512>();
         if (threadIdx.x == 0) {
             __threadfence();
             asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(ctr) : "memory");
@@ -505,7 +468,6 @@ int main(int argc, char **argv) {
             cudaLaunchAttribute a = programmatic();
             cudaLaunchConfig_t cfg = launch_config(grid, mode[m].threads, mode[m].smem, st, &a, 1);
             cudaGraph_t g;
-            cudaGraphExec_t ge;
             TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
             for (int p = 0; p < n_phase; p++) {
                 if (m == 5)
@@ -514,15 +476,8 @@ int main(int argc, char **argv) {
                                        outs + (size_t)p * out_bytes));
             }
             TRY(cudaStreamEndCapture(st, &g));
-            TRY(cudaGraphInstantiate(&ge, g, 0));
-            TRY(cudaGraphLaunch(ge, st));
-            TRY(cudaEventRecord(e0, st));
-            for (int r = 0; r < reps; r++)
-                TRY(cudaGraphLaunch(ge, st));
-            TRY(cudaEventRecord(e1, st));
-            TRY(cudaEventSynchronize(e1));
-            TRY(cudaEventElapsedTime(&ms, e0, e1));
-            cudaGraphExecDestroy(ge);
+            if (time_graph(g, st, reps, e0, e1, &ms))
+                return 1;
             cudaGraphDestroy(g);
         } else {
             cudaLaunchAttribute a = cooperative();

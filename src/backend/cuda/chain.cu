@@ -66,10 +66,6 @@ typedef struct chain_params {
     unsigned int base;      /* matvecs of the step's earlier chains */
 } chain_params;
 
-static __host__ __device__ __forceinline__ bool chain_gated(int mode) {
-    return mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
-}
-
 /* A matvec's geometry in the ring: per stage `rows` logical rows (each of `parts` rows:
  * gate and up, or one), laid out as [part][row] quants then [part][row] scales; a warp
  * takes one row, or a part (1 / per_row) of its chunks. */
@@ -79,7 +75,7 @@ typedef struct chain_geom {
 
 static __host__ __device__ __forceinline__ chain_geom chain_geometry(int wt, int mode, int n_in) {
     chain_geom g;
-    g.parts = chain_gated(mode) ? 2 : 1;
+    g.parts = gated(mode) ? 2 : 1;
     g.rb = wt == CUDA_W_Q8_0 ? n_in : n_in / 2;
     g.sb = n_in / 32 * 2;
     const int per_stage = CHAIN_STAGE_BYTES / (g.parts * (g.rb + g.sb));
@@ -92,59 +88,6 @@ static __host__ __device__ __forceinline__ chain_geom chain_geometry(int wt, int
 static __device__ __forceinline__ void chain_slice(int n, int *r0, int *r1) {
     *r0 = (int)((long long)n * blockIdx.x / gridDim.x);
     *r1 = (int)((long long)n * (blockIdx.x + 1) / gridDim.x);
-}
-
-static __device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-
-static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
-/* arrives, and tells the barrier to expect `bytes` more from the bulk copies */
-static __device__ __forceinline__ void mbar_expect(uint64_t *bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
-}
-
-/* until the barrier's phase of this parity has completed */
-static __device__ __forceinline__ void mbar_wait(uint64_t *bar, unsigned parity) {
-    asm volatile("{\n\t.reg .pred done;\n"
-                 "WAIT_%=:\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-                 "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-
-/* bytes (a multiple of 16, 16-byte aligned both ends) from global to shared, counted in at bar */
-static __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
-}
-
-/* the consumer warps meet (named barrier 1: the producer warp never does) */
-static __device__ __forceinline__ void consumers_sync(void) {
-    asm volatile("bar.sync 1, %0;" ::"n"(CHAIN_CONSUMERS) : "memory");
-}
-
-/* thread 0 polls (acquire) until the counter that only grows reaches target */
-static __device__ __forceinline__ void poll_count(const unsigned int *ctr, unsigned int target) {
-    unsigned int now;
-    do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(ctr) : "memory");
-    } while ((int)(now - target) < 0);
-}
-
-/* 16 int8 q of chunk c of the quantized input (Q units a chunk): rotated within the
- * chunk as matvec.cu's xq_slot, so that Q4_0's lanes do not read 32 bytes apart */
-template <int WT>
-static __device__ __forceinline__ int chain_xq_slot(int c, int q) {
-    constexpr int Q = CHUNK_ELEMS(WT) / 16;
-    return c * Q + ((q + ((c * Q) >> 3)) & (Q - 1));
 }
 
 /* A walk over the block's stages: matvec i, its logical rows [row, min(row + geo.rows, r1)) */
@@ -231,9 +174,8 @@ static __device__ __forceinline__ void chain_norm_weights(const chain_phase &ph,
  * elements i = its index + j CONSUMERS, CHAIN_GROUPS at a time, all their loads first;
  * whole warps (quant8_f32 shuffles). w0: chain_norm_weights (the first round's). */
 template <int WT>
-static __device__ __forceinline__ float chain_stage_input(const chain_phase &ph, float eps, int4 *xq, int2 *xb,
+static __device__ __forceinline__ float chain_stage_input(const chain_phase &ph, float eps, int4 *xq, xq_block *xb,
                                                           float *red, const float4 w0[2 * CHAIN_GROUPS]) {
-    constexpr int CE = CHUNK_ELEMS(WT);
     const bool norm = ph.mode != MV_ADD;
     const int lane = threadIdx.x & 31, n8 = ph.n_in / 8;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -270,17 +212,7 @@ static __device__ __forceinline__ float chain_stage_input(const chain_phase &ph,
                 ss += xs[k] * xs[k];
                 v[k] = norm ? xs[k] * ws[k] : xs[k];
             }
-            float d;
-            const uint2 q = quant8_f32(v, &d);
-            int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            if (i < n8) {
-                const int c = 8 * i / CE, e = 8 * i % CE; /* elements e..e + 7 of chunk c */
-                reinterpret_cast<uint2 *>(xq + chain_xq_slot<WT>(c, e / 16))[(e / 8) & 1] = q;
-                if ((i & 3) == 0)
-                    xb[i / 4] = make_int2(__float_as_int(d), sum);
-            }
+            quant8_store<WT>(v, i, n8, xq, xb);
         }
     }
     if (!norm)
@@ -288,7 +220,7 @@ static __device__ __forceinline__ float chain_stage_input(const chain_phase &ph,
     ss = warp_sum(ss);
     if (lane == 0)
         red[threadIdx.x / 32] = ss;
-    consumers_sync();
+    threads_sync<CHAIN_CONSUMERS>();
     ss = warp_sum(lane < CHAIN_WARPS ? red[lane] : 0.0f);
     return 1.0f / sqrtf(ss / (float)ph.n_in + eps);
 }
@@ -320,7 +252,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
     for (int i = 0; i < p.n_phase; i++) {
         const chain_phase &ph = p.ph[i];
         const chain_geom geo = chain_geometry(WT, ph.mode, ph.n_in);
-        int2 *xb = reinterpret_cast<int2 *>(xq + ph.n_in / 16); /* (n_in / 32) scale, sum of quants */
+        xq_block *xb = reinterpret_cast<xq_block *>(xq + ph.n_in / 16); /* (n_in / 32) */
         int r0, r1;
         chain_slice(ph.n_logical, &r0, &r1);
         float4 w0[2 * CHAIN_GROUPS];
@@ -330,11 +262,11 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
             pdl_wait();
         else if (threadIdx.x == 0)
             poll_count(p.ctr, (p.base + i) * gridDim.x);
-        consumers_sync();
+        threads_sync<CHAIN_CONSUMERS>();
         if (i == p.n_phase - 1) /* every block is resident now: the next kernel's may take the room we leave */
             pdl_launch_next();
         const float scale = chain_stage_input<WT>(ph, p.eps, xq, xb, red, w0);
-        consumers_sync();
+        threads_sync<CHAIN_CONSUMERS>();
 
         const int rr = warp % geo.rows, part = warp / geo.rows; /* this warp's row of a stage, and part of it */
         const int n_chunks = ph.n_in / CE, c0 = part * n_chunks / geo.per_row,
@@ -350,9 +282,8 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
                     int4 xv[CE / 16];
 #pragma unroll
                     for (int q = 0; q < CE / 16; q++)
-                        xv[q] = xq[chain_xq_slot<WT>(c, q)];
-                    const int2 xbc = xb[c * CE / 32];
-                    const float xd = __int_as_float(xbc.x);
+                        xv[q] = xq[xq_slot<WT>(c, q)];
+                    const xq_block xbc = xb[c * CE / 32];
 #pragma unroll
                     for (int k = 0; k < 2; k++) {
                         if (k == geo.parts)
@@ -361,7 +292,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
                         const uint4 v = *reinterpret_cast<const uint4 *>(stage + (size_t)kr * geo.rb + 16 * c);
                         const __half *d = reinterpret_cast<const __half *>(stage + (size_t)geo.parts * geo.rows * geo.rb +
                                                                            (size_t)kr * geo.sb);
-                        a[k] += (float)chunk_isum<WT>(v, xv, xbc.y) * (__half2float(d[c * CE / 32]) * xd);
+                        a[k] += (float)chunk_isum<WT>(v, xv, xbc.sum) * (__half2float(d[c * CE / 32]) * xbc.d);
                     }
                 }
             }
@@ -381,7 +312,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
                 }
             }
         }
-        consumers_sync();
+        threads_sync<CHAIN_CONSUMERS>();
         for (int r = threadIdx.x; r < r1 - r0; r += CHAIN_CONSUMERS) {
             float gate = 0.0f, up = 0.0f;
             for (int k = 0; k < geo.per_row; k++) { /* the parts in order: the same sums every run */
@@ -400,7 +331,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
             else
                 *y = gate;
         }
-        consumers_sync(); /* every row stored, and sums free for the next matvec */
+        threads_sync<CHAIN_CONSUMERS>(); /* every row stored, and sums free for the next matvec */
         if (threadIdx.x == 0) {
             __threadfence();
             asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.ctr) : "memory");
@@ -413,7 +344,7 @@ static size_t chain_smem(const cuda_chain_link *links, int n) {
     int64_t n_in = 0;
     for (int i = 0; i < n; i++)
         n_in = links[i].w->n_in > n_in ? links[i].w->n_in : n_in;
-    return (size_t)CHAIN_STAGES * CHAIN_STAGE_BYTES + (size_t)n_in + (size_t)n_in / 32 * sizeof(int2);
+    return (size_t)CHAIN_STAGES * CHAIN_STAGE_BYTES + (size_t)n_in + (size_t)n_in / 32 * sizeof(xq_block);
 }
 
 extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
@@ -426,7 +357,7 @@ extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
         if (w->type != wt || !cuda_wtype_int8_dot(wt) || w->next || w->n_in % 256 != 0 || w->n_in > (1 << 20) ||
             w->n_out > (1 << 24) || ((uintptr_t)w->w & 15) || ((uintptr_t)w->d & 15) ||
             ((uintptr_t)links[i].x & 15) || ((uintptr_t)links[i].norm_w & 15) ||
-            (mode != MV_ADD && mode != MV_NORM_STORE && !chain_gated(mode)))
+            (mode != MV_ADD && mode != MV_NORM_STORE && !gated(mode)))
             return 0;
         const chain_geom geo = chain_geometry(wt, mode, (int)w->n_in);
         const int64_t n_logical = w->n_out / geo.parts, slice_rows = (n_logical + grid - 1) / grid;
@@ -466,7 +397,7 @@ extern "C" cudaError_t cuda_chain(const cuda_chain_link *links, int n, float eps
     for (int i = 0; i < n; i++) {
         const cuda_weight *w = links[i].w;
         p.ph[i] = {(const uint8_t *)w->w, (const __half *)w->d, links[i].x, links[i].norm_w, links[i].y,
-                   links[i].mode, (int)w->n_in, (int)(w->n_out / (chain_gated(links[i].mode) ? 2 : 1))};
+                   links[i].mode, (int)w->n_in, (int)(w->n_out / (gated(links[i].mode) ? 2 : 1))};
     }
     p.n_phase = n;
     p.eps = eps;

@@ -55,10 +55,7 @@ static __device__ __forceinline__ float gelu_tanh(float g) {
     return 0.5f * g * (1.0f + tanhf(0.79788456080286535588f * g * (1.0f + 0.044715f * g * g)));
 }
 
-/* The shared-memory address of p (a pointer into shared memory), as PTX's shared-state
- * operands take it. The copy and ldmatrix helpers of this file spell the conversion out:
- * routed through this function, nvcc schedules attention_batch.cu's kernels differently. */
-static __device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+#include "backend/cuda/sync.cuh" /* smem_addr, and the waits of resident kernels */
 
 /* 16 bytes global -> shared, asynchronously (cp.async, through L2 only); of those,
  * src_bytes are read and the rest filled with zeros. */
@@ -220,5 +217,54 @@ static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 /* Last: the launchers, and through them the weight types (wtypes.cuh), whose device part
  * builds on the helpers above. */
 #include "backend/cuda/kernels.h"
+
+/* The modes whose rows are gate and up halves, y[i] = act(gate[i] . x) * (up[i] . x). */
+static __host__ __device__ __forceinline__ constexpr bool gated(int mode) {
+    return mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
+}
+
+/* 16-byte unit q of chunk c of a staged input of Q units a chunk (a power of 2): rotated
+ * within the chunk by (c * Q) / 8 so that 8 consecutive chunks put the same q on 8
+ * different 16-byte bank groups. */
+template <int Q>
+static __device__ __forceinline__ int unit_slot(int c, int q) {
+    return c * Q + ((q + ((c * Q) >> 3)) & (Q - 1));
+}
+
+/* 16 int8 q of chunk c of the quantized input: Q4_0's chunk has two (elements 0..15 and
+ * 16..31 of its block), rotated as matvec.cu's xs_slot rotates float4s, without which
+ * the 8 lanes of a quarter-warp would read units 32 bytes apart, two on each bank group. */
+template <int WT>
+static __device__ __forceinline__ int xq_slot(int c, int q) {
+    return unit_slot<CHUNK_ELEMS(WT) / 16>(c, q);
+}
+
+/* An input block of 32 quantized (quant8_store): its scale, and the sum of its quants
+ * (chunk_isum's xsum). */
+typedef struct xq_block {
+    float d;
+    int sum;
+} xq_block;
+
+/* Elements 8 i .. 8 i + 7 of the input, v, quantized with their block (quant8_f32: called
+ * by whole warps, lanes 4k .. 4k + 3 holding a block) into xq at xq_slot, and by the
+ * block's first lane its scale and sum of quants into xb[i / 4]; stored only where i < n8
+ * (the lanes past the input hold zeros). The decode matvecs' int8 input (matvec.cu,
+ * chain.cu). */
+template <int WT>
+static __device__ __forceinline__ void quant8_store(const float v[8], int i, int n8, int4 *xq, xq_block *xb) {
+    constexpr int CE = CHUNK_ELEMS(WT);
+    float d;
+    const uint2 q = quant8_f32(v, &d);
+    int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (i < n8) {
+        const int c = 8 * i / CE, e = 8 * i % CE; /* elements e..e + 7 of chunk c */
+        reinterpret_cast<uint2 *>(xq + xq_slot<WT>(c, e / 16))[(e / 8) & 1] = q;
+        if ((i & 3) == 0)
+            xb[i / 4] = {d, sum};
+    }
+}
 
 #endif

@@ -120,26 +120,10 @@ static __device__ __forceinline__ unsigned int ordered_bits(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* 16-byte unit q of chunk c of a staged input of Q units a chunk (a power of 2): rotated
- * within the chunk by (c * Q) / 8 so that 8 consecutive chunks put the same q on 8
- * different 16-byte bank groups. */
-template <int Q>
-static __device__ __forceinline__ int unit_slot(int c, int q) {
-    return c * Q + ((q + ((c * Q) >> 3)) & (Q - 1));
-}
-
 /* float4 q of chunk c of the staged input */
 template <int WT>
 static __device__ __forceinline__ int xs_slot(int c, int q) {
     return unit_slot<CHUNK_ELEMS(WT) / 4>(c, q);
-}
-
-/* 16 int8 q of chunk c of the quantized input: Q4_0's chunk has two (elements 0..15 and
- * 16..31 of its block), rotated as xs_slot rotates float4s, without which the 8 lanes of
- * a quarter-warp would read units 32 bytes apart, two on each bank group. */
-template <int WT>
-static __device__ __forceinline__ int xq_slot(int c, int q) {
-    return unit_slot<CHUNK_ELEMS(WT) / 16>(c, q);
 }
 
 /* Float index of element i of the staged input. */
@@ -157,13 +141,6 @@ static __device__ __forceinline__ void load_x(const float4 *xs4, int c, float4 *
     for (int q = 0; q < CHUNK_ELEMS(WT) / 4; q++)
         xv[q] = xs4[xs_slot<WT>(c, q)];
 }
-
-/* An input block of 32 quantized (quantize_input): its scale, and the sum of its quants
- * (chunk_isum's xsum). */
-typedef struct xq_block {
-    float d;
-    int sum;
-} xq_block;
 
 /* The input in shared memory (staged_x_bytes from the start of it): xs the f32 input,
  * (xs_floats) swizzled; with int8 dot products (I8) then xq, its quants, (n_in / 16)
@@ -286,11 +263,6 @@ static __host__ __device__ __forceinline__ size_t scale_row_bytes(int wt, int n_
     return HAS_SCALES(wt) ? (size_t)(n_in / cuda_wtype_scale_elems(wt)) * cuda_wtype_scale_bytes(wt) : 0;
 }
 
-/* The modes whose rows are gate and up halves, y[i] = act(gate[i] . x) * (up[i] . x). */
-static __host__ __device__ __forceinline__ constexpr bool gated(int mode) {
-    return mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
-}
-
 /* Shared memory of one k_matvec block of `rows` logical rows: staged input, norm
  * weights, then per part (gate and up for SwiGLU) the rows and their scales. */
 static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, int n_in, int rows) {
@@ -382,16 +354,7 @@ static __device__ __forceinline__ void quantize_input(const staged_x &x, int n_i
             hi = xs4[xs_slot<WT>(c, e / 4 + 1)];
         }
         const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        float d;
-        const uint2 q = quant8_f32(v, &d);
-        int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (i < n8) {
-            reinterpret_cast<uint2 *>(x.xq + xq_slot<WT>(c, e / 16))[(e / 8) & 1] = q;
-            if ((i & 3) == 0)
-                x.xb[i / 4] = {d, sum};
-        }
+        quant8_store<WT>(v, i, n8, x.xq, x.xb);
     }
 }
 
