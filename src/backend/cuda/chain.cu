@@ -13,15 +13,16 @@
  * shared memory (cp.async.bulk, counted in by mbarriers); it waits only for a free
  * stage. The 16 consumer warps, at each matvec, wait until every block has finished the
  * previous one (a counter that only grows, cuda_step_state.chain_ctr), stage the input
- * and sum the stages as they arrive. The ring (192 KB, ~6 us of a multiprocessor's
+ * and sum the stages as they arrive, in two teams that take alternate stages. The ring (192 KB, ~6 us of a multiprocessor's
  * share of the bandwidth) keeps filling while they wait, so a dependency costs the
  * bytes only where the ring runs full. bench/phase_chain_bench.cu measured the shape of
  * this on the H200 at Qwen3-8B's matrices (int8, no scales): 52.7-54.4 us a layer
  * against 69.4 for one kernel a matvec and 45.4 for the bytes at 4.25 TB/s. The real
- * kernel gains less: the ring holds about what the loaded latency needs in flight, so
- * whatever holds the consumers (the barrier, staging the input, a stage held while it is
- * summed) costs bandwidth; with no dot products it took 58 us a layer at 8B, with them
- * 64 (the matvecs one by one: 64). It is faster only at Qwen3-4B's shapes (cuda_chain_pays).
+ * kernel gains less. This GPU reads at 4.5 TB/s, through such a ring too
+ * (bench/read_bench.cu), which is 45.6 us for an 8B Q8_0 layer; the chain takes 62 (the
+ * matvecs one by one: 64). Without the barrier it would take 58.6, without staging the
+ * input 56.7, without either 52.6: the ring does not hide what holds the consumers
+ * (docs/perf-log.md, twenty-first session). It is faster where cuda_chain_pays says.
  *
  * The input is quantized to int8 per block of 32 (quant8_f32) as the streaming matvec
  * quantizes it, and the products are chunk_isum's. One difference: an RMSNorm's input is
@@ -35,8 +36,15 @@
 
 #include "backend/cuda/common.cuh"
 
+#ifndef CHAIN_CONSUMERS
 #define CHAIN_CONSUMERS 512
+#endif
 #define CHAIN_WARPS (CHAIN_CONSUMERS / 32)
+#ifndef CHAIN_TEAMS /* teams of consumer warps, each summing every CHAIN_TEAMS-th stage (k_chain) */
+#define CHAIN_TEAMS 2
+#endif
+#define TEAM_WARPS (CHAIN_WARPS / CHAIN_TEAMS)
+static_assert(CHAIN_WARPS % CHAIN_TEAMS == 0, "teams of equal size");
 #define CHAIN_THREADS (CHAIN_CONSUMERS + 32) /* and the producer warp */
 #ifndef CHAIN_STAGES /* (-D to compare) */
 #define CHAIN_STAGES 6
@@ -44,6 +52,7 @@
 #ifndef CHAIN_STAGE_BYTES
 #define CHAIN_STAGE_BYTES (32 << 10)
 #endif
+static_assert(CHAIN_STAGES % CHAIN_TEAMS == 0, "a stage's every use summed by one team: parity waits see no older use");
 #define CHAIN_SUMS 2048 /* partial sums of a block's rows (cuda_chain_fits) */
 #define CHAIN_SMEM_MAX (227 << 10)
 #define STREAM_WARPS_OF_MATVEC 16 /* matvec.cu's STREAM_WARPS: 2 rows a warp, 32 a block */
@@ -79,8 +88,8 @@ static __host__ __device__ __forceinline__ chain_geom chain_geometry(int wt, int
     g.rb = wt == CUDA_W_Q8_0 ? n_in : n_in / 2;
     g.sb = n_in / 32 * 2;
     const int per_stage = CHAIN_STAGE_BYTES / (g.parts * (g.rb + g.sb));
-    g.rows = per_stage < CHAIN_WARPS ? per_stage : CHAIN_WARPS;
-    g.per_row = g.rows > 0 ? CHAIN_WARPS / g.rows : 0;
+    g.rows = per_stage < TEAM_WARPS ? per_stage : TEAM_WARPS;
+    g.per_row = g.rows > 0 ? TEAM_WARPS / g.rows : 0;
     return g;
 }
 
@@ -238,7 +247,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
     if (threadIdx.x == 0) {
         for (int s = 0; s < CHAIN_STAGES; s++) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CHAIN_WARPS);
+            mbar_init(&empty[s], TEAM_WARPS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -265,13 +274,23 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
         threads_sync<CHAIN_CONSUMERS>();
         if (i == p.n_phase - 1) /* every block is resident now: the next kernel's may take the room we leave */
             pdl_launch_next();
+        /* the residual's rows this block adds to: its own stores of an earlier matvec or
+         * kernel, loaded beside the input rather than on the way to the barrier at the end */
+        const float y_old = ph.mode == MV_ADD && (int)threadIdx.x < r1 - r0 ? __ldcg(ph.y + r0 + threadIdx.x) : 0.0f;
         const float scale = chain_stage_input<WT>(ph, p.eps, xq, xb, red, w0);
         threads_sync<CHAIN_CONSUMERS>();
 
-        const int rr = warp % geo.rows, part = warp / geo.rows; /* this warp's row of a stage, and part of it */
+        /* Teams of TEAM_WARPS warps sum alternate stages. A stage's sums are a few chunks a
+         * lane and then shuffles, mostly latency: with all 16 warps on every stage, the
+         * consumers alone (no loads) took 53 us a Qwen3-8B Q8_0 layer, more than its bytes
+         * take at the read bandwidth (45.6); with two teams, 39.5 (docs/perf-log.md). */
+        const int team = warp / TEAM_WARPS, tw = warp % TEAM_WARPS;
+        const int rr = tw % geo.rows, part = tw / geo.rows; /* this warp's row of a stage, and part of it */
         const int n_chunks = ph.n_in / CE, c0 = part * n_chunks / geo.per_row,
                   c1 = (part + 1) * n_chunks / geo.per_row;
-        for (int row = r0; row < r1; row += geo.rows, g++) {
+        const unsigned int g_end = g + (unsigned int)((r1 - r0 + geo.rows - 1) / geo.rows);
+        g += team;
+        for (int row = r0 + team * geo.rows; row < r1; row += CHAIN_TEAMS * geo.rows, g += CHAIN_TEAMS) {
             const unsigned int s = g % CHAIN_STAGES, use = g / CHAIN_STAGES;
             mbar_wait(&full[s], use & 1);
             const bool mine = part < geo.per_row && row + rr < r1;
@@ -312,6 +331,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
                 }
             }
         }
+        g = g_end;
         threads_sync<CHAIN_CONSUMERS>();
         for (int r = threadIdx.x; r < r1 - r0; r += CHAIN_CONSUMERS) {
             float gate = 0.0f, up = 0.0f;
@@ -327,15 +347,13 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
             else if (ph.mode == MV_NORM_GEGLU)
                 *y = gelu_tanh(gate) * up;
             else if (ph.mode == MV_ADD)
-                *y = __ldcg(y) + gate;
+                *y = (r == (int)threadIdx.x ? y_old : __ldcg(y)) + gate;
             else
                 *y = gate;
         }
         threads_sync<CHAIN_CONSUMERS>(); /* every row stored, and sums free for the next matvec */
-        if (threadIdx.x == 0) {
-            __threadfence();
+        if (threadIdx.x == 0) /* the release orders the rows the block stored before the sync */
             asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.ctr) : "memory");
-        }
     }
 }
 
@@ -367,16 +385,20 @@ extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
     return chain_smem(links, n) + sizeof(float) * (CHAIN_SUMS + CHAIN_WARPS) + 16 * CHAIN_STAGES <= CHAIN_SMEM_MAX;
 }
 
-/* Where the chain measured faster than the matvecs one by one (docs/perf-log.md,
- * twentieth session; gpu_matvec_bench, us a layer, chain / one by one): Qwen3-4B, whose
- * wo and down (2,560 rows) give k_matvec_stream 80 blocks for 132 multiprocessors, Q8_0
- * 41.1 / 45.6, Q4_0 33.0 / 34.6. Not at 8B (4,096 rows: 128 blocks), Q8_0 64.0 / 63.9,
- * Q4_0 43.0 / 41.8, nor at 1.7B (2,048 rows, layers of half 4B's bytes, whose barriers
- * weigh more), Q8_0 28.3 / 25.8, Q4_0 23.5 / 22.0. So: rows of the residual from 2,560
- * up to two thirds of what fills the multiprocessors' streaming blocks. */
+/* Where the chain measured faster than the matvecs one by one in decode (docs/perf-log.md,
+ * twentieth and twenty-first sessions; edgerunner bench, tok/s, chain / one by one):
+ * Qwen3-4B (wo and down of 2,560 rows give k_matvec_stream 80 blocks for 132
+ * multiprocessors), Q8_0 583 / 552, Q4_0 727 / 713; Qwen3-8B (4,096 rows) Q8_0 390 / 383.
+ * Not 8B Q4_0 (578 / 582) nor 1.7B (2,048 rows: Q4_0 1,303 / 1,304; its Q8_0 layer
+ * measured slower, 27.0 against 25.8 us). So: residuals of 2,560 rows and up to 4,096
+ * for Q8_0, up to two thirds of what fills the streaming blocks (4B) for Q4_0. */
 extern "C" int cuda_chain_pays(const cuda_chain_link *links, int n) {
+    if (n < 1)
+        return 0;
     const int64_t rows = links[0].w->n_out; /* wo's: the residual's */
-    return n > 0 && rows >= 2560 && rows * 3 <= (int64_t)2 * multiprocessors() * 2 * STREAM_WARPS_OF_MATVEC;
+    if (links[0].w->type == CUDA_W_Q8_0)
+        return rows >= 2560 && rows <= 4096;
+    return rows >= 2560 && rows * 3 <= (int64_t)2 * multiprocessors() * 2 * STREAM_WARPS_OF_MATVEC;
 }
 
 template <int WT>
