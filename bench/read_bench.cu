@@ -2,8 +2,10 @@
 // kernel can stream its weights: 16-byte loads into registers (grid-stride, or each block
 // a contiguous slice as a matvec's rows), U loads in flight a thread; and bulk copies into
 // a ring of shared memory (cp.async.bulk, one producer lane a block, as chain.cu), with
-// consumer warps that read each stage once from shared memory. The ceiling the decode
-// matvecs and the chain are measured against (docs/perf-log.md).
+// consumer warps that read each stage once from shared memory; and the ring's stages
+// issued as several copies (by one lane or several). The ceiling the decode matvecs and
+// the chain are measured against (docs/perf-log.md, twenty-first session: 4.5-4.6 TB/s
+// every way but stages of 4 KB, 3.3).
 // Build and run on the GPU machine:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/rb bench/read_bench.cu && /tmp/rb
 #include <cstdio>
@@ -50,9 +52,10 @@ __global__ void k_slice(const uint4 *w, size_t n16, unsigned *out) {
     if (acc == 0x9e3779b9u) out[0] = acc;
 }
 
-// a ring of NST stages of STAGE bytes: lane 0 of the last warp copies the block's slice in,
-// CW consumer warps read each stage once (16 bytes a lane at a time) and free it
-template <int STAGE, int NST, int CW>
+// a ring of NST stages of STAGE bytes: lane 0 of the last warp copies the block's slice in
+// (each stage as K bulk copies; with MULTI, lane k issues copy k), CW consumer warps read
+// each stage once (16 bytes a lane at a time) and free it
+template <int STAGE, int NST, int CW, int K = 1, bool MULTI = false>
 __global__ void __launch_bounds__((CW + 1) * 32, 1) k_ring(const uint8_t *w, size_t bytes, unsigned *out) {
     extern __shared__ __align__(128) uint8_t ring[];
     __shared__ __align__(8) uint64_t full[NST], empty[NST];
@@ -66,12 +69,15 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) k_ring(const uint8_t *w, siz
     }
     __syncthreads();
     if (warp == CW) {
-        if (lane == 0)
+        if (MULTI || lane == 0)
             for (unsigned g = 0; g < n_st; g++) {
                 const unsigned s = g % NST, use = g / NST;
                 if (use > 0) mbar_wait(&empty[s], (use - 1) & 1);
-                mbar_expect(&full[s], STAGE);
-                bulk_copy(ring + (size_t)s * STAGE, src + (size_t)g * STAGE, STAGE, &full[s]);
+                if (lane == 0) mbar_expect(&full[s], STAGE);
+                if (MULTI) __syncwarp();
+                for (int k = MULTI ? lane : 0; k < K; k += MULTI ? 32 : 1)
+                    bulk_copy(ring + (size_t)s * STAGE + k * (STAGE / K), src + (size_t)g * STAGE + k * (STAGE / K),
+                              STAGE / K, &full[s]);
             }
         return;
     }
@@ -142,5 +148,10 @@ int main() {
         return 1;
     RING(16, 4, 16) RING(16, 8, 16) RING(16, 12, 16) RING(32, 4, 16) RING(32, 6, 16) RING(64, 3, 16)
     RING(32, 6, 4) RING(8, 24, 16) RING(4, 48, 16)
+#define SPLIT(K, M)                                                                                            \
+    if (time_it("ring 32K x 6, " #K " copies a stage, multi-lane " #M, k_ring<32 * 1024, 6, 16, K, M>, dim3(sms), dim3(17 * 32), \
+                (size_t)32 * 1024 * 6, bytes, w, bytes, out))                                                  \
+        return 1;
+    SPLIT(2, false) SPLIT(4, false) SPLIT(16, false) SPLIT(4, true) SPLIT(16, true)
     return 0;
 }
