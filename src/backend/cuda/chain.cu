@@ -55,7 +55,6 @@ static_assert(CHAIN_WARPS % CHAIN_TEAMS == 0, "teams of equal size");
 static_assert(CHAIN_STAGES % CHAIN_TEAMS == 0, "a stage's every use summed by one team: parity waits see no older use");
 #define CHAIN_SUMS 2048 /* partial sums of a block's rows (cuda_chain_fits) */
 #define CHAIN_SMEM_MAX (227 << 10)
-#define STREAM_WARPS_OF_MATVEC 16 /* matvec.cu's STREAM_WARPS: 2 rows a warp, 32 a block */
 
 /* a matvec of the chain, as the kernel reads it */
 typedef struct chain_phase {
@@ -398,7 +397,7 @@ extern "C" int cuda_chain_pays(const cuda_chain_link *links, int n) {
     const int64_t rows = links[0].w->n_out; /* wo's: the residual's */
     if (links[0].w->type == CUDA_W_Q8_0)
         return rows >= 2560 && rows <= 4096;
-    return rows >= 2560 && rows * 3 <= (int64_t)2 * multiprocessors() * 2 * STREAM_WARPS_OF_MATVEC;
+    return rows >= 2560 && rows * 3 <= (int64_t)2 * multiprocessors() * cuda_matvec_stream_block_rows();
 }
 
 template <int WT>

@@ -82,6 +82,8 @@ int cuda_matvec_int8(void);
  * cuda_matvec_int8 allows it, the head and every matrix large enough to stream
  * (matvec.cu says why). */
 int cuda_matvec_takes_int8(const cuda_weight *w, int mode);
+/* The rows one block of the streaming matvec sums in a pass (two a warp, ungated). */
+int cuda_matvec_stream_block_rows(void);
 
 /* One matvec of a chain: y = w x in mode MV_ADD, MV_NORM_STORE, MV_NORM_SWIGLU or
  * MV_NORM_GEGLU (no acc), x (n_in), norm_w (n_in) for the NORM modes. */

@@ -834,6 +834,8 @@ extern "C" int cuda_matvec_int8(void) {
  * staged input: at first left in f32 (Qwen3-8B Q4_0's down 15.25 us in int8 against
  * 15.17, gpu_matvec_bench), but end to end 8B Q4_0 decode 528.9 / 526.9 -> 535.1 / 534.6
  * tok/s, and 4B's down 10.36 -> 9.67 us (H200, 2026-12-03, tenth session). */
+extern "C" int cuda_matvec_stream_block_rows(void) { return 2 * STREAM_WARPS; }
+
 extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
     if (!cuda_matvec_int8() || !cuda_wtype_int8_dot(w->type))
         return 0;
