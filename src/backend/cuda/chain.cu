@@ -13,14 +13,13 @@
  * shared memory (cp.async.bulk, counted in by mbarriers); it waits only for a free
  * stage. The 16 consumer warps, at each matvec, wait until every block has finished the
  * previous one (a counter that only grows, cuda_step_state.chain_ctr), stage the input
- * and sum the stages as they arrive, in two teams that take alternate stages. The ring (192 KB, ~6 us of a multiprocessor's
- * share of the bandwidth) keeps filling while they wait, so a dependency costs the
- * bytes only where the ring runs full. bench/phase_chain_bench.cu measured the shape of
- * this on the H200 at Qwen3-8B's matrices (int8, no scales): 52.7-54.4 us a layer
- * against 69.4 for one kernel a matvec and 45.4 for the bytes at 4.25 TB/s. The real
- * kernel gains less. This GPU reads at 4.5 TB/s, through such a ring too
- * (bench/read_bench.cu), which is 45.6 us for an 8B Q8_0 layer; the chain takes 62 (the
- * matvecs one by one: 64). Without the barrier it would take 58.6, without staging the
+ * and sum the stages as they arrive, in two teams that take alternate stages. The ring
+ * (192 KB, ~6 us of a multiprocessor's share of the bandwidth) keeps filling while they
+ * wait. bench/phase_chain_bench.cu measured the shape of this on the H200 at Qwen3-8B's
+ * matrices (int8, no scales): 52.7-54.4 us a layer against 69.4 for one kernel a
+ * matvec. The real kernel gains less. This GPU reads at 4.5 TB/s, through such a ring
+ * too (bench/read_bench.cu): 45.6 us for an 8B Q8_0 layer. The chain takes 62 (the
+ * matvecs one by one: 64); without the barrier it would take 58.6, without staging the
  * input 56.7, without either 52.6: the ring does not hide what holds the consumers
  * (docs/perf-log.md, twenty-first session). It is faster where cuda_chain_pays says.
  *
