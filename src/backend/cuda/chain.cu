@@ -163,13 +163,15 @@ static __device__ void chain_produce(const chain_params &p, uint8_t *ring, uint6
 #define CHAIN_GROUPS 2
 #endif
 
-/* The norm weights of a consumer thread's first CHAIN_GROUPS groups of 8 (zeros past
- * n_in): they depend on nothing, so they are loaded before the wait for the input. */
-static __device__ __forceinline__ void chain_norm_weights(const chain_phase &ph, float4 w[2 * CHAIN_GROUPS]) {
+/* The norm weights of a consumer thread's CHAIN_GROUPS groups of 8 from group `first` on
+ * (zeros past n_in, and without a norm). Those of its first round depend on nothing, so
+ * they are loaded before the wait for the input. */
+static __device__ __forceinline__ void chain_norm_weights(const chain_phase &ph, int first,
+                                                          float4 w[2 * CHAIN_GROUPS]) {
     const int n8 = ph.n_in / 8;
 #pragma unroll
     for (int j = 0; j < CHAIN_GROUPS; j++) {
-        const int i = (int)threadIdx.x + j * CHAIN_CONSUMERS;
+        const int i = first + j * CHAIN_CONSUMERS;
         const bool in = ph.mode != MV_ADD && i < n8;
         w[2 * j] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
         w[2 * j + 1] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -198,12 +200,10 @@ static __device__ __forceinline__ float chain_stage_input(const chain_phase &ph,
             if (round == 0) {
                 wv[2 * j] = w0[2 * j];
                 wv[2 * j + 1] = w0[2 * j + 1];
-            } else {
-                const bool in = norm && i < n8;
-                wv[2 * j] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i) : zero;
-                wv[2 * j + 1] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i + 1) : zero;
             }
         }
+        if (round > 0)
+            chain_norm_weights(ph, first, wv);
 #pragma unroll
         for (int j = 0; j < CHAIN_GROUPS; j++) {
             const int i = first + j * CHAIN_CONSUMERS;
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
         int r0, r1;
         chain_slice(ph.n_logical, &r0, &r1);
         float4 w0[2 * CHAIN_GROUPS];
-        chain_norm_weights(ph, w0);
+        chain_norm_weights(ph, (int)threadIdx.x, w0);
         /* every block has finished the previous matvec (the first: the previous kernel) */
         if (i == 0)
             pdl_wait();
