@@ -228,17 +228,15 @@ static void cache_file(char *out, size_t cap, const char *sha, const char *type,
     else
         snprintf(key, sizeof key, "%016" PRIx64, fnv1a(prompt, (size_t)n_prompt * sizeof *prompt));
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char dir[512];
+    char base[512], dir[sizeof base + 16]; /* + "/edgerunner" */
+    if (xdg && *xdg)
+        snprintf(base, sizeof base, "%s", xdg);
+    else
+        snprintf(base, sizeof base, "%s/.cache", home && *home ? home : "/tmp");
     /* the parent first: a fresh machine's home may have no .cache yet (mkdir fails
      * harmlessly where it exists); the reference is handed back through this file */
-    if (xdg && *xdg) {
-        mkdir(xdg, 0755);
-        snprintf(dir, sizeof dir, "%s/edgerunner", xdg);
-    } else {
-        snprintf(dir, sizeof dir, "%s/.cache", home && *home ? home : "/tmp");
-        mkdir(dir, 0755);
-        snprintf(dir, sizeof dir, "%s/.cache/edgerunner", home && *home ? home : "/tmp");
-    }
+    mkdir(base, 0755);
+    snprintf(dir, sizeof dir, "%s/edgerunner", base);
     mkdir(dir, 0755);
     snprintf(out, cap, "%s/ref-%s%s%.16s-%s-n%" PRId64 "-kv%d%d.ids", dir, sha, type ? "-" : "", type ? type : "", key,
              n, (int)type_k, (int)type_v);
