@@ -218,16 +218,17 @@ static void free_matrix(host_matrix *m) {
 }
 
 /* m on the device as *dw (rows and scales padded by 16 bytes, as upload_matrix pads);
- * 0, or -1 when out of device memory (what was allocated stays in *dw for cudaFree). */
+ * 0, or -1 when out of device memory or a copy failed (what was allocated stays in *dw
+ * for cudaFree). m->value is not read. */
 static int upload_weight(const host_matrix *m, cuda_weight *dw) {
     const size_t w_bytes = (size_t)m->n_out * cuda_row_bytes(m->type, m->n_in);
     const size_t d_bytes = (size_t)m->n_out * cuda_scale_row_bytes(m->type, m->n_in);
     *dw = (cuda_weight){m->type, m->n_in, m->n_out, NULL, NULL, NULL};
     if (cudaMalloc(&dw->w, w_bytes + 16) != cudaSuccess || (m->d && cudaMalloc(&dw->d, d_bytes + 16) != cudaSuccess))
         return -1;
-    cudaMemcpy(dw->w, m->w, w_bytes, cudaMemcpyHostToDevice);
-    if (m->d)
-        cudaMemcpy(dw->d, m->d, d_bytes, cudaMemcpyHostToDevice);
+    if (cudaMemcpy(dw->w, m->w, w_bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        (m->d && cudaMemcpy(dw->d, m->d, d_bytes, cudaMemcpyHostToDevice) != cudaSuccess))
+        return -1;
     return 0;
 }
 
@@ -1555,26 +1556,23 @@ void test_cuda_gemm(void) {
     cuda_gemm_set_mmq(-1);
 }
 
-/* A random matrix of type (Q8_0 or Q4_0) straight on the device: random quants, scales
- * in [0.01, 0.05) (for device-against-device checks: no values on the host). */
+/* A random matrix of type (Q8_0 or Q4_0) straight on the device (upload_weight): random
+ * quants, scales in [0.01, 0.05) as make_matrix's, but no values on the host, which at
+ * Qwen3-8B's gate|up would be 0.8 GB of doubles (for device-against-device checks). */
 static int random_device_weight(int type, int n_out, int n_in, cuda_weight *dw) {
     const size_t w_bytes = (size_t)n_out * cuda_row_bytes(type, n_in);
     const size_t nd = (size_t)n_out * cuda_scale_row_bytes(type, n_in) / 2;
-    uint8_t *w = malloc(w_bytes);
-    uint16_t *d = malloc(nd * sizeof *d);
-    int ok = w && d;
+    host_matrix m = {type, n_out, n_in, malloc(w_bytes), malloc(nd * sizeof(uint16_t)), NULL};
+    int ok = m.w && m.d;
     *dw = (cuda_weight){type, n_in, n_out, NULL, NULL, NULL};
     for (size_t i = 0; ok && i < w_bytes; i += 4) {
         const uint32_t r = rnd();
-        memcpy(w + i, &r, 4);
+        memcpy(m.w + i, &r, 4);
     }
     for (size_t i = 0; ok && i < nd; i++)
-        d[i] = quant_f16_sat(0.01f + 0.02f * (rndf() + 1.0f));
-    ok = ok && cudaMalloc(&dw->w, w_bytes + 16) == cudaSuccess && cudaMalloc(&dw->d, nd * 2 + 16) == cudaSuccess &&
-         cudaMemcpy(dw->w, w, w_bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(dw->d, d, nd * 2, cudaMemcpyHostToDevice) == cudaSuccess;
-    free(w);
-    free(d);
+        m.d[i] = quant_f16_sat(0.01f + 0.02f * (rndf() + 1.0f));
+    ok = ok && upload_weight(&m, dw) == 0;
+    free_matrix(&m);
     return ok ? 0 : -1;
 }
 
