@@ -23,11 +23,9 @@
  * input 56.7, without either 52.6: the ring does not hide what holds the consumers
  * (docs/perf-log.md, twenty-first session). It is faster where cuda_chain_pays says.
  *
- * The input is quantized to int8 per block of 32 (quant8_f32) as the streaming matvec
- * quantizes it, and the products are chunk_isum's. One difference: an RMSNorm's input is
- * quantized as x * norm_w, before its 1 / rms (a common factor of every block, which
- * the quantization does not see but for rounding), and the row's sum is scaled by it at
- * the end; so the block reduction runs beside the quantization rather than before it.
+ * The input is quantized to int8 per block of 32 as the streaming matvec quantizes it
+ * (stage_quant: an RMSNorm's 1 / rms left out of the quants, the row's sum scaled by it
+ * at the end), and the products are chunk_isum's.
  *
  * Q8_0 and Q4_0 (cuda_wtype_int8_dot), one type for the whole chain; rows whose quants
  * and scales are whole 16-byte units (n_in a multiple of 256).
@@ -163,75 +161,6 @@ static __device__ void chain_produce(const chain_params &p, uint8_t *ring, uint6
 #define CHAIN_GROUPS 2
 #endif
 
-/* The norm weights of a consumer thread's CHAIN_GROUPS groups of 8 from group `first` on
- * (zeros past n_in, and without a norm). Those of its first round depend on nothing, so
- * they are loaded before the wait for the input. */
-static __device__ __forceinline__ void chain_norm_weights(const chain_phase &ph, int first,
-                                                          float4 w[2 * CHAIN_GROUPS]) {
-    const int n8 = ph.n_in / 8;
-#pragma unroll
-    for (int j = 0; j < CHAIN_GROUPS; j++) {
-        const int i = first + j * CHAIN_CONSUMERS;
-        const bool in = ph.mode != MV_ADD && i < n8;
-        w[2 * j] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
-        w[2 * j + 1] = in ? __ldg(reinterpret_cast<const float4 *>(ph.norm_w) + 2 * i + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-}
-
-/* The consumers' input of a matvec: x (times norm_w) quantized per block of 32 into xq
- * and xb; returns the RMSNorm's 1 / rms (1 without a norm). A thread takes groups of 8
- * elements i = its index + j CONSUMERS, CHAIN_GROUPS at a time, all their loads first;
- * whole warps (quant8_f32 shuffles). w0: chain_norm_weights (the first round's). */
-template <int WT>
-static __device__ __forceinline__ float chain_stage_input(const chain_phase &ph, float eps, int4 *xq, xq_block *xb,
-                                                          float *red, const float4 w0[2 * CHAIN_GROUPS]) {
-    const bool norm = ph.mode != MV_ADD;
-    const int lane = threadIdx.x & 31, n8 = ph.n_in / 8;
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    float ss = 0.0f;
-    for (int round = 0; round * CHAIN_GROUPS * CHAIN_CONSUMERS < n8; round++) {
-        const int first = (int)threadIdx.x + round * CHAIN_GROUPS * CHAIN_CONSUMERS;
-        float4 xv[2 * CHAIN_GROUPS], wv[2 * CHAIN_GROUPS];
-#pragma unroll
-        for (int j = 0; j < CHAIN_GROUPS; j++) {
-            const int i = first + j * CHAIN_CONSUMERS;
-            xv[2 * j] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(ph.x) + 2 * i) : zero;
-            xv[2 * j + 1] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(ph.x) + 2 * i + 1) : zero;
-            if (round == 0) {
-                wv[2 * j] = w0[2 * j];
-                wv[2 * j + 1] = w0[2 * j + 1];
-            }
-        }
-        if (round > 0)
-            chain_norm_weights(ph, first, wv);
-#pragma unroll
-        for (int j = 0; j < CHAIN_GROUPS; j++) {
-            const int i = first + j * CHAIN_CONSUMERS;
-            if (i - lane >= n8) /* whole warps: the same for all its lanes */
-                break;
-            const float xs[8] = {xv[2 * j].x, xv[2 * j].y, xv[2 * j].z, xv[2 * j].w,
-                                 xv[2 * j + 1].x, xv[2 * j + 1].y, xv[2 * j + 1].z, xv[2 * j + 1].w};
-            const float ws[8] = {wv[2 * j].x, wv[2 * j].y, wv[2 * j].z, wv[2 * j].w,
-                                 wv[2 * j + 1].x, wv[2 * j + 1].y, wv[2 * j + 1].z, wv[2 * j + 1].w};
-            float v[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                ss += xs[k] * xs[k];
-                v[k] = norm ? xs[k] * ws[k] : xs[k];
-            }
-            quant8_store<WT>(v, i, n8, xq, xb);
-        }
-    }
-    if (!norm)
-        return 1.0f;
-    ss = warp_sum(ss);
-    if (lane == 0)
-        red[threadIdx.x / 32] = ss;
-    threads_sync<CHAIN_CONSUMERS>();
-    ss = warp_sum(lane < CHAIN_WARPS ? red[lane] : 0.0f);
-    return 1.0f / sqrtf(ss / (float)ph.n_in + eps);
-}
-
 template <int WT>
 __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constant__ chain_params p) {
     constexpr int CE = CHUNK_ELEMS(WT);
@@ -263,7 +192,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
         int r0, r1;
         chain_slice(ph.n_logical, &r0, &r1);
         float4 w0[2 * CHAIN_GROUPS];
-        chain_norm_weights(ph, (int)threadIdx.x, w0);
+        stage_norm_weights<CHAIN_CONSUMERS, CHAIN_GROUPS>(ph.norm_w, ph.mode != MV_ADD, ph.n_in, (int)threadIdx.x, w0);
         /* every block has finished the previous matvec (the first: the previous kernel) */
         if (i == 0)
             pdl_wait();
@@ -275,7 +204,8 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
         /* the residual's rows this block adds to: its own stores of an earlier matvec or
          * kernel, loaded beside the input rather than on the way to the barrier at the end */
         const float y_old = ph.mode == MV_ADD && (int)threadIdx.x < r1 - r0 ? __ldcg(ph.y + r0 + threadIdx.x) : 0.0f;
-        const float scale = chain_stage_input<WT>(ph, p.eps, xq, xb, red, w0);
+        const float scale = stage_quant<WT, CHAIN_CONSUMERS, CHAIN_GROUPS>(ph.x, nullptr, ph.norm_w, ph.mode != MV_ADD,
+                                                                           p.eps, ph.n_in, xq, xb, red, w0);
         threads_sync<CHAIN_CONSUMERS>();
 
         /* Teams of TEAM_WARPS warps sum alternate stages. A stage's sums are a few chunks a

@@ -267,4 +267,93 @@ static __device__ __forceinline__ void quant8_store(const float v[8], int i, int
     }
 }
 
+/* The norm weights of a thread's G groups of 8 input elements from group `first` on, a
+ * group every T threads (zeros past n_in, and without a norm): stage_quant's. Those of
+ * its first round depend on nothing, so the decode matvecs load them before they wait
+ * for the input. */
+template <int T, int G>
+static __device__ __forceinline__ void stage_norm_weights(const float *norm_w, bool norm, int n_in, int first,
+                                                          float4 w[2 * G]) {
+    const int n8 = n_in / 8;
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+        const int i = first + j * T;
+        const bool in = norm && i < n8;
+        w[2 * j] = in ? __ldg(reinterpret_cast<const float4 *>(norm_w) + 2 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        w[2 * j + 1] = in ? __ldg(reinterpret_cast<const float4 *>(norm_w) + 2 * i + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+/* A decode matvec's int8 input, in one pass: x (plus the attention's pending output acc,
+ * when given; see to_fixed) times norm_w where `norm`, quantized per block of 32 into xq
+ * and xb (quant8_store). Returns the RMSNorm's 1 / rms (1 without a norm), by which the
+ * caller multiplies its rows' sums: a factor common to every block, which the
+ * quantization does not see but for rounding, so the block reduction runs beside the
+ * quantization rather than before it, and the input never sits in shared memory in
+ * f32. Threads 0..T-1 (whole warps: quant8_f32 shuffles) take groups of 8 elements
+ * i = thread + j T, G at a time, all their loads first; x and acc 16-byte aligned, n_in a
+ * multiple of 32. w0: stage_norm_weights of the first round. With a norm it ends with a
+ * barrier of the T threads (bar 1: threads_sync), else with none. */
+template <int WT, int T, int G>
+static __device__ __forceinline__ float stage_quant(const float *x, const unsigned long long *acc,
+                                                    const float *norm_w, bool norm, float eps, int n_in, int4 *xq,
+                                                    xq_block *xb, float *red, const float4 w0[2 * G]) {
+    const int lane = threadIdx.x & 31, n8 = n_in / 8;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float ss = 0.0f;
+    for (int round = 0; round * G * T < n8; round++) {
+        const int first = (int)threadIdx.x + round * G * T;
+        float4 xv[2 * G], wv[2 * G];
+#pragma unroll
+        for (int j = 0; j < G; j++) {
+            const int i = first + j * T;
+            xv[2 * j] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(x) + 2 * i) : zero;
+            xv[2 * j + 1] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(x) + 2 * i + 1) : zero;
+            if (acc && i < n8) {
+                const ulonglong2 *a = reinterpret_cast<const ulonglong2 *>(acc + 8 * i);
+                const ulonglong2 a0 = __ldcg(a), a1 = __ldcg(a + 1), a2 = __ldcg(a + 2), a3 = __ldcg(a + 3);
+                xv[2 * j].x += from_fixed(a0.x);
+                xv[2 * j].y += from_fixed(a0.y);
+                xv[2 * j].z += from_fixed(a1.x);
+                xv[2 * j].w += from_fixed(a1.y);
+                xv[2 * j + 1].x += from_fixed(a2.x);
+                xv[2 * j + 1].y += from_fixed(a2.y);
+                xv[2 * j + 1].z += from_fixed(a3.x);
+                xv[2 * j + 1].w += from_fixed(a3.y);
+            }
+            if (round == 0) {
+                wv[2 * j] = w0[2 * j];
+                wv[2 * j + 1] = w0[2 * j + 1];
+            }
+        }
+        if (round > 0)
+            stage_norm_weights<T, G>(norm_w, norm, n_in, first, wv);
+#pragma unroll
+        for (int j = 0; j < G; j++) {
+            const int i = first + j * T;
+            if (i - lane >= n8) /* whole warps: the same for all its lanes */
+                break;
+            const float xs[8] = {xv[2 * j].x, xv[2 * j].y, xv[2 * j].z, xv[2 * j].w,
+                                 xv[2 * j + 1].x, xv[2 * j + 1].y, xv[2 * j + 1].z, xv[2 * j + 1].w};
+            const float ws[8] = {wv[2 * j].x, wv[2 * j].y, wv[2 * j].z, wv[2 * j].w,
+                                 wv[2 * j + 1].x, wv[2 * j + 1].y, wv[2 * j + 1].z, wv[2 * j + 1].w};
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                ss += xs[k] * xs[k];
+                v[k] = norm ? xs[k] * ws[k] : xs[k];
+            }
+            quant8_store<WT>(v, i, n8, xq, xb);
+        }
+    }
+    if (!norm)
+        return 1.0f;
+    ss = warp_sum(ss);
+    if (lane == 0)
+        red[threadIdx.x / 32] = ss;
+    threads_sync<T>();
+    ss = warp_sum(lane < T / 32 ? red[lane] : 0.0f);
+    return 1.0f / sqrtf(ss / (float)n_in + eps);
+}
+
 #endif

@@ -55,9 +55,10 @@
  * are 8 dp4a on 2 LDS.128 of quants, and a Q8_0 chunk's 16 are 4 dp4a on one (wtypes.cuh
  * gives Q8_0's figures). Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every other
  * type: the switch is a template argument, I8, of k_matvec_stream and k_head). The block
- * stages the input in f32 first (the norm needs all of it), then quantizes it into xq
- * (quantize_input), swizzled as xs: a Q4_0 chunk's 32 quants are 2 16-byte units
- * (xq_slot), a Q8_0 chunk's 16 one.
+ * quantizes the input as it loads it (stage_quant, as chain.cu): x times the norm
+ * weights, the RMSNorm's 1 / rms left out of the quants and multiplied into each row's
+ * sum, so that the block reduction runs beside the quantization; into xq, swizzled as
+ * xs: a Q4_0 chunk's 32 quants are 2 16-byte units (xq_slot), a Q8_0 chunk's 16 one.
  */
 
 #include "backend/cuda/common.cuh"
@@ -73,6 +74,17 @@
  * 256 threads with 2 rows 520, with 3 rows 517. */
 #define HEAD_THREADS 256
 #define HEAD_WARPS (HEAD_THREADS / 32)
+/* groups of 8 input elements a thread stages at once (stage_quant) in k_head and
+ * k_matvec_stream: the input's loads are L2 round trips on the critical path, so as few
+ * rounds of them as registers allow. One group where a norm's weights come too (two:
+ * k_head 70-72 registers instead of 64, 3 blocks a multiprocessor instead of 4;
+ * k_matvec_stream 112-118 instead of 94-104): one round up to 2,048 elements (k_head) or
+ * 4,096 (the stream: every Qwen3's qkv and gate|up); the stream's others two (Qwen3-8B's
+ * down, 12,288, in two rounds). */
+#ifndef HEAD_GROUPS
+#define HEAD_GROUPS 1
+#endif
+#define STREAM_GROUPS(MODE) (MODE == MV_ADD || MODE == MV_STORE ? 2 : 1)
 /* k_matvec_stream: matrices of more bytes than this take it (one slice per
  * multiprocessor would pass MV_SLICE_BYTES); STREAM_CHUNKS chunks of each of its rows per
  * lane in flight at once */
@@ -142,9 +154,9 @@ static __device__ __forceinline__ void load_x(const float4 *xs4, int c, float4 *
         xv[q] = xs4[xs_slot<WT>(c, q)];
 }
 
-/* The input in shared memory (staged_x_bytes from the start of it): xs the f32 input,
- * (xs_floats) swizzled; with int8 dot products (I8) then xq, its quants, (n_in / 16)
- * 16-byte units at xq_slot, and xb (n_in / 32) their blocks. */
+/* The input in shared memory (staged_x_bytes from the start of it): in f32, xs (xs_floats)
+ * swizzled; with int8 dot products (I8) xq, its quants, (n_in / 16) 16-byte units at
+ * xq_slot, and xb (n_in / 32) their blocks (stage_quant). */
 typedef struct staged_x {
     float *xs;
     int4 *xq;
@@ -244,16 +256,16 @@ static __host__ __device__ __forceinline__ int xs_floats(int wt, int n_in) {
     return (n_in + ce - 1) / ce * ce;
 }
 
-/* Bytes of the staged input: xs, and with I8 xq and xb (n_in is whole blocks of 32). */
+/* Bytes of the staged input: xs, or with I8 xq and xb (n_in is whole blocks of 32). */
 static __host__ __device__ __forceinline__ size_t staged_x_bytes(int wt, bool i8, int n_in) {
-    const size_t xs = (size_t)xs_floats(wt, n_in) * sizeof(float);
-    return i8 ? xs + n_in + (n_in / 32 * sizeof(xq_block) + 15) / 16 * 16 : xs;
+    return i8 ? n_in + (n_in / 32 * sizeof(xq_block) + 15) / 16 * 16 : (size_t)xs_floats(wt, n_in) * sizeof(float);
 }
 
-template <int WT>
+template <int WT, bool I8>
 static __device__ __forceinline__ staged_x staged_at(uint8_t *smem, int n_in) {
-    uint8_t *xq = smem + (size_t)xs_floats(WT, n_in) * sizeof(float);
-    return {reinterpret_cast<float *>(smem), reinterpret_cast<int4 *>(xq), reinterpret_cast<xq_block *>(xq + n_in)};
+    if (I8)
+        return {nullptr, reinterpret_cast<int4 *>(smem), reinterpret_cast<xq_block *>(smem + n_in)};
+    return {reinterpret_cast<float *>(smem), nullptr, nullptr};
 }
 
 /* Scale bytes of a row: cuda_scale_row_bytes, but in int. In this form the kernels
@@ -336,28 +348,6 @@ static __device__ __forceinline__ void stage_input(const float *__restrict__ x, 
     }
 }
 
-/* The int8 input (I8) from the staged one: xs quantized per block of 32 (quant8_f32), 8
- * elements a thread, 4 threads a block, into x.xq, and each block's scale and sum of
- * quants into x.xb. Its first barrier shows it the staged input; the caller's next one
- * shows the quants. */
-template <int WT>
-static __device__ __forceinline__ void quantize_input(const staged_x &x, int n_in) {
-    constexpr int CE = CHUNK_ELEMS(WT);
-    const float4 *xs4 = reinterpret_cast<const float4 *>(x.xs);
-    const int lane = threadIdx.x & 31, n8 = n_in / 8;
-    __syncthreads();
-    for (int i0 = threadIdx.x - lane; i0 < n8; i0 += blockDim.x) { /* whole warps: quant8_f32 shuffles */
-        const int i = i0 + lane, c = 8 * i / CE, e = 8 * i % CE; /* elements e..e + 7 of chunk c */
-        float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
-        if (i < n8) {
-            lo = xs4[xs_slot<WT>(c, e / 4)];
-            hi = xs4[xs_slot<WT>(c, e / 4 + 1)];
-        }
-        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        quant8_store<WT>(v, i, n8, x.xq, x.xb);
-    }
-}
-
 /* The 1 (at least one block per multiprocessor) matters: without it ptxas gave some
  * instances 32 registers instead of 56-69, and the Qwen3-0.6B Q4_0 step ran at 1,664
  * against 1,990 tok/s (H200, fifteenth session). */
@@ -377,7 +367,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
 
     /* the weights do not depend on the previous kernel: start their copies first */
-    const staged_x sx = staged_at<WT>(smem, n_in); /* the input, swizzled */
+    const staged_x sx = staged_at<WT, false>(smem, n_in); /* the input, swizzled */
     uint8_t *p = smem + staged_x_bytes(WT, false, n_in);
     const float *nw = norm ? reinterpret_cast<const float *>(stage_async(p, norm_w, (size_t)n_in * sizeof(float)))
                            : nullptr;
@@ -454,17 +444,22 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     __shared__ float red[32];
     __shared__ unsigned long long best;
     pdl_launch_next();
-    const staged_x sx = staged_at<WT>(smem, n_in);
+    const staged_x sx = staged_at<WT, I8>(smem, n_in);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * HEAD_WARPS, gw = blockIdx.x * HEAD_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
     const bool chunked = rb % 16 == 0;
     if (threadIdx.x == 0)
         best = 0;
-    pdl_wait();
-    stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, sx.xs, red, false);
+    float4 w0[2 * HEAD_GROUPS]; /* I8: the norm weights of stage_quant's first round */
     if constexpr (I8)
-        quantize_input<WT>(sx, n_in);
+        stage_norm_weights<HEAD_THREADS, HEAD_GROUPS>(norm_w, true, n_in, (int)threadIdx.x, w0);
+    pdl_wait();
+    float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
+    if constexpr (I8)
+        scale = stage_quant<WT, HEAD_THREADS, HEAD_GROUPS>(x, nullptr, norm_w, true, eps, n_in, sx.xq, sx.xb, red, w0);
+    else
+        stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, sx.xs, red, false);
     __syncthreads();
 
     unsigned long long mine = 0;
@@ -484,6 +479,7 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
         for (int k = 0; k < R; k++) {
             const int row = r + k * n_warps;
             if (lane == 0 && row < n_out) {
+                a[k] *= scale;
                 y[row] = a[k];
                 const unsigned long long key =
                     ((unsigned long long)ordered_bits(a[k]) << 32) | (0xffffffffu - (unsigned int)row);
@@ -638,11 +634,11 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
-    const staged_x sx = staged_at<WT>(smem, n_in); /* the input, swizzled (and quantized) */
-    const float *nw =
-        norm ? reinterpret_cast<const float *>(stage_async(smem + staged_x_bytes(WT, I8, n_in), norm_w,
-                                                           (size_t)n_in * sizeof(float)))
-             : nullptr;
+    const staged_x sx = staged_at<WT, I8>(smem, n_in); /* the input, swizzled, or quantized */
+    const float *nw = /* f32: the norm weights, in shared memory (I8: w0 below) */
+        norm && !I8 ? reinterpret_cast<const float *>(stage_async(smem + staged_x_bytes(WT, I8, n_in), norm_w,
+                                                                  (size_t)n_in * sizeof(float)))
+                    : nullptr;
     cp_async_commit();
     cp_async_commit(); /* (empty) stage_input waits for all groups but the last */
     /* the first pass's rows do not depend on the previous kernel: on their way to L2
@@ -670,11 +666,18 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         pass_rows<MODE>(w, d, rb, sb, gw, n_logical, n_warps, rows, scales);
         stream_chunks<WT, 2, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
     }
+    constexpr int G = STREAM_GROUPS(MODE);
+    float4 w0[2 * G]; /* I8: the norm weights of stage_quant's first round */
+    if constexpr (I8)
+        stage_norm_weights<STREAM_THREADS, G>(norm_w, norm, n_in, (int)threadIdx.x, w0);
     pdl_wait();
     pdl_launch_next();
-    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, true);
+    float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
     if constexpr (I8)
-        quantize_input<WT>(sx, n_in);
+        scale = stage_quant<WT, STREAM_THREADS, G>(x, MODE == MV_ADD ? nullptr : acc, norm_w, norm, eps, n_in, sx.xq,
+                                                   sx.xb, red, w0);
+    else
+        stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, true);
     cp_async_wait_all();
     __syncthreads();
 
@@ -684,6 +687,8 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         const int r1 = pass_rows<MODE>(w, d, rb, sb, r, n_logical, n_warps, rows, scales);
         float a[2];
         rows_dot_stream<WT, I8, 2, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a, first, have_first && r == gw);
+        a[0] *= scale;
+        a[1] *= scale;
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
                 y[r] = silu(a[0]) * a[1];
@@ -745,7 +750,8 @@ static cudaError_t launch_stream(const cuda_weight *w, const float *x, const flo
                                  unsigned long long *acc, cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
-    const size_t smem = staged_x_bytes(WT, I8, n_in) + (norm ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
+    const size_t smem =
+        staged_x_bytes(WT, I8, n_in) + (norm && !I8 ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
     int per_sm = 0;
     cudaError_t e = allow_smem(k_matvec_stream<WT, MODE, I8>, smem);
     if (e == cudaSuccess)
@@ -798,9 +804,14 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
                               rows, x, norm_w, eps, y, acc);
 }
 
+/* Whether p is at a 16-byte boundary (NULL is): stage_quant loads the input by 16 bytes */
+static bool quad_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 template <int WT, bool I8>
 static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
+    if (I8 && !(quad_aligned(x) && quad_aligned(acc) && quad_aligned(norm_w))) /* the step's buffers always are */
+        return launch_mode<WT, false>(w, mode, x, norm_w, eps, y, acc, state, stream);
     switch (mode) {
     case MV_STORE: return launch<WT, MV_STORE, I8>(w, x, norm_w, eps, y, acc, stream);
     case MV_ADD: return launch<WT, MV_ADD, I8>(w, x, norm_w, eps, y, acc, stream);
