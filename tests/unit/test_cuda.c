@@ -278,8 +278,9 @@ static int takes_int8(const host_matrix *m, int mode) {
  * (cuda_matvec's acc), which MV_ADD must also clear.
  *
  * The bound: 1e-5 for the float sums. With int8 input (cuda_matvec_takes_int8) the host
- * quantizes its xn as the kernel does (quantize_ref), but the kernel's xn (normalized
- * in float) differs from the host's by an ulp or so, which
+ * quantizes its xn as the kernel does (quantize_ref), but what the kernel quantizes
+ * (in float; with a norm x times its weights, the 1 / rms multiplied into the sums:
+ * stage_quant) differs from the host's xn, scaled, by an ulp or so, which
  * moves x 127 / max by up to ~|q| 2^-23 <= 1.5e-5: an element that close to a .5 boundary
  * (~1e-5 of them) rounds to the neighbouring q on one side, and moves a row's dot by
  * |w| d_x (d_x = max / 127 of its block). tol adds one such flip at the row's worst
