@@ -272,8 +272,8 @@ static __device__ __forceinline__ void quant8_store(const float v[8], int i, int
  * its first round depend on nothing, so the decode matvecs load them before they wait
  * for the input. */
 template <int T, int G>
-static __device__ __forceinline__ void stage_norm_weights(const float *norm_w, bool norm, int n_in, int first,
-                                                          float4 w[2 * G]) {
+static __device__ __forceinline__ void stage_norm_weights(const float *const &norm_w, bool norm, const int &n_in,
+                                                          int first, float4 w[2 * G]) {
     const int n8 = n_in / 8;
 #pragma unroll
     for (int j = 0; j < G; j++) {
@@ -293,11 +293,18 @@ static __device__ __forceinline__ void stage_norm_weights(const float *norm_w, b
  * f32. Threads 0..T-1 (whole warps: quant8_f32 shuffles) take groups of 8 elements
  * i = thread + j T, G at a time, all their loads first; x and acc 16-byte aligned, n_in a
  * multiple of 32. w0: stage_norm_weights of the first round. With a norm it ends with a
- * barrier of the T threads (bar 1: threads_sync), else with none. */
+ * barrier of the T threads (bar 1: threads_sync), else with none.
+ * x, norm_w and n_in come by reference (as in stage_norm_weights) so that a chain
+ * phase's fields (chain.cu) are read where they are used, as before these functions
+ * were shared: passed by value, they stayed in registers through the rounds, k_chain
+ * took 80 -> 88 registers (Q8_0), and its layer measured 0-1% slower (H200,
+ * docs/perf-log.md, twenty-second session). By reference its SASS is the earlier one
+ * but for where one value is loaded. (matvec.cu passes copies: a __restrict__ pointer
+ * binds to no reference of this type.) */
 template <int WT, int T, int G>
-static __device__ __forceinline__ float stage_quant(const float *x, const unsigned long long *acc,
-                                                    const float *norm_w, bool norm, float eps, int n_in, int4 *xq,
-                                                    xq_block *xb, float *red, const float4 w0[2 * G]) {
+static __device__ __forceinline__ float stage_quant(const float *const &x, const unsigned long long *acc,
+                                                    const float *const &norm_w, bool norm, float eps, const int &n_in,
+                                                    int4 *xq, xq_block *xb, float *red, const float4 w0[2 * G]) {
     const int lane = threadIdx.x & 31, n8 = n_in / 8;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     float ss = 0.0f;

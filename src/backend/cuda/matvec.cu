@@ -453,11 +453,12 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
         best = 0;
     float4 w0[2 * HEAD_GROUPS]; /* I8: the norm weights of stage_quant's first round */
     if constexpr (I8)
-        stage_norm_weights<HEAD_THREADS, HEAD_GROUPS>(norm_w, true, n_in, (int)threadIdx.x, w0);
+        stage_norm_weights<HEAD_THREADS, HEAD_GROUPS>((const float *)norm_w, true, n_in, (int)threadIdx.x, w0);
     pdl_wait();
     float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
     if constexpr (I8)
-        scale = stage_quant<WT, HEAD_THREADS, HEAD_GROUPS>(x, nullptr, norm_w, true, eps, n_in, sx.xq, sx.xb, red, w0);
+        scale = stage_quant<WT, HEAD_THREADS, HEAD_GROUPS>((const float *)x, nullptr, (const float *)norm_w, true, eps,
+                                                           n_in, sx.xq, sx.xb, red, w0);
     else
         stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, sx.xs, red, false);
     __syncthreads();
@@ -669,13 +670,13 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     constexpr int G = STREAM_GROUPS(MODE);
     float4 w0[2 * G]; /* I8: the norm weights of stage_quant's first round */
     if constexpr (I8)
-        stage_norm_weights<STREAM_THREADS, G>(norm_w, norm, n_in, (int)threadIdx.x, w0);
+        stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
     pdl_wait();
     pdl_launch_next();
     float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
     if constexpr (I8)
-        scale = stage_quant<WT, STREAM_THREADS, G>(x, MODE == MV_ADD ? nullptr : acc, norm_w, norm, eps, n_in, sx.xq,
-                                                   sx.xb, red, w0);
+        scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, MODE == MV_ADD ? nullptr : acc,
+                                                   (const float *)norm_w, norm, eps, n_in, sx.xq, sx.xb, red, w0);
     else
         stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, true);
     cp_async_wait_all();
