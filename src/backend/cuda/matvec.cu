@@ -84,7 +84,7 @@
 #ifndef HEAD_GROUPS
 #define HEAD_GROUPS 1
 #endif
-#define STREAM_GROUPS(MODE) (MODE == MV_ADD || MODE == MV_STORE ? 2 : 1)
+#define STREAM_GROUPS(norm) ((norm) ? 1 : 2)
 /* k_matvec_stream: matrices of more bytes than this take it (one slice per
  * multiprocessor would pass MV_SLICE_BYTES); STREAM_CHUNKS chunks of each of its rows per
  * lane in flight at once */
@@ -667,7 +667,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         pass_rows<MODE>(w, d, rb, sb, gw, n_logical, n_warps, rows, scales);
         stream_chunks<WT, 2, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
     }
-    constexpr int G = STREAM_GROUPS(MODE);
+    constexpr int G = STREAM_GROUPS(norm);
     float4 w0[2 * G]; /* I8: the norm weights of stage_quant's first round */
     if constexpr (I8)
         stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
