@@ -10,18 +10,17 @@
  * memory (about one block per multiprocessor), and
  *   1. copies its weight rows to shared memory asynchronously (cp.async) as soon as it
  *      is resident: they do not depend on the previous kernel;
- *   2. waits for the previous kernel (programmatic dependent launch), then lets the
- *      next kernel launch: where registers leave room, that one becomes resident
- *      beside this one and copies its own weights while this one computes (an
- *      attention block beside a qkv block; not a second k_matvec block: 512 threads of
- *      59-95 registers take more than half the register file, and capping them at 64
- *      measured slower, twice: docs/perf-log.md 2026-11-29, and Qwen3-0.6B decode 1,670
- *      against 1,603 tok/s (Q8_0) and 1,980 against 1,783 (Q4_0), fifteenth session;
- *      blocks of 256 threads, two a multiprocessor, 1,700 against 1,557 (Q8_0) and 1,996
- *      against 1,572 (Q4_0), seventeenth session: qkv and gate|up gained, wo and down
- *      lost more);
- *   3. stages the input vector (normalized) and does the dot products out of shared
- *      memory.
+ *   2. waits for the previous kernel (programmatic dependent launch), then lets the next
+ *      kernel launch: where registers leave room, that one becomes resident beside this
+ *      one and copies its own weights while this one computes (an attention block beside
+ *      a qkv block; not a second k_matvec block in f32: 512 threads of 59-95 registers
+ *      take more than half the register file, and capping them at 64 measured slower,
+ *      twice: docs/perf-log.md 2026-11-29, and Qwen3-0.6B decode 1,670 against 1,603
+ *      tok/s (Q8_0) and 1,980 against 1,783 (Q4_0), fifteenth session; blocks of 256
+ *      threads, two a multiprocessor, 1,700 against 1,557 (Q8_0) and 1,996 against 1,572
+ *      (Q4_0), seventeenth session: qkv and gate|up gained, wo and down lost more);
+ *   3. stages the input vector (normalized; Q4_0 and Q8_0 quantize it to int8, below,
+ *      and take 40-56 registers) and does the dot products out of shared memory.
  * The step's critical path is then mostly the chain of small dependent pieces (wait,
  * stage, reduce, store). Letting the next kernel launch before the wait, so that
  * several kernels' copies are in flight, measured slower (710 against 677 us per
@@ -46,15 +45,15 @@
  * weight bytes of one chunk and the 4-32 floats they multiply; unswizzled, the 8 lanes
  * of a quarter-warp would read float4s 64 or 128 bytes apart, on the same banks.
  *
- * Q4_0 and Q8_0 weights (cuda_wtype_int8_dot), in the head and in the streaming
- * matvecs (cuda_matvec_takes_int8 says why those), multiply the input quantized to int8
+ * Q4_0 and Q8_0 weights (cuda_wtype_int8_dot), in every decode matvec
+ * (cuda_matvec_takes_int8 has the measurements), multiply the input quantized to int8
  * per block of 32, as the batch GEMM quantizes it (quant8_f32), with dp4a (chunk_isum),
  * as llama.cpp's MMVQ: in f32, a Q4_0 chunk of 32 weights took ~125 instructions (nibbles
  * to floats, FFMAs, 8 LDS.128 of inputs), and at Qwen3-8B the Q4_0 kernels were bound by
  * them at ~2 TB/s (docs/perf-log.md, "where an 8B step goes"); in int8 its 32 products
  * are 8 dp4a on 2 LDS.128 of quants, and a Q8_0 chunk's 16 are 4 dp4a on one (wtypes.cuh
  * gives Q8_0's figures). Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every other
- * type: the switch is a template argument, I8, of k_matvec_stream and k_head). The block
+ * type: the switch is a template argument, I8, of each kernel). The block
  * quantizes the input as it loads it (stage_quant, as chain.cu): x times the norm
  * weights, the RMSNorm's 1 / rms left out of the quants and multiplied into each row's
  * sum, so that the block reduction runs beside the quantization; into xq, swizzled as
@@ -277,9 +276,9 @@ static __host__ __device__ __forceinline__ size_t scale_row_bytes(int wt, int n_
 
 /* Shared memory of one k_matvec block of `rows` logical rows: staged input, norm
  * weights, then per part (gate and up for SwiGLU) the rows and their scales. */
-static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, int n_in, int rows) {
+static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, bool i8, int n_in, int rows) {
     const int parts = gated(mode) ? 2 : 1;
-    size_t bytes = staged_x_bytes(wt, false, n_in) + staged_bytes((size_t)n_in * sizeof(float));
+    size_t bytes = staged_x_bytes(wt, i8, n_in) + (i8 ? 0 : staged_bytes((size_t)n_in * sizeof(float)));
     bytes += ((size_t)rows * sizeof(float) + 15) / 16 * 16; /* the residual's rows (MV_ADD) */
     bytes += parts * staged_bytes((size_t)rows * cuda_row_bytes(wt, n_in));
     if (HAS_SCALES(wt))
@@ -351,7 +350,7 @@ static __device__ __forceinline__ void stage_input(const float *__restrict__ x, 
 /* The 1 (at least one block per multiprocessor) matters: without it ptxas gave some
  * instances 32 registers instead of 56-69, and the Qwen3-0.6B Q4_0 step ran at 1,664
  * against 1,990 tok/s (H200, fifteenth session). */
-template <int WT, int MODE>
+template <int WT, int MODE, bool I8>
 __global__ void __launch_bounds__(MV_THREADS, 1)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
          const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
@@ -367,11 +366,12 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
 
     /* the weights do not depend on the previous kernel: start their copies first */
-    const staged_x sx = staged_at<WT, false>(smem, n_in); /* the input, swizzled */
-    uint8_t *p = smem + staged_x_bytes(WT, false, n_in);
-    const float *nw = norm ? reinterpret_cast<const float *>(stage_async(p, norm_w, (size_t)n_in * sizeof(float)))
-                           : nullptr;
-    p += staged_bytes((size_t)n_in * sizeof(float));
+    const staged_x sx = staged_at<WT, I8>(smem, n_in); /* the input, swizzled, or quantized */
+    uint8_t *p = smem + staged_x_bytes(WT, I8, n_in);
+    const float *nw = /* f32: the norm weights, in shared memory (I8: w0 below) */
+        norm && !I8 ? reinterpret_cast<const float *>(stage_async(p, norm_w, (size_t)n_in * sizeof(float))) : nullptr;
+    if (!I8)
+        p += staged_bytes((size_t)n_in * sizeof(float));
     float *y_old = reinterpret_cast<float *>(p); /* (nr) MV_ADD: y before the add */
     p += ((size_t)rows_per_block * sizeof(float) + 15) / 16 * 16;
     cp_async_commit();
@@ -387,6 +387,9 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         }
     }
     cp_async_commit(); /* group 2: the weights (group 1: the norm weights) */
+    float4 w0[2]; /* I8: the norm weights of stage_quant's first round */
+    if constexpr (I8)
+        stage_norm_weights<MV_THREADS, 1>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
 
     pdl_wait();
     pdl_launch_next();
@@ -399,7 +402,12 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         }
         y_old[threadIdx.x] = v;
     }
-    stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, false);
+    float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
+    if constexpr (I8)
+        scale = stage_quant<WT, MV_THREADS, 1>((const float *)x, MODE == MV_ADD ? nullptr : acc, (const float *)norm_w,
+                                               norm, eps, n_in, sx.xq, sx.xb, red, w0);
+    else
+        stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, false);
     cp_async_wait_all();
     __syncthreads();
 
@@ -414,7 +422,9 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         const uint8_t *rows[2] = {ws[0] + r * rb, ws[k1] + r1 * rb};
         const __half *scales[2] = {ds[0] + r * (sb / 2), ds[k1] + r1 * (sb / 2)};
         float a[2];
-        rows_dot<WT, false, 2>(rows, scales, n_in, chunked, sx, lane, a);
+        rows_dot<WT, I8, 2>(rows, scales, n_in, chunked, sx, lane, a);
+        a[0] *= scale;
+        a[1] *= scale;
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
                 y[r0 + r] = silu(a[0]) * a[1];
@@ -795,13 +805,13 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     if ((size_t)rows * row_bytes > MV_SLICE_BYTES)
         rows = (int)(MV_SLICE_BYTES / row_bytes) > 0 ? (int)(MV_SLICE_BYTES / row_bytes) : 1;
     const int n_blocks = (n_logical + rows - 1) / rows;
-    const size_t smem = matvec_smem(WT, MODE, n_in, rows);
-    cudaError_t e = allow_smem(k_matvec<WT, MODE>, smem);
+    const size_t smem = matvec_smem(WT, MODE, I8, n_in, rows);
+    cudaError_t e = allow_smem(k_matvec<WT, MODE, I8>, smem);
     if (e != cudaSuccess)
         return e;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(MV_THREADS), smem, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out,
+    return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE, I8>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out,
                               rows, x, norm_w, eps, y, acc);
 }
 
@@ -836,22 +846,28 @@ extern "C" int cuda_matvec_int8(void) {
     return int8_mode;
 }
 
-/* The head, and every streaming matvec (streams(): from Qwen3-1.7B on nearly all),
- * quantize the input once staged (after the RMSNorm where there is one). Not k_matvec,
- * whose few rows a block hold the weights' copy in flight while the input is staged:
- * Qwen3-0.6B Q4_0 decode, two alternated runs each (bench --backend cuda -n 128), f32
- * 1,958 / 1,949 tok/s; int8 in its qkv and gate|up too 1,909 / 1,904; in the head alone
- * 1,993 / 2,006. 1.7B (then nothing of it streamed but qkv and gate|up): f32 1,164 /
- * 1,160, int8 1,245 / 1,243. wo and down, whose quantization is a pass of its own over the
- * staged input: at first left in f32 (Qwen3-8B Q4_0's down 15.25 us in int8 against
- * 15.17, gpu_matvec_bench), but end to end 8B Q4_0 decode 528.9 / 526.9 -> 535.1 / 534.6
- * tok/s, and 4B's down 10.36 -> 9.67 us (H200, 2026-12-03, tenth session). */
 extern "C" int cuda_matvec_stream_block_rows(void) { return 2 * STREAM_WARPS; }
+
+/* Every decode matvec of these types takes the int8 input. Measured on the H200
+ * (docs/perf-log.md): the head and the streaming matvecs first (ninth and tenth
+ * sessions: Qwen3-1.7B decode 1,164 -> 1,245 tok/s; wo and down, then quantized in a
+ * pass of their own, 8B Q4_0 528.9 -> 535.1). Not k_matvec at first: staged in f32 and
+ * then quantized in a pass of its own, Qwen3-0.6B Q4_0 decode took 1,909 against 1,958
+ * tok/s. Quantized as it is loaded (stage_quant), k_matvec takes 40-56 registers instead
+ * of 74-95, and Qwen3-0.6B's layer matvecs (gpu_matvec_bench) went Q4_0 13.56 -> 10.43
+ * us, Q8_0 (wo and down) 14.76 -> 13.62; decode (edgerunner bench -n 128, alternated
+ * twice) Q4_0 1,998 / 1,993 -> 2,067 / 2,059 tok/s, Q8_0 1,726 / 1,721 -> 1,819 / 1,820
+ * (twenty-third session). k_matvec in f32 again where EDGERUNNER_CUDA_MV_INT8_SLICE=0
+ * (read once; for comparison). */
+static int slice_int8(void) {
+    static const int on = env_switch("EDGERUNNER_CUDA_MV_INT8_SLICE", 1);
+    return on;
+}
 
 extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
     if (!cuda_matvec_int8() || !cuda_wtype_int8_dot(w->type))
         return 0;
-    return mode == MV_NORM_ARGMAX || streams(w, mode);
+    return mode == MV_NORM_ARGMAX || streams(w, mode) || slice_int8();
 }
 
 static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
