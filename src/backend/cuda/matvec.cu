@@ -275,7 +275,8 @@ static __host__ __device__ __forceinline__ size_t scale_row_bytes(int wt, int n_
 }
 
 /* Shared memory of one k_matvec block of `rows` logical rows: staged input, norm
- * weights, then per part (gate and up for SwiGLU) the rows and their scales. */
+ * weights (f32 only: with i8 they go to registers), then per part (gate and up for
+ * SwiGLU) the rows and their scales. */
 static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, bool i8, int n_in, int rows) {
     const int parts = gated(mode) ? 2 : 1;
     size_t bytes = staged_x_bytes(wt, i8, n_in) + (i8 ? 0 : staged_bytes((size_t)n_in * sizeof(float)));
@@ -386,7 +387,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
             p += staged_bytes((size_t)rows_per_block * sb);
         }
     }
-    cp_async_commit(); /* group 2: the weights (group 1: the norm weights) */
+    cp_async_commit(); /* group 2: the weights (group 1: the norm weights, f32 only) */
     float4 w0[2]; /* I8: the norm weights of stage_quant's first round */
     if constexpr (I8)
         stage_norm_weights<MV_THREADS, 1>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
@@ -815,14 +816,9 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
                               rows, x, norm_w, eps, y, acc);
 }
 
-/* Whether p is at a 16-byte boundary (NULL is): stage_quant loads the input by 16 bytes */
-static bool quad_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 template <int WT, bool I8>
 static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
-    if (I8 && !(quad_aligned(x) && quad_aligned(acc) && quad_aligned(norm_w))) /* the step's buffers always are */
-        return launch_mode<WT, false>(w, mode, x, norm_w, eps, y, acc, state, stream);
     switch (mode) {
     case MV_STORE: return launch<WT, MV_STORE, I8>(w, x, norm_w, eps, y, acc, stream);
     case MV_ADD: return launch<WT, MV_ADD, I8>(w, x, norm_w, eps, y, acc, stream);
@@ -870,9 +866,14 @@ extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
     return mode == MV_NORM_ARGMAX || streams(w, mode) || slice_int8();
 }
 
+/* Whether p is at a 16-byte boundary (NULL is) */
+static bool quad_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
-    const bool i8 = cuda_matvec_takes_int8(w, mode);
+    /* stage_quant loads the input by 16 bytes: misaligned inputs (never the step's
+     * buffers) take the f32 path */
+    const bool i8 = cuda_matvec_takes_int8(w, mode) && quad_aligned(x) && quad_aligned(acc) && quad_aligned(norm_w);
     /* I8 is a template argument only for the types that have it: one instance for the others */
 #define CALL(WT)                                                                                        \
     return i8 && cuda_wtype_int8_dot(WT)                                                                \
