@@ -1676,20 +1676,23 @@ void test_cuda(void) {
     }
     /* (n_out, n_in): Qwen3-0.6B's qkv, wo, gate|up, down; small and odd shapes; rows of
      * Qwen3-4B's and 8B's inputs (2,560, 9,728, 12,288), whose chunks are not always a
-     * whole number of the streaming kernel's 32-chunk items */
+     * whole number of the streaming kernel's 32-chunk items; last, a matrix whose slices
+     * pass 64 KB a multiprocessor in Q4_0 and Q8_0 (k_matvec's slices on the int8 input go
+     * to 120K weights: this one's are exactly that), for those types only (big_shape) */
     static const int shapes[][2] = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}, {64, 64},
                                     {300, 96}, {38, 160}, {2, 32}, {37, 768}, {5, 256},
-                                    {96, 2560}, {40, 9728}, {64, 12288}};
+                                    {96, 2560}, {40, 9728}, {64, 12288}, {2560, 6144}};
+    const size_t big_shape = sizeof shapes / sizeof shapes[0] - 1;
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            if (shapes[s][1] % cuda_wtype_block(t) != 0)
-                continue; /* rows of whole blocks (256 for the K types) */
+            if (shapes[s][1] % cuda_wtype_block(t) != 0 || (s == big_shape && !cuda_wtype_int8_dot(t)))
+                continue; /* rows of whole blocks (256 for the K types); big_shape */
             host_matrix m;
             CHECK(make_matrix(t, shapes[s][0], shapes[s][1], &m) == 0, "out of memory");
             /* each shape through the kernel its size picks, then through the streaming one
-             * (by default only matrices of more than 64 KB a multiprocessor take it, 32 KB
-             * for the types with int8 dot products when int8 is on); those types with the
-             * f32 input, then the int8 one */
+             * (by default only matrices of more than 64 KB a multiprocessor take it, 120K
+             * weights for the types with int8 dot products when int8 is on); those types
+             * with the f32 input, then the int8 one */
             for (int int8 = 0; int8 <= cuda_wtype_int8_dot(t); int8++) {
                 cuda_matvec_set_int8(int8);
                 for (int stream = 0; stream <= 1; stream++) {

@@ -66,8 +66,8 @@ enum cuda_matvec_mode {
 cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                         float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
 /* Matrices of more than `bytes` take the streaming kernel (matvec.cu); 0 restores the
- * default (one slice per multiprocessor too large for shared memory; half that for the
- * types of cuda_wtype_int8_dot while int8 is on). For the unit tests, which run every
+ * default (one slice per multiprocessor too large for shared memory, 64 KB; 120K weights
+ * for the types of cuda_wtype_int8_dot while int8 is on). For the unit tests, which run every
  * shape both ways. */
 void cuda_matvec_set_stream_min(size_t bytes);
 /* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0, Q8_0) may multiply the input

@@ -28,14 +28,15 @@
  *
  * The output head (151,936 rows for Qwen3) is too large for that: k_head streams it
  * with every warp of a resident grid walking rows, folding in the argmax. So do the
- * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES; half
- * that for Q8_0 and Q4_0: from Qwen3-1.7B on all but Q4_0's 1.7B wo, at 0.6B Q8_0's qkv
- * and gate|up; and the gate|up of F16/F32 models from 0.6B on, whose speed there is not
- * measured yet): k_matvec_stream. With slices, their many waves of blocks each
- * staged the input again (at Qwen3-8B 1,756 blocks of gate|up each read and normalized
- * the 16 KB input: half as many bytes again as the weights, through L2) and each waited
- * for all its copies before computing; the 8B step's matvecs ran at 0.7-1.0 TB/s. Each
- * lane of it loads its first chunks into registers before it waits (stream_chunks).
+ * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES; for
+ * Q8_0 and Q4_0 on the int8 input, one slice of MV_SLICE_WEIGHTS_INT8 weights: none of
+ * Qwen3-0.6B's, 1.7B's gate|up, 4B's gate|up and down, all of 8B's; and the gate|up of
+ * F16/F32 models from 0.6B on, whose speed there is not measured yet): k_matvec_stream.
+ * With slices, their many waves of blocks each staged the input again (at Qwen3-8B
+ * 1,756 blocks of gate|up each read and normalized the 16 KB input: half as many bytes
+ * again as the weights, through L2) and each waited for all its copies before computing;
+ * the 8B step's matvecs ran at 0.7-1.0 TB/s. Each lane of it loads its first chunks into
+ * registers before it waits (stream_chunks).
  *
  * Data that earlier kernels of the step wrote is read with __ldcg (L2, not L1): a
  * block that became resident early shares its multiprocessor's L1 with kernels that
@@ -65,6 +66,9 @@
 #define MV_THREADS 512
 #define MV_WARPS 16
 #define MV_SLICE_BYTES (64 * 1024) /* weight bytes per block; beyond, more blocks */
+/* ... with the int8 input, a block's slice up to this many weights (Q8_0 127.5 KB, Q4_0
+ * 67.5 KB; slice_bytes_int8 says why) */
+#define MV_SLICE_WEIGHTS_INT8 (120 * 1024)
 /* k_head: blocks of 256 threads; rows per warp and pass (HEAD_ROWS, per type in
  * wtypes.cuh): enough 16-byte loads in flight per lane to stream the weights (a Q4_0 row
  * of 1024 is one chunk per lane), with registers few enough (64) for 4 blocks, 32 warps,
@@ -91,14 +95,6 @@ static size_t stream_min_bytes; /* 0: the rule of streams() (cuda_matvec_set_str
 #ifndef MV_STREAM_MIN_BYTES
 #define MV_STREAM_MIN_BYTES ((size_t)multiprocessors() * MV_SLICE_BYTES)
 #endif
-/* The types of int8 input (cuda_wtype_int8_dot) stream from half that: 32 KB a
- * multiprocessor. Measured on the H200 (docs/perf-log.md, 2026-12-03, seventeenth
- * session) with 4 MiB, which parts the same matrices: Qwen3-1.7B Q4_0 decode 1,244 ->
- * 1,310 tok/s (its qkv, 4.7 MB, 5.01 -> 3.95 us, and down, 7.1 MB, 7.11 -> 5.64), 1.7B
- * Q8_0's wo (4.5 MB) 3.86 -> 3.55 us, Qwen3-0.6B Q8_0 1,706 -> 1,710 tok/s (qkv 3.94 ->
- * 3.67 us); every matrix streamed (down and wo of 2-3 MB too) made 0.6B slower: Q8_0
- * 1,598 against 1,706, Q4_0 1,647 against 1,997. */
-#define MV_STREAM_MIN_BYTES_INT8 ((size_t)multiprocessors() * (MV_SLICE_BYTES / 2))
 #ifndef STREAM_CHUNKS
 #define STREAM_CHUNKS 4
 #endif
@@ -780,13 +776,32 @@ static cudaError_t launch_stream(const cuda_weight *w, const float *x, const flo
                               n_out, x, norm_w, eps, y, acc, stream_pre());
 }
 
+/* The weight bytes of a k_matvec slice on the int8 input, MV_SLICE_WEIGHTS_INT8 weights
+ * of type wt; the types of int8 input (cuda_wtype_int8_dot) stream from one such slice a
+ * multiprocessor (17.2 MB of Q8_0, 9.1 MB of Q4_0 at the H200's 132). Until the
+ * twenty-fourth session they streamed from 32 KB a multiprocessor (seventeenth session:
+ * then k_matvec staged its input in f32 with 74-95 registers). On the int8 input (40-56
+ * registers), measured on the H200 (docs/perf-log.md, twenty-fourth session; edgerunner
+ * bench -n 128, alternated), decode went Qwen3-0.6B Q8_0 (qkv and gate|up now in slices)
+ * 1,827 -> 1,903-1,918 tok/s, 1.7B Q4_0 (qkv and down) 1,398 -> 1,478-1,482, 1.7B Q8_0
+ * (qkv, wo and down, slices of up to 104 KB) 1,145 -> 1,245-1,247. A slice's dot products
+ * run once all of it has arrived, with nothing in the step to overlap them: Q4_0 slices of
+ * 108 KB (192K weights) were faster alone (gpu_matvec_bench: 1.7B gate|up 7.70 -> 5.40 us,
+ * 8B qkv 6.53 -> 5.15) but slower in the step (1.7B Q4_0 1,480 -> 1,456 tok/s; 8B Q4_0's
+ * qkv and wo 604 -> 593), hence a cap in weights rather than bytes. */
+static size_t slice_bytes_int8(int wt) {
+    return cuda_row_bytes(wt, MV_SLICE_WEIGHTS_INT8) + scale_row_bytes(wt, MV_SLICE_WEIGHTS_INT8);
+}
+
 /* Whether w's matvec in this mode takes k_matvec_stream (else k_matvec) */
 static bool streams(const cuda_weight *w, int mode) {
     const int parts = gated(mode) ? 2 : 1;
     const size_t row_bytes = parts * (cuda_row_bytes(w->type, w->n_in) + scale_row_bytes(w->type, (int)w->n_in));
     size_t min_bytes = stream_min_bytes;
     if (!min_bytes)
-        min_bytes = cuda_matvec_int8() && cuda_wtype_int8_dot(w->type) ? MV_STREAM_MIN_BYTES_INT8 : MV_STREAM_MIN_BYTES;
+        min_bytes = cuda_matvec_int8() && cuda_wtype_int8_dot(w->type)
+                        ? (size_t)multiprocessors() * slice_bytes_int8(w->type)
+                        : MV_STREAM_MIN_BYTES;
     return cuda_row_bytes(w->type, w->n_in) % 16 == 0 && (size_t)(w->n_out / parts) * row_bytes > min_bytes;
 }
 
@@ -801,10 +816,11 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     if (streams(w, MODE))
         return launch_stream<WT, MODE, I8>(w, x, norm_w, eps, y, acc, stream);
     /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
-     * MV_SLICE_BYTES */
+     * MV_SLICE_BYTES (slice_bytes_int8 on the int8 input) */
+    const size_t slice_bytes = I8 ? slice_bytes_int8(WT) : MV_SLICE_BYTES;
     int rows = (n_logical + multiprocessors() - 1) / multiprocessors();
-    if ((size_t)rows * row_bytes > MV_SLICE_BYTES)
-        rows = (int)(MV_SLICE_BYTES / row_bytes) > 0 ? (int)(MV_SLICE_BYTES / row_bytes) : 1;
+    if ((size_t)rows * row_bytes > slice_bytes)
+        rows = (int)(slice_bytes / row_bytes) > 0 ? (int)(slice_bytes / row_bytes) : 1;
     const int n_blocks = (n_logical + rows - 1) / rows;
     const size_t smem = matvec_smem(WT, MODE, I8, n_in, rows);
     cudaError_t e = allow_smem(k_matvec<WT, MODE, I8>, smem);
