@@ -2,17 +2,16 @@
  * step.c - the CUDA backend's forward pass: the decode step (captured once as a CUDA
  * graph) and the prefill, and decode (backend_ops.decode) choosing between them.
  *
- * Decode step (one CUDA graph, 4 kernels per layer + 3; 7 with post-norms):
+ * Decode step (one CUDA graph, 5 kernels per layer + 3; 7 with post-norms):
  *   embed(state.token) ; per layer: matvec qkv (RMSNorm folded in) ; fused Q/K norm +
- *   RoPE + KV write + attention + wo (its product added into an accumulator beside the
- *   residual) ; matvec gate|up with SwiGLU (RMSNorm of residual + accumulator folded
- *   in) ; matvec down (+= residual + accumulator, which it clears) ; output head
+ *   RoPE + KV write + attention ; matvec wo (+= residual) ; matvec gate|up with SwiGLU
+ *   (RMSNorm of the residual folded in) ; matvec down (+= residual) ; output head
  *   (RMSNorm folded in) with the argmax ; commit (token -> out_ids, pos + 1). Where
- *   wo is not Q8_0 or Q4_0 (see cuda_enqueue_step), larger than 2^21 elements, or of a
- *   shape the attention kernel cannot fold in, it runs as a matvec of its own (5
- *   kernels per layer); and where then wo, gate|up, down and the next layer's qkv are
- *   all Q8_0 or all Q4_0 (chain_links), the four run as one chain (chain.cu): 2 kernels
- *   per layer, attention and chain.
+ *   wo, gate|up, down and the next layer's qkv are all Q8_0 or all Q4_0 and the chain
+ *   pays (chain_links), the four run as one chain (chain.cu): 2 kernels per layer,
+ *   attention and chain. With EDGERUNNER_CUDA_FOLD_WO=1 (fold_wo_wanted), the attention
+ *   adds wo's product into an accumulator beside the residual, which gate|up reads and
+ *   down clears (4 kernels per layer).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
@@ -53,19 +52,18 @@
 
 #include "backend/cuda/internal.h"
 
-/* Whether the decode attention folds in wo, of this many elements: only a small one. The
- * fold saves a launch but runs wo's product on the attention's few blocks, one cluster
- * per head; a larger wo streams faster as a matvec of its own. On the H200, decode tok/s
- * folded / apart (docs/perf-log.md): Q4_0 Qwen3-0.6B (wo 1024 x 2048) 1,955 / 1,873,
- * 1.7B (2048 x 2048) 1,138 / 1,164, 4B 510 / 565, 8B 378 / 462; Q8_0 1.7B 841 / 1,023,
- * 4B 427 / 503 (its 8B wo never fitted the kernel's shared memory).
- * EDGERUNNER_CUDA_FOLD_WO=0: never, =1: wherever the kernel can (to compare). */
-enum { FOLD_WO_MAX_ELEMS = 1 << 21 };
-static int fold_wo_wanted(const cuda_weight *wo) {
+/* Whether the decode attention folds in wo: not unless EDGERUNNER_CUDA_FOLD_WO=1 (then
+ * wherever the kernel can, to compare). The fold saves a launch but runs wo's product on
+ * the attention's few blocks, one cluster per head. It paid for a small wo (up to 2^21
+ * elements, Qwen3-0.6B's) while wo's matvec staged its input in f32. On the int8 input
+ * wo's matvec (k_matvec) is faster apart, measured on the H200 (docs/perf-log.md,
+ * twenty-fourth session; edgerunner bench -n 128, alternated), Qwen3-0.6B decode folded /
+ * apart: Q8_0 1,903-1,918 / 2,030-2,042 tok/s, Q4_0 2,077-2,200 / 2,247-2,249. Larger ones
+ * were faster apart before too: Q4_0 1.7B (2048 x 2048) 1,138 / 1,164, 4B 510 / 565, 8B
+ * 378 / 462; Q8_0 1.7B 841 / 1,023, 4B 427 / 503. */
+static int fold_wo_wanted(void) {
     const char *env = getenv("EDGERUNNER_CUDA_FOLD_WO");
-    if (env && (!strcmp(env, "0") || !strcmp(env, "1")))
-        return env[0] == '1';
-    return wo->n_out * wo->n_in <= FOLD_WO_MAX_ELEMS;
+    return env && !strcmp(env, "1");
 }
 
 /* The factor of the embedding lookup. */
@@ -135,13 +133,10 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
-        /* wo folded into the attention kernel: its output then waits in cc->acc until
-         * gate_up reads x + acc and down folds it into x. Only where that measured faster
-         * (Qwen3-0.6B on the H200, docs/perf-log.md): Q8_0 1,720 against 1,661-1,674 tok/s,
-         * Q4_0 1,958 against 1,904-1,909; the float types are not measured yet; and only a
-         * small wo (fold_wo_wanted). A post-norm needs the whole product first, so those
-         * layers never fold it. */
-        const int fold_wo = !split && !l->post_attn_norm && fold_wo_wanted(&l->wo) &&
+        /* wo folded into the attention kernel (where fold_wo_wanted): its output then
+         * waits in cc->acc until gate_up reads x + acc and down folds it into x. A
+         * post-norm needs the whole product first, so those layers never fold it. */
+        const int fold_wo = !split && !l->post_attn_norm && fold_wo_wanted() &&
                             cuda_attention_can_project(&ap, &l->wo);
         unsigned long long *acc = fold_wo ? cc->acc : NULL;
         uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
