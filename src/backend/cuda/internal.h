@@ -119,8 +119,10 @@ typedef struct cuda_context {
 enum { CUDA_SMALL_PROMPT = 4 };
 
 /* Decode steps at this position or later split their attention over the context
- * (cuda_attention_decode_split); before it one cluster per head, with wo folded in, is
- * faster. Measured on the H200 (docs/perf-log.md, 2026-12-02), split against cluster:
+ * (cuda_attention_decode_split); before it one cluster per head is faster. Measured on
+ * the H200 (docs/perf-log.md, 2026-12-02; then the cluster folded in Qwen3-0.6B's wo,
+ * which it has not since b48ed57: 0.6B's threshold is to be measured again), split
+ * against cluster:
  * Qwen3-0.6B Q8_0 1,205 against 1,354 tok/s at 512, 1,183 against 1,164 at 1,024;
  * Qwen3-8B Q8_0 271 against 285 at 1,024, 264 against 259 at 2,048 (with the merge then
  * folded into the split kernel, a few us a layer slower than today's). The environment
