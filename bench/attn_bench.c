@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
             cudaEventRecord(e0, 0);
             for (int r = 0; r < REPS; r++) {
                 const cudaError_t e = split ? cuda_attention_decode_split(&p, qkv, kc, vc, state, part, n_split, out, 0)
-                                            : cuda_attention_decode(&p, qkv, kc, vc, state, out, NULL, NULL, 0);
+                                            : cuda_attention_decode(&p, qkv, kc, vc, state, out, 0);
                 if (e != cudaSuccess) {
                     fprintf(stderr, "attn_bench: %s\n", cudaGetErrorString(e));
                     return 1;

@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
                 float *out = k == 0 ? qkv : k == 2 ? ff : x;
                 e = T > 0 && prefill ? cuda_gemm(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, st)
                     : T > 0          ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, &gs, st)
-                                     : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, NULL, st);
+                                     : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, st);
             }
         const cudaError_t ec = cudaStreamEndCapture(st, &g);
         e = e != cudaSuccess ? e : ec;

@@ -237,15 +237,6 @@ static const char *mode_name(int mode) {
     return names[mode];
 }
 
-/* Random fixed-point values (kernels.h, cuda_matvec's acc) in [-1, 1), and as doubles. */
-static void random_acc(unsigned long long *acc, double *value, int n) {
-    for (int i = 0; i < n; i++) {
-        const long long a = llrint(ldexp(rndf(), 32));
-        acc[i] = (unsigned long long)a;
-        value[i] = ldexp((double)a, -32);
-    }
-}
-
 /* GELU's tanh approximation (cpu_geglu) in doubles */
 static double gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(0.79788456080286535588 * g * (1.0 + 0.044715 * g * g))); }
 
@@ -274,8 +265,7 @@ static int takes_int8(const host_matrix *m, int mode) {
 }
 
 /* One matvec on the device vs the host; returns the worst |error| / max |y|, and in *tol
- * the bound it is held to. With with_acc, the residual has a pending fixed-point part
- * (cuda_matvec's acc), which MV_ADD must also clear.
+ * the bound it is held to.
  *
  * The bound: 1e-5 for the float sums. With int8 input (cuda_matvec_takes_int8) the host
  * quantizes its xn as the kernel does (quantize_ref), but what the kernel quantizes
@@ -291,7 +281,7 @@ static int takes_int8(const host_matrix *m, int mode) {
  * = 0.09 / n_in: 2.8e-3 at 32 elements, 9e-5 at 1,024, while a wrong quant, nibble,
  * swizzle or scale moves y by whole terms. A flip is expected in ~1e-5 n_in of the cases
  * (0.1 at n_in 12,288). */
-static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax_ok, double *tol) {
+static double run_case(const host_matrix *m, int mode, int *argmax_ok, double *tol) {
     const int n_in = m->n_in, n_out = m->n_out;
     const int gated = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
     const int n_y = gated ? n_out / 2 : n_out;
@@ -301,16 +291,13 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     double *ref = malloc((size_t)n_y * sizeof(double)), *xn = malloc((size_t)n_in * sizeof(double));
     double *xd = calloc((size_t)(n_in + 31) / 32, sizeof(double)); /* int8 input: each block's scale, else 0 */
     const int int8 = takes_int8(m, mode);
-    const int n_acc = mode == MV_ADD ? n_y : n_in; /* acc belongs to the residual: y of MV_ADD, else x */
-    unsigned long long *acc = malloc((size_t)n_acc * sizeof *acc), *dacc = NULL;
-    double *acc_v = calloc((size_t)n_acc, sizeof(double));
     cuda_weight dw = {m->type, n_in, n_out, NULL, NULL, NULL};
     float *dx = NULL, *dnw = NULL, *dy = NULL;
     cuda_step_state *dstate = NULL;
     double worst = INFINITY;
     *argmax_ok = 1;
     *tol = 1e-5;
-    if (!x || !nw || !y0 || !y || !ref || !xn || !xd || !acc || !acc_v)
+    if (!x || !nw || !y0 || !y || !ref || !xn || !xd)
         goto done;
     for (int i = 0; i < n_in; i++) {
         x[i] = 2.0f * rndf();
@@ -318,14 +305,12 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     }
     for (int i = 0; i < n_y; i++)
         y0[i] = rndf();
-    if (with_acc)
-        random_acc(acc, acc_v, n_acc);
 
     /* the host: doubles throughout */
     const int norm = mode == MV_NORM_STORE || gated || mode == MV_NORM_ARGMAX;
     double ss = 0.0;
     for (int i = 0; i < n_in; i++) {
-        xn[i] = x[i] + (mode == MV_ADD ? 0.0 : acc_v[i]);
+        xn[i] = x[i];
         ss += xn[i] * xn[i];
     }
     const double scale = 1.0 / sqrt(ss / n_in + eps);
@@ -363,7 +348,7 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
         }
         flip = fa > flip ? fa : flip;
         ymax = sa > ymax ? sa : ymax;
-        ref[r] = mode == MV_ADD ? y0[r] + acc_v[r] + a : a;
+        ref[r] = mode == MV_ADD ? y0[r] + a : a;
         ymax = fabs(ref[r]) > ymax ? fabs(ref[r]) : ymax;
         best = ref[r] > ref[best] ? r : best;
     }
@@ -373,16 +358,13 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     if (upload_weight(m, &dw) != 0 || cudaMalloc((void **)&dx, (size_t)n_in * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dnw, (size_t)n_in * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&dy, (size_t)n_y * sizeof(float)) != cudaSuccess ||
-        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
-        (with_acc && cudaMalloc((void **)&dacc, (size_t)n_acc * sizeof *dacc) != cudaSuccess))
+        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess)
         goto done;
-    if (with_acc)
-        cudaMemcpy(dacc, acc, (size_t)n_acc * sizeof *acc, cudaMemcpyHostToDevice);
     cudaMemcpy(dx, x, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dnw, nw, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y0, (size_t)n_y * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemset(dstate, 0, sizeof *dstate);
-    if (cuda_matvec(&dw, mode, dx, norm ? dnw : NULL, eps, dy, dacc, dstate, 0) != cudaSuccess ||
+    if (cuda_matvec(&dw, mode, dx, norm ? dnw : NULL, eps, dy, dstate, 0) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(y, dy, (size_t)n_y * sizeof(float), cudaMemcpyDeviceToHost);
@@ -390,11 +372,6 @@ static double run_case(const host_matrix *m, int mode, int with_acc, int *argmax
     for (int r = 0; r < n_y; r++) {
         const double e = fabs((double)y[r] - ref[r]) / (ymax > 0 ? ymax : 1.0);
         worst = e > worst || isnan(e) ? e : worst;
-    }
-    if (with_acc && mode == MV_ADD) { /* folded in: cleared for the next layer */
-        cudaMemcpy(acc, dacc, (size_t)n_acc * sizeof *acc, cudaMemcpyDeviceToHost);
-        for (int r = 0; r < n_acc; r++)
-            worst = acc[r] != 0 ? INFINITY : worst;
     }
     if (mode == MV_NORM_ARGMAX) {
         cuda_step_state s;
@@ -409,9 +386,6 @@ done:
     cudaFree(dnw);
     cudaFree(dy);
     cudaFree(dstate);
-    cudaFree(dacc);
-    free(acc);
-    free(acc_v);
     free(x);
     free(nw);
     free(y0);
@@ -557,10 +531,7 @@ static double kv_tolerance(int kv_type, double ref, double block_amax, double sc
  * of the output over its largest value, and whether row pos of both caches was written.
  * window > 0: the step sees rows max(0, pos - window + 1) .. pos only (as
  * cpu_attention_window), and the rows below are NaN, so that reading one shows.
- * With wo_type >= 0, the output projection folded in: a random wo (n_embd, n_head * hd)
- * of that type, and the error of what the kernel added into the fixed-point
- * accumulator, over the largest value it added. With with_bias, random Q/K/V biases
- * (Qwen2) added to qkv before everything else.
+ * With with_bias, random Q/K/V biases (Qwen2) added to qkv before everything else.
  * The cache in kv_type: the host attends over the values the cache holds (the earlier
  * rows encoded on the host, row pos as the kernel wrote it), so the bound stays the F32
  * one whatever the type; the kernel's rounding of the new row is checked apart: V bit
@@ -569,16 +540,15 @@ static double kv_tolerance(int kv_type, double ref, double block_amax, double sc
  * With n_split > 0, the split decode over that many blocks per head instead. */
 typedef struct attn_case {
     int n_head, n_head_kv, hd, pos, window, neox, with_norm;
-    int wo_type, n_embd; /* wo folded in: its type and rows; -1 and 0 without */
     int with_bias;
     int kv_type; /* enum cuda_kv_type */
-    int n_split; /* > 0: the split decode (cuda_attention_decode_split) over this many blocks per head, without wo */
+    int n_split; /* > 0: the split decode (cuda_attention_decode_split) over this many blocks per head */
     int spike;   /* > 0: every 97th key row (from row 41) is that many times larger: scores far past the others */
 } attn_case;
 
 static double attention_case(const attn_case *ac, int *cache_ok) {
     const int n_head = ac->n_head, n_head_kv = ac->n_head_kv, hd = ac->hd, pos = ac->pos, window = ac->window;
-    const int neox = ac->neox, with_norm = ac->with_norm, wo_type = ac->wo_type, n_embd = ac->n_embd;
+    const int neox = ac->neox, with_norm = ac->with_norm;
     const int kv_dim = n_head_kv * hd, q_dim = n_head * hd, n_qkv = q_dim + 2 * kv_dim, half = hd / 2;
     const int n_ctx = pos + 1, group = n_head / n_head_kv;
     const int j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* the first row seen */
@@ -596,17 +566,11 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
     float *dpart = NULL; /* (n_head, n_split, hd + 2) the split decode's states */
     uint8_t *dkc = NULL, *dvc = NULL;
     cuda_step_state *dstate = NULL;
-    host_matrix wo = {0};
-    cuda_weight dwo = {0};
-    const int n_acc = wo_type >= 0 ? n_embd : 0;
-    unsigned long long *acc = malloc((size_t)n_acc * sizeof *acc + 1), *dacc = NULL;
-    double *acc_v = malloc((size_t)n_acc * sizeof(double) + 1);
     double worst = INFINITY;
     *cache_ok = 0;
     if (!kc || !vc || !kcb || !vcb || !qkv || !qn || !kn || !cs || !out || !v_want || !ref || !kr || !sc || !qr ||
-        !acc || !acc_v || !bias || !qkv_b || (wo_type >= 0 && make_matrix(wo_type, n_embd, q_dim, &wo) != 0))
+        !bias || !qkv_b)
         goto done;
-    random_acc(acc, acc_v, n_acc);
     for (size_t i = 0; i < cache_n; i++) {
         const int row = (int)(i / (size_t)kv_dim);
         kc[i] = 2.0f * rndf() * (ac->spike > 0 && row % 97 == 41 ? (float)ac->spike : 1.0f);
@@ -641,8 +605,7 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
         cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess ||
         !(dbias = to_device(bias, (size_t)n_qkv * sizeof(float))) ||
         (ac->n_split > 0 &&
-         cudaMalloc((void **)&dpart, (size_t)n_head * ac->n_split * (hd + 2) * sizeof(float)) != cudaSuccess) ||
-        (wo_type >= 0 && (upload_weight(&wo, &dwo) != 0 || !(dacc = to_device(acc, (size_t)n_acc * sizeof *acc)))))
+         cudaMalloc((void **)&dpart, (size_t)n_head * ac->n_split * (hd + 2) * sizeof(float)) != cudaSuccess))
         goto done;
     {
         const cuda_step_state st = {0, 0, pos, 0, 0};
@@ -654,11 +617,8 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
     p.rope_cs = (const float2 *)dcs;
     p.qkv_bias = ac->with_bias ? dbias : NULL;
     p.kv_type = ac->kv_type;
-    if (wo_type >= 0 && (ac->n_split > 0 || !cuda_attention_can_project(&p, &dwo)))
-        goto done;
     if ((ac->n_split > 0 ? cuda_attention_decode_split(&p, dqkv, dkc, dvc, dstate, dpart, ac->n_split, dout, 0)
-                         : cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, wo_type >= 0 ? &dwo : NULL, dacc,
-                                                 0)) != cudaSuccess ||
+                         : cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, 0)) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(out, dout, (size_t)q_dim * sizeof(float), cudaMemcpyDeviceToHost);
@@ -693,26 +653,9 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
         }
     }
     worst = 0.0;
-    if (wo_type < 0) {
-        for (int i = 0; i < q_dim; i++) {
-            const double e = fabs((double)out[i] - ref[i]) / (omax > 0 ? omax : 1.0);
-            worst = e > worst || isnan(e) ? e : worst;
-        }
-    } else {
-        /* acc_v becomes what acc should hold: its start plus wo . out */
-        double pmax = 0.0;
-        for (int r = 0; r < n_embd; r++) {
-            double a = 0.0;
-            for (int i = 0; i < q_dim; i++)
-                a += wo.value[(size_t)r * q_dim + i] * ref[i];
-            acc_v[r] += a;
-            pmax = fabs(a) > pmax ? fabs(a) : pmax;
-        }
-        cudaMemcpy(acc, dacc, (size_t)n_acc * sizeof *acc, cudaMemcpyDeviceToHost);
-        for (int r = 0; r < n_embd; r++) {
-            const double e = fabs(ldexp((double)(long long)acc[r], -32) - acc_v[r]) / (pmax > 0 ? pmax : 1.0);
-            worst = e > worst || isnan(e) ? e : worst;
-        }
+    for (int i = 0; i < q_dim; i++) {
+        const double e = fabs((double)out[i] - ref[i]) / (omax > 0 ? omax : 1.0);
+        worst = e > worst || isnan(e) ? e : worst;
     }
     /* row pos: V as the CPU converts the same floats (with its bias), K near its exact value */
     memcpy(v_want, qkv_b + q_dim + kv_dim, (size_t)kv_dim * sizeof(float));
@@ -738,13 +681,6 @@ done:
     cudaFree(dstate);
     cudaFree(dbias);
     cudaFree(dpart);
-    cudaFree(dwo.w);
-    cudaFree(dwo.d);
-    cudaFree(dacc);
-    if (wo_type >= 0)
-        free_matrix(&wo);
-    free(acc);
-    free(acc_v);
     free(kc);
     free(vc);
     free(kcb);
@@ -1432,7 +1368,7 @@ static double repack_case(int type, int n_out, int n_in, double *embd_err) {
     cudaMemcpy(dx, x, (size_t)n_in * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(dids, ids, sizeof ids, cudaMemcpyHostToDevice);
     if (cuda_repack(type, draw, n_out, n_in, dw.w, dw.d, 0) != cudaSuccess ||
-        cuda_matvec(&dw, MV_STORE, dx, NULL, 0.0f, dy, NULL, NULL, 0) != cudaSuccess ||
+        cuda_matvec(&dw, MV_STORE, dx, NULL, 0.0f, dy, NULL, 0) != cudaSuccess ||
         cuda_embed_tokens(&dw, 1.0f, dids, n_out, de, 0) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
         goto done;
     cudaMemcpy(y, dy, (size_t)n_out * sizeof(float), cudaMemcpyDeviceToHost);
@@ -1623,7 +1559,7 @@ static double chain_case(int type, int n_embd, int q_dim, int kv_dim, int n_ff, 
         if (run == 0) {
             cuda_matvec_set_stream_min(1); /* every matrix streamed with the int8 input, as at 8B */
             for (int k = 0; k < 4 && e == cudaSuccess; k++)
-                e = cuda_matvec(links[k].w, links[k].mode, links[k].x, links[k].norm_w, eps, links[k].y, NULL, dstate, 0);
+                e = cuda_matvec(links[k].w, links[k].mode, links[k].x, links[k].norm_w, eps, links[k].y, dstate, 0);
             cuda_matvec_set_stream_min(0);
         } else {
             e = cuda_chain(links, 4, eps, dstate, 0, 0);
@@ -1698,18 +1634,16 @@ void test_cuda(void) {
                 for (int stream = 0; stream <= 1; stream++) {
                     cuda_matvec_set_stream_min(stream ? 1 : 0);
                     for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
-                        for (int with_acc = 0; with_acc <= (mode != MV_NORM_ARGMAX); with_acc++) {
-                            if (stream && mode == MV_NORM_ARGMAX)
-                                continue; /* the head has its own kernel */
-                            int argmax_ok = 0;
-                            double tol = 0.0;
-                            const double err = run_case(&m, mode, with_acc, &argmax_ok, &tol);
-                            CHECK(err <= tol && argmax_ok,
-                                  "%s %s%s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|) (bound %.3g), argmax %s",
-                                  cuda_wtype_name(t), mode_name(mode), with_acc ? " + acc" : "",
-                                  stream ? " (streamed)" : "", takes_int8(&m, mode) ? " (int8 input)" : "", shapes[s][0],
-                                  shapes[s][1], err, tol, argmax_ok ? "ok" : "wrong");
-                        }
+                        if (stream && mode == MV_NORM_ARGMAX)
+                            continue; /* the head has its own kernel */
+                        int argmax_ok = 0;
+                        double tol = 0.0;
+                        const double err = run_case(&m, mode, &argmax_ok, &tol);
+                        CHECK(err <= tol && argmax_ok,
+                              "%s %s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|) (bound %.3g), argmax %s",
+                              cuda_wtype_name(t), mode_name(mode), stream ? " (streamed)" : "",
+                              takes_int8(&m, mode) ? " (int8 input)" : "", shapes[s][0], shapes[s][1], err, tol,
+                              argmax_ok ? "ok" : "wrong");
                     }
                 }
             }
@@ -1724,8 +1658,7 @@ void test_cuda(void) {
             for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                 int argmax_ok = 0;
                 double tol = 0.0;
-                const int gated = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
-                const double err = run_case(&m, mode, gated, &argmax_ok, &tol);
+                const double err = run_case(&m, mode, &argmax_ok, &tol);
                 CHECK(err <= tol && argmax_ok, "%s %s (50 x 172): error %.3g", cuda_wtype_name(t), mode_name(mode),
                       err);
             }
@@ -1767,9 +1700,9 @@ void test_cuda(void) {
                 cuda_matvec_set_int8(int8);
                 int argmax_ok = 0;
                 double tol = 0.0;
-                const double err = run_case(&m, mat[k][2], 1, &argmax_ok, &tol);
+                const double err = run_case(&m, mat[k][2], &argmax_ok, &tol);
                 CHECK(err <= tol,
-                      "Q4_0 %s + acc%s (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|) (bound %.3g)",
+                      "Q4_0 %s%s (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|) (bound %.3g)",
                       mode_name(mat[k][2]), takes_int8(&m, mat[k][2]) ? " (int8 input)" : "", mat[k][0], mat[k][1], e,
                       err, tol);
             }
@@ -1801,7 +1734,7 @@ void test_cuda(void) {
             cuda_matvec_set_int8(int8);
             int argmax_ok = 0;
             double tol = 0.0;
-            const double err = run_case(&m, MV_NORM_ARGMAX, 0, &argmax_ok, &tol);
+            const double err = run_case(&m, MV_NORM_ARGMAX, &argmax_ok, &tol);
             CHECK(err <= tol && argmax_ok, "%s head%s (151936 x 1024): error %.3g (bound %.3g), argmax %s",
                   cuda_wtype_name(t), int8 ? " (int8 input)" : "", err, tol, argmax_ok ? "ok" : "wrong");
         }
@@ -1821,135 +1754,72 @@ void test_cuda(void) {
             if (kv == CUDA_KV_Q8_0 && att[i][2] % 32 != 0)
                 continue; /* refused by the context (head_dim % 32) */
             int cache_ok = 0;
-            const attn_case ac = {att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], -1, 0, 0, kv, 0, 0};
+            const attn_case ac = {att[i][0], att[i][1], att[i][2], att[i][5], 0, att[i][3], att[i][4], 0, kv, 0, 0};
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
                   "attention %d/%d heads of %d, position %d, %s cache: error %.3g of max |out|, cache %s", att[i][0],
                   att[i][1], att[i][2], att[i][5], kv_name(kv), err, cache_ok ? "written" : "NOT written");
         }
     }
-    /* with the output projection folded in: every weight type the kernel folds
-     * (cuda_attention_can_project) at Qwen3-0.6B's shape (one and several rounds), 64-dim
-     * heads with n_embd not a multiple of the cluster's 8 blocks, and fewer rows than blocks */
-    static const int proj[][6] = {{16, 8, 128, 0, 1024, -1}, {16, 8, 128, 129, 1024, -1}, {16, 8, 128, 1000, 1024, -1},
-                                  {8, 2, 64, 200, 100, -1},  {8, 2, 64, 3, 5, -1}};
-    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
-        for (int t = 0; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params pp = plain_attn(proj[i][0], proj[i][1], proj[i][2], 1, proj[i][3] + 1, 0);
-            const cuda_weight w = {t, proj[i][0] * proj[i][2], proj[i][4], NULL, NULL, NULL};
-            if (!cuda_attention_can_project(&pp, &w))
-                continue;
-            int cache_ok = 0;
-            /* the F16 cache, the default, beside F32 */
-            const attn_case ac = {proj[i][0], proj[i][1], proj[i][2], proj[i][3], 0, 1, 1, t, proj[i][4], 0,
-                                  (int)(i % 2), 0, 0};
-            const double err = attention_case(&ac, &cache_ok);
-            CHECK(err <= 1e-5 && cache_ok,
-                  "attention + %s wo %d/%d heads of %d, position %d, n_embd %d: error %.3g of max |wo out|, cache %s",
-                  cuda_wtype_name(t), proj[i][0], proj[i][1], proj[i][2], proj[i][3], proj[i][4], err,
-                  cache_ok ? "written" : "NOT written");
-            if (i == 2)
-                printf("  attention + %s wo at position 1000: error %.2e\n", cuda_wtype_name(t), err);
-        }
-    }
-    /* the dense Qwen3 sizes' attention (heads, KV heads, n_embd: 0.6B, 1.7B, 4B, 8B, 14B,
-     * 32B), wo folded in wherever the kernel takes it, for every type: every launch must
-     * succeed (Qwen3-4B's did not: its folded wo and static arrays passed 48 KB) */
-    static const int sizes[][3] = {{16, 8, 1024}, {16, 8, 2048}, {32, 8, 2560}, {32, 8, 4096}, {40, 8, 5120},
-                                   {64, 8, 5120}};
+    /* the dense Qwen3 sizes' attention (heads, KV heads: 0.6B and 1.7B, 4B and 8B, 14B,
+     * 32B): every launch must succeed (Qwen3-4B's once did not: its folded wo and static
+     * arrays passed 48 KB) */
+    static const int sizes[][2] = {{16, 8}, {32, 8}, {40, 8}, {64, 8}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = plain_attn(sizes[i][0], sizes[i][1], 128, 1, 1, 0);
-            const cuda_weight w = {t, sizes[i][0] * 128, sizes[i][2], NULL, NULL, NULL};
-            if (t >= 0 && !cuda_attention_can_project(&p, &w))
-                continue; /* wo runs as a matvec: the matvec cases above */
-            int cache_ok = 0;
-            const attn_case ac = {sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, t, sizes[i][2], 0, (int)(i % 3), 0, 0};
-            const double err = attention_case(&ac, &cache_ok);
-            CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of 128, %s wo, n_embd %d: error %.3g, cache %s",
-                  sizes[i][0], sizes[i][1], t >= 0 ? cuda_wtype_name(t) : "no", sizes[i][2], err,
-                  cache_ok ? "written" : "NOT written");
-        }
+        int cache_ok = 0;
+        const attn_case ac = {sizes[i][0], sizes[i][1], 128, 129, 0, 1, 1, 0, (int)(i % 3), 0, 0};
+        const double err = attention_case(&ac, &cache_ok);
+        CHECK(err <= 1e-5 && cache_ok, "attention %d/%d heads of 128: error %.3g, cache %s", sizes[i][0], sizes[i][1],
+              err, cache_ok ? "written" : "NOT written");
     }
-    {
-        /* heads of 8 or 80 dims: not whole chunks of every type; wo runs as a matvec */
-        const cuda_attn_params p8 = plain_attn(8, 4, 8, 0, 1, 0), p80 = plain_attn(4, 4, 80, 1, 1, 0);
-        const cuda_weight w8 = {CUDA_W_F32, 64, 64, NULL, NULL, NULL}, w80 = {CUDA_W_Q8_0, 320, 320, NULL, NULL, NULL};
-        CHECK(!cuda_attention_can_project(&p8, &w8) && !cuda_attention_can_project(&p80, &w80),
-              "attention would fold in wo for 8- or 80-dim heads");
-        /* Qwen3-0.6B's wo: folded for the types that fold (FOLD_WO), a matvec for the others */
-        const cuda_attn_params p = plain_attn(16, 8, 128, 1, 1, 0);
-        for (int t = 0; t < CUDA_W_COUNT; t++) {
-            const cuda_weight w = {t, 2048, 1024, NULL, NULL, NULL};
-            CHECK(cuda_attention_can_project(&p, &w) == (cuda_wtype_folds_wo(t) != 0),
-                  "%s wo at Qwen3-0.6B's shape: folded %d, FOLD_WO %d", cuda_wtype_name(t),
-                  cuda_attention_can_project(&p, &w), cuda_wtype_folds_wo(t));
-        }
-    }
-    /* decode attention with a sliding window (n_head, n_head_kv, head_dim, n_embd,
-     * position, window): positions inside the window (it sees every row) and beyond it,
-     * windows of 1 (the new row alone), 4 and 8 (a part of one warp's keys, not aligned
-     * to them), 130 (more than one round of the cluster, 128 keys) and more than the
-     * context; head sizes 128 and 64 (Qwen3, Llama-like), 256 (Gemma-3: n_embd 1152,
-     * window 512), 80 and 8 (lanes past the head). Without wo, and folded in for every
-     * type the kernel takes it for. */
-    static const int win[][6] = {
-        {16, 8, 128, 1024, 0, 1},      {16, 8, 128, 1024, 5, 1},     {16, 8, 128, 1024, 1000, 1},
-        {16, 8, 128, 1024, 3, 4},      {16, 8, 128, 1024, 4, 4},     {16, 8, 128, 1024, 201, 4},
-        {16, 8, 128, 1024, 7, 8},      {16, 8, 128, 1024, 8, 8},     {16, 8, 128, 1024, 9, 8},
-        {16, 8, 128, 1024, 130, 8},    {16, 8, 128, 1024, 129, 130}, {16, 8, 128, 1024, 130, 130},
-        {16, 8, 128, 1024, 131, 130},  {16, 8, 128, 1024, 300, 130}, {16, 8, 128, 1024, 3000, 130},
-        {16, 8, 128, 1024, 100, 5000}, {16, 8, 128, 1024, 3000, 4096}, {8, 2, 64, 100, 0, 1},
-        {8, 2, 64, 100, 200, 1},       {8, 2, 64, 100, 3, 4},        {8, 2, 64, 100, 57, 4},
-        {8, 2, 64, 100, 50, 8},        {8, 2, 64, 100, 129, 130},    {8, 2, 64, 100, 500, 130},
-        {8, 2, 64, 100, 100, 5000},    {4, 1, 256, 1152, 600, 512},  {4, 1, 256, 1152, 511, 512},
-        {4, 1, 256, 1152, 40, 8},      {4, 4, 80, 320, 33, 8},       {4, 4, 80, 320, 300, 130},
-        {8, 4, 8, 64, 50, 4},          {8, 4, 8, 64, 3, 8}};
+    /* decode attention with a sliding window (n_head, n_head_kv, head_dim, position,
+     * window): positions inside the window (it sees every row) and beyond it, windows of 1
+     * (the new row alone), 4 and 8 (a part of one warp's keys, not aligned to them), 130
+     * (more than one round of the cluster, 128 keys) and more than the context; head sizes
+     * 128 and 64 (Qwen3, Llama-like), 256 (Gemma-3, window 512), 80 and 8 (lanes past the
+     * head); each in every cache type (Q8_0 where the head is whole blocks). */
+    static const int win[][5] = {
+        {16, 8, 128, 0, 1},        {16, 8, 128, 5, 1},        {16, 8, 128, 1000, 1},
+        {16, 8, 128, 3, 4},        {16, 8, 128, 4, 4},        {16, 8, 128, 201, 4},
+        {16, 8, 128, 7, 8},        {16, 8, 128, 8, 8},        {16, 8, 128, 9, 8},
+        {16, 8, 128, 130, 8},      {16, 8, 128, 129, 130},    {16, 8, 128, 130, 130},
+        {16, 8, 128, 131, 130},    {16, 8, 128, 300, 130},    {16, 8, 128, 3000, 130},
+        {16, 8, 128, 100, 5000},   {16, 8, 128, 3000, 4096},  {8, 2, 64, 0, 1},
+        {8, 2, 64, 200, 1},        {8, 2, 64, 3, 4},          {8, 2, 64, 57, 4},
+        {8, 2, 64, 50, 8},         {8, 2, 64, 129, 130},      {8, 2, 64, 500, 130},
+        {8, 2, 64, 100, 5000},     {4, 1, 256, 600, 512},     {4, 1, 256, 511, 512},
+        {4, 1, 256, 40, 8},        {4, 4, 80, 33, 8},         {4, 4, 80, 300, 130},
+        {8, 4, 8, 50, 4},          {8, 4, 8, 3, 8}};
     double win_worst = 0.0;
     for (size_t i = 0; i < sizeof win / sizeof win[0]; i++) {
-        const int nh = win[i][0], nkv = win[i][1], hd = win[i][2], n_embd = win[i][3], pos = win[i][4];
-        const int window = win[i][5];
-        for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = plain_attn(nh, nkv, hd, 1, pos + 1, window);
-            const cuda_weight w = {t, nh * hd, n_embd, NULL, NULL, NULL};
-            if (t >= 0 && !cuda_attention_can_project(&p, &w))
-                continue;
-            /* each cache type in turn (Q8_0 where the head is whole blocks) */
-            const int kv = hd % 32 == 0 ? (int)((i + (size_t)t + 1) % 3) : (int)((i + (size_t)t + 1) % 2);
+        const int nh = win[i][0], nkv = win[i][1], hd = win[i][2], pos = win[i][3], window = win[i][4];
+        for (int kv = CUDA_KV_F32; kv <= (hd % 32 == 0 ? CUDA_KV_Q8_0 : CUDA_KV_F16); kv++) {
             int cache_ok = 0;
-            const attn_case ac = {nh, nkv, hd, pos, window, 1, 1, t, n_embd, 0, kv, 0, 0};
+            const attn_case ac = {nh, nkv, hd, pos, window, 1, 1, 0, kv, 0, 0};
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
-                  "attention %d/%d heads of %d, position %d, window %d, %s wo, %s cache: error %.3g, cache %s", nh, nkv,
-                  hd, pos, window, t >= 0 ? cuda_wtype_name(t) : "no", kv_name(kv), err,
-                  cache_ok ? "written" : "NOT written");
+                  "attention %d/%d heads of %d, position %d, window %d, %s cache: error %.3g, cache %s", nh, nkv, hd,
+                  pos, window, kv_name(kv), err, cache_ok ? "written" : "NOT written");
             win_worst = err > win_worst || isnan(err) ? err : win_worst;
         }
     }
     printf("  attention with sliding windows: worst error %.2e\n", win_worst);
-    /* Qwen2's Q/K/V biases (0.5B: 14/2 heads of 64, n_embd 896; no Q/K norm) at one and
-     * several rounds of the cluster, with a window, and with wo folded in for every type
-     * the kernel takes it for; Gemma-3-270M's heads (4/1 of 256, n_embd 640, Q/K norms,
-     * window 512 on its sliding layers) */
+    /* Qwen2's Q/K/V biases (0.5B: 14/2 heads of 64; no Q/K norm) at one and several rounds
+     * of the cluster and with a window; Gemma-3-270M's heads (4/1 of 256, Q/K norms, window
+     * 512 on its sliding layers) */
     static const int arch_att[][7] = {{14, 2, 64, 0, 0, 0, 1},    {14, 2, 64, 1, 0, 0, 1},    {14, 2, 64, 200, 0, 0, 1},
                                       {14, 2, 64, 1000, 0, 0, 1}, {14, 2, 64, 300, 130, 0, 1}, {4, 1, 256, 0, 0, 1, 0},
                                       {4, 1, 256, 100, 0, 1, 0},  {4, 1, 256, 600, 512, 1, 0}, {4, 1, 256, 1000, 0, 1, 0}};
     for (size_t i = 0; i < sizeof arch_att / sizeof arch_att[0]; i++) {
-        const int *a = arch_att[i], n_embd = a[2] == 64 ? 896 : 640;
-        for (int t = -1; t < CUDA_W_COUNT; t++) {
-            const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, a[4]);
-            const cuda_weight w = {t, a[0] * a[2], n_embd, NULL, NULL, NULL};
-            if (t >= 0 && !cuda_attention_can_project(&p, &w))
-                continue;
-            for (int kv = CUDA_KV_F32; kv <= CUDA_KV_Q8_0; kv++) {
-                const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, a[5], t, t >= 0 ? n_embd : 0, a[6], kv, 0, 0};
-                int cache_ok = 0;
-                const double err = attention_case(&ac, &cache_ok);
-                CHECK(err <= 1e-5 && cache_ok,
-                      "attention %d/%d heads of %d, position %d, window %d, %s%s, %s wo, %s cache: error %.3g, cache %s",
-                      a[0], a[1], a[2], a[3], a[4], a[5] ? "Q/K norms" : "no norms", a[6] ? ", Q/K/V biases" : "",
-                      t >= 0 ? cuda_wtype_name(t) : "no", kv_name(kv), err, cache_ok ? "written" : "NOT written");
-            }
+        const int *a = arch_att[i];
+        for (int kv = CUDA_KV_F32; kv <= CUDA_KV_Q8_0; kv++) {
+            const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, a[5], a[6], kv, 0, 0};
+            int cache_ok = 0;
+            const double err = attention_case(&ac, &cache_ok);
+            CHECK(err <= 1e-5 && cache_ok,
+                  "attention %d/%d heads of %d, position %d, window %d, %s%s, %s cache: error %.3g, cache %s", a[0],
+                  a[1], a[2], a[3], a[4], a[5] ? "Q/K norms" : "no norms", a[6] ? ", Q/K/V biases" : "", kv_name(kv),
+                  err, cache_ok ? "written" : "NOT written");
         }
     }
 
@@ -1974,7 +1844,7 @@ void test_cuda(void) {
         for (int c = 0; c < 8; c++) {
             const int other = a[2] % 32 == 0 && (i + (size_t)c) % 2 ? CUDA_KV_Q8_0 : CUDA_KV_F32;
             const int kv = c % 2 ? other : CUDA_KV_F16;
-            const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, 1, -1, 0, a[5], kv, counts[c / 2], 0};
+            const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, 1, a[5], kv, counts[c / 2], 0};
             int cache_ok = 0;
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,
@@ -1993,7 +1863,7 @@ void test_cuda(void) {
         const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, 0);
         const int counts[] = {cuda_attention_split_count(&p), 1};
         for (int c = 0; c < 2; c++) {
-            const attn_case ac = {a[0], a[1], a[2], a[3], 0, 1, 1, -1, 0, 0, CUDA_KV_F16, counts[c], 6};
+            const attn_case ac = {a[0], a[1], a[2], a[3], 0, 1, 1, 0, CUDA_KV_F16, counts[c], 6};
             int cache_ok = 0;
             const double err = attention_case(&ac, &cache_ok);
             CHECK(err <= 1e-5 && cache_ok,

@@ -6,15 +6,14 @@
  * Decode (one token) is one fused kernel per layer, a thread-block cluster of
  * ATT_CLUSTER blocks per head. Before waiting for the previous kernel, each block loads
  * what does not depend on it: its first round of cached keys and values (earlier steps
- * wrote them), the norm weights, the RoPE angles and its share of the output
- * projection's weights. Then it applies the per-head Q RMSNorm and RoPE to its query,
+ * wrote them), the norm weights and the RoPE angles. Then it applies the per-head Q RMSNorm and RoPE to its query,
  * the same to the new K of its KV head (the first block of the group also writes K and
  * V to the cache), and attends over its share of positions j0..pos with an online
  * softmax per warp, the next round's loads in flight during each round. Each block
- * stores its partial result into the shared memory of every block of the cluster
- * (distributed shared memory); after one cluster barrier each merges them, multiplies
- * the head's output by its rows of wo's columns for the head, and adds that into the
- * residual stream's accumulator: no global ticket, no second launch, no wo kernel.
+ * stores its partial result into the shared memory of the cluster's first block
+ * (distributed shared memory), which after one cluster barrier merges them: no global
+ * ticket, no second launch. The output projection wo is a matvec of its own (step.c
+ * says why).
  * Reads per token: (pos + 1 - j0) * 2 * head_dim elements of the cache per KV head.
  *
  * Over a long context the step splits its attention over the context instead
@@ -22,7 +21,6 @@
  */
 #include "backend/cuda/attention.cuh"
 
-#define PROJ_PASSES 4 /* see the projection in k_attention_decode */
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
 #define ATT_SPLIT_MAX 128 /* most blocks per head in the split decode: a thread each in the merge */
@@ -192,43 +190,23 @@ static __device__ __forceinline__ void cluster_store(float *local, unsigned int 
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");
 }
 
-/* The output projection's share of one block: rows [s * proj_rows, ..) of wo (n_embd,
- * n_head * hd), the head's hd columns, staged in shared memory with their scales. */
-static __host__ __device__ __forceinline__ int proj_rows(int n_embd) { return (n_embd + ATT_CLUSTER - 1) / ATT_CLUSTER; }
-static __host__ __device__ __forceinline__ size_t proj_smem(int wt, int n_embd, int hd) {
-    return cuda_matrix_bytes(wt, proj_rows(n_embd), hd);
-}
-/* Elements whose scales make up 4 bytes: the projection copies a head's scales in words
- * (where 4 bytes are whole scales, see cuda_attention_can_project). */
-static constexpr __host__ __device__ int scale_word_elems(int wt) {
-    return HAS_SCALES(wt) ? 4 * cuda_wtype_scale_elems(wt) / cuda_wtype_scale_bytes(wt) : 1;
-}
-#define PROJ_SMEM_MAX (64 * 1024) /* beyond, wo runs as its own matvec */
-
 /* grid (n_head, ATT_CLUSTER), one cluster per head (blockIdx.y is the block's rank in
  * it). Warp w of block s takes keys j0 + (s * ATT_WARPS + w) * KB + r * stride .. + KB - 1
  * in round r (stride: the keys of a round of the whole cluster; j0 the window's first
  * key, 0 without one), with the next round's loads in flight while it computes this one.
- *
- * WT < 0: rank 0 merges the blocks' states and writes the head's output to out. WT >= 0
- * (a weight type): every block merges them, and multiplies the head's output by its
- * share of wo's columns for the head (copied to shared memory before the wait), adding
- * the result to res_acc: the wo matvec is folded in, and with it one kernel boundary. */
-template <int DPL, int WT, int KV>
+ * Rank 0 merges the blocks' states and writes the head's output to out. */
+template <int DPL, int KV>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
-                   const cuda_step_state *state, float *__restrict__ out, const uint8_t *__restrict__ wo,
-                   const __half *__restrict__ wo_d, int n_embd, unsigned long long *res_acc) {
-    /* WT >= 0: (proj_rows, hb) bytes, then their scales, (proj_rows, SCALE_HALVES(WT, hd)) f16 */
-    extern __shared__ __align__(16) uint8_t w_slice[];
+                   const cuda_step_state *state, float *__restrict__ out) {
     __shared__ float q[32 * DPL], k_new[32 * DPL], v_new[32 * DPL];
     __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
-    /* every block's merged state, stored there by the blocks: in rank 0, or (WT >= 0) in each block */
+    /* every block's merged state, stored there by the blocks (in rank 0's) */
     __shared__ float c_m[ATT_CLUSTER], c_l[ATT_CLUSTER], c_acc[ATT_CLUSTER][32 * DPL];
     const int h = blockIdx.x, s = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
-    const int kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
+    const int kv_dim = p.n_head_kv * hd;
     __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
     pdl_launch_next(); /* at once: the next matvec copies its weights while this kernel runs */
     /* the position comes from the previous step (its commit), not from this one */
@@ -240,34 +218,14 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     const int n_keys = pos + 1, stride = ATT_CLUSTER * ATT_WARPS * KB;
     const int jb0 = j0 + (s * ATT_WARPS + warp) * KB;
     /* everything that does not depend on this step's q, k and v before the wait: the
-     * first round of cached keys and values (earlier steps wrote them), the norm weights,
-     * the RoPE angles and the projection's weights */
+     * first round of cached keys and values (earlier steps wrote them), the norm weights
+     * and the RoPE angles */
     uint32_t kv[KB][DPL], vv[KB][DPL]; /* kv_raw */
     float nw[DPL];
     float2 cs[(DPL + 1) / 2];
     load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, n_keys, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
     load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
     load_rope<DPL>(p, pos, lane, cs);
-    const int hb = WT >= 0 ? (int)cuda_row_bytes(WT, hd) : 0; /* bytes of a row's slice: 16 * chunks */
-    const int row0 = s * proj_rows(n_embd), nr = WT >= 0 ? max(0, min(proj_rows(n_embd), n_embd - row0)) : 0;
-    __half *w_scales = reinterpret_cast<__half *>(w_slice + (size_t)proj_rows(n_embd) * hb);
-    if (WT >= 0) {
-        const size_t rb = cuda_row_bytes(WT, q_dim);
-        const int cpr = hb / 16;
-        for (int i = threadIdx.x; i < nr * cpr; i += blockDim.x) {
-            const int r = i / cpr, c = i % cpr;
-            cp_async16(w_slice + (size_t)r * hb + 16 * c, wo + (size_t)(row0 + r) * rb + (size_t)h * hb + 16 * c, 16);
-        }
-        if (HAS_SCALES(WT)) { /* words of scales (whole words per head, see cuda_attention_can_project) */
-            constexpr int WE = scale_word_elems(WT);
-            const int words = hd / WE;
-            const uint32_t *d2 = reinterpret_cast<const uint32_t *>(wo_d);
-            uint32_t *s2 = reinterpret_cast<uint32_t *>(w_scales);
-            for (int i = threadIdx.x; i < nr * words; i += blockDim.x)
-                cp_async4(s2 + i, d2 + (size_t)(row0 + i / words) * (q_dim / WE) + h * words + i % words);
-        }
-        cp_async_commit();
-    }
     pdl_wait();
 
     decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
@@ -281,20 +239,16 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     /* merge the warps: thread i owns dims i, i + blockDim.x, ... */
     float bm, bl;
     block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, &bm, &bl);
-    const int n_dest = WT >= 0 ? ATT_CLUSTER : 1; /* the blocks that merge */
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        const float a = block_acc<DPL>(w_m, w_acc, bm, i);
-        for (int r = 0; r < n_dest; r++)
-            cluster_store(&c_acc[s][i], r, a);
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+        cluster_store(&c_acc[s][i], 0, block_acc<DPL>(w_m, w_acc, bm, i));
+    if (threadIdx.x == 0) {
+        cluster_store(&c_m[s], 0, bm);
+        cluster_store(&c_l[s], 0, bl);
     }
-    if (threadIdx.x < n_dest) {
-        cluster_store(&c_m[s], threadIdx.x, bm);
-        cluster_store(&c_l[s], threadIdx.x, bl);
-    }
-    /* one barrier: the blocks' stores are then visible to the blocks that merge, out of
-     * their own shared memory, so no block waits for another after it */
+    /* one barrier: the blocks' stores are then visible to rank 0, out of its own shared
+     * memory, so no block waits for another after it */
     cluster_sync();
-    if (s >= n_dest)
+    if (s != 0)
         return;
     float gm = -INFINITY;
     for (int r = 0; r < ATT_CLUSTER; r++)
@@ -305,54 +259,12 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
         wr[r] = c_m[r] != -INFINITY ? expf(c_m[r] - gm) : 0.0f;
         gl += wr[r] != 0.0f ? c_l[r] * wr[r] : 0.0f;
     }
-    float *o = q; /* (hd) the head's output; q is in registers since the keys began */
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float a = 0.0f;
 #pragma unroll
         for (int r = 0; r < ATT_CLUSTER; r++)
             a += wr[r] != 0.0f ? c_acc[r][i] * wr[r] : 0.0f;
-        if (WT < 0)
-            out[h * hd + i] = a / gl;
-        else
-            o[i] = a / gl;
-    }
-    if (WT < 0)
-        return;
-
-    /* the projection: cpr lanes per row (a power of two, see cuda_attention_can_project),
-     * lane c of a row multiplying chunk c of its slice, the same chunk for all its rows;
-     * PROJ_PASSES passes of the warp at once, so that their loads and sums overlap */
-    constexpr int WTC = WT < 0 ? 0 : WT, CE = CHUNK_ELEMS(WTC);
-    const int cpr = hb / 16, c = lane % cpr, rows_per_pass = 32 / cpr, pass_rows = ATT_WARPS * rows_per_pass;
-    cp_async_wait_all();
-    __syncthreads();
-    float4 xv[CE / 4];
-#pragma unroll
-    for (int k = 0; k < CE / 4; k++)
-        xv[k] = reinterpret_cast<const float4 *>(o)[c * (CE / 4) + k];
-    for (int base = warp * rows_per_pass; base < nr; base += PROJ_PASSES * pass_rows) {
-        int r[PROJ_PASSES];
-        uint4 v[PROJ_PASSES];
-        chunk_sc d[PROJ_PASSES]; /* the chunks' scales (wtypes.cuh) */
-        float a[PROJ_PASSES];
-#pragma unroll
-        for (int k = 0; k < PROJ_PASSES; k++) { /* rows past the slice repeat row 0, and are dropped */
-            r[k] = base + k * pass_rows + lane / cpr;
-            const int rk = r[k] < nr ? r[k] : 0;
-            v[k] = reinterpret_cast<const uint4 *>(w_slice + (size_t)rk * hb)[c];
-            d[k] = chunk_scale<WTC>(w_scales + rk * SCALE_HALVES(WTC, hd), c);
-        }
-#pragma unroll
-        for (int k = 0; k < PROJ_PASSES; k++)
-            a[k] = chunk_dot<WTC>(v[k], d[k], xv);
-        for (int m_ = cpr / 2; m_ > 0; m_ >>= 1)
-#pragma unroll
-            for (int k = 0; k < PROJ_PASSES; k++)
-                a[k] += __shfl_xor_sync(0xffffffffu, a[k], m_);
-#pragma unroll
-        for (int k = 0; k < PROJ_PASSES; k++)
-            if (c == 0 && r[k] < nr)
-                atomicAdd(res_acc + row0 + r[k], to_fixed(a[k]));
+        out[h * hd + i] = a / gl;
     }
 }
 
@@ -363,8 +275,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
  * warps, each waiting on its round of loads every KB keys: at 16k keys that is 128
  * rounds in a row, a memory latency each, and the kernel ran at about a tenth of the
  * bandwidth. Here a head gets n_split blocks (cuda_attention_split_count: the blocks
- * that fit on the device at once), so the rounds run side by side. The wo projection is
- * not folded in (a matvec after the merge). */
+ * that fit on the device at once), so the rounds run side by side. */
 template <int DPL, int KV>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_decode_split(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
@@ -528,70 +439,27 @@ k_attention_merge(const float *__restrict__ part, int n_split, int hd, float *__
     }
 }
 
-template <int DPL, int WT, int KV>
-static cudaError_t launch_decode(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv, void *k_cache,
-                                 void *v_cache, const cuda_step_state *state, float *out, const cuda_weight *wo,
-                                 unsigned long long *acc) {
-    if constexpr (WT >= 0 && !cuda_wtype_folds_wo(WT)) {
-        return cudaErrorInvalidValue; /* cuda_attention_can_project refuses it: no instance is compiled */
-    } else {
-        const int n_embd = wo ? (int)wo->n_out : 0;
-        cfg->dynamicSmemBytes = WT >= 0 ? proj_smem(WT, n_embd, p->head_dim) : 0;
-        const cudaError_t e = allow_smem(k_attention_decode<DPL, WT, KV>, cfg->dynamicSmemBytes);
-        if (e != cudaSuccess)
-            return e;
-        return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, WT, KV>, *p, qkv, k_cache, v_cache, state, out,
-                                  wo ? (const uint8_t *)wo->w : nullptr, wo ? (const __half *)wo->d : nullptr, n_embd,
-                                  acc);
-    }
-}
-
 template <int DPL, int KV>
-static cudaError_t launch_decode_wt(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
-                                    void *k_cache, void *v_cache, const cuda_step_state *state, float *out,
-                                    const cuda_weight *wo, unsigned long long *acc) {
-    if (!wo)
-        return launch_decode<DPL, -1, KV>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc);
-#define CALL(WT) return launch_decode<DPL, WT, KV>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
-    CUDA_WTYPE_SWITCH(wo->type, CALL);
-#undef CALL
-    return cudaErrorInvalidValue;
+static cudaError_t launch_decode(const cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
+                                 void *k_cache, void *v_cache, const cuda_step_state *state, float *out) {
+    /* no dynamic shared memory, but the largest carveout (allow_smem says why) */
+    const cudaError_t e = allow_smem(k_attention_decode<DPL, KV>, 0);
+    if (e != cudaSuccess)
+        return e;
+    return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, KV>, *p, qkv, k_cache, v_cache, state, out);
 }
 
 template <int DPL>
-static cudaError_t launch_decode_kv(cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
-                                    void *k_cache, void *v_cache, const cuda_step_state *state, float *out,
-                                    const cuda_weight *wo, unsigned long long *acc) {
-#define CALL(KV) return launch_decode_wt<DPL, KV>(cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
+static cudaError_t launch_decode_kv(const cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
+                                    void *k_cache, void *v_cache, const cuda_step_state *state, float *out) {
+#define CALL(KV) return launch_decode<DPL, KV>(cfg, p, qkv, k_cache, v_cache, state, out)
     DISPATCH_KV(p->kv_type, CALL);
 #undef CALL
 }
 
-extern "C" int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo) {
-    const int hd = p->head_dim;
-    /* only the types whose fold measured faster (FOLD_WO in wtypes.cuh, see step.c): the
-     * kernel is compiled for those alone, times every head size and KV cache type */
-    if (!wo || wo->type < 0 || wo->type >= CUDA_W_COUNT || !cuda_wtype_folds_wo(wo->type) || p->head_dim_v != hd ||
-        hd % 32 != 0 || hd > 256 ||
-        wo->n_in != (int64_t)p->n_head * hd || wo->n_out < 1 || wo->n_out > (1 << 20))
-        return 0;
-    if (HAS_SCALES(wo->type)) { /* the scales are copied in 4-byte words: whole words per head */
-        const int se = cuda_wtype_scale_elems(wo->type), sb = cuda_wtype_scale_bytes(wo->type);
-        if (hd % se != 0 || 4 * se % sb != 0 || hd % scale_word_elems(wo->type) != 0)
-            return 0;
-    }
-    /* whole 16-byte chunks per row and per head, a power of two of them up to a warp */
-    const size_t hb = cuda_row_bytes(wo->type, hd), cpr = hb / 16;
-    if (hb % 16 != 0 || cpr > 32 || (cpr & (cpr - 1)) != 0 || cuda_row_bytes(wo->type, wo->n_in) % 16 != 0)
-        return 0;
-    return proj_smem(wo->type, (int)wo->n_out, hd) <= PROJ_SMEM_MAX;
-}
-
 extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, void *k_cache,
                                              void *v_cache, const cuda_step_state *state, float *out,
-                                             const cuda_weight *wo, unsigned long long *acc, cudaStream_t stream) {
-    if (wo && (!acc || !cuda_attention_can_project(p, wo)))
-        return cudaErrorInvalidValue;
+                                             cudaStream_t stream) {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -605,7 +473,7 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 2;
-#define CALL(D) return launch_decode_kv<D>(&cfg, p, qkv, k_cache, v_cache, state, out, wo, acc)
+#define CALL(D) return launch_decode_kv<D>(&cfg, p, qkv, k_cache, v_cache, state, out)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
 }

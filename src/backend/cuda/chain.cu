@@ -204,8 +204,8 @@ __global__ void __launch_bounds__(CHAIN_THREADS, 1) k_chain(const __grid_constan
         /* the residual's rows this block adds to: its own stores of an earlier matvec or
          * kernel, loaded beside the input rather than on the way to the barrier at the end */
         const float y_old = ph.mode == MV_ADD && (int)threadIdx.x < r1 - r0 ? __ldcg(ph.y + r0 + threadIdx.x) : 0.0f;
-        const float scale = stage_quant<WT, CHAIN_CONSUMERS, CHAIN_GROUPS>(ph.x, nullptr, ph.norm_w, ph.mode != MV_ADD,
-                                                                           p.eps, ph.n_in, xq, xb, red, w0);
+        const float scale = stage_quant<WT, CHAIN_CONSUMERS, CHAIN_GROUPS>(ph.x, ph.norm_w, ph.mode != MV_ADD, p.eps,
+                                                                           ph.n_in, xq, xb, red, w0);
         threads_sync<CHAIN_CONSUMERS>();
 
         /* Teams of TEAM_WARPS warps sum alternate stages. A stage's sums are a few chunks a

@@ -1,6 +1,6 @@
 /*
  * common.cuh - helpers shared by the kernel files: warp and block reductions, a float4
- * dot, cp.async copies, the fixed-point residual accumulator, the int8 quantization of
+ * dot, cp.async copies, the int8 quantization of
  * inputs, tensor-core mma and F16 pairs, and on the host side the launch configuration
  * for programmatic dependent launch, the shared-memory attributes of a kernel and the
  * environment's on/off switches. What
@@ -75,17 +75,6 @@ template <int pending>
 static __device__ __forceinline__ void cp_async_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory"); }
 static __device__ __forceinline__ void cp_async_wait_all(void) { cp_async_wait<0>(); }
 
-/* The fused decode attention adds its output projection into the residual stream
- * through atomics; to keep the step deterministic (float atomics would sum the heads in
- * whatever order they arrive) they are integer adds of fixed-point values with 32
- * fraction bits: exact, so the order does not matter. Magnitudes up to 2^31. */
-static __device__ __forceinline__ unsigned long long to_fixed(float v) {
-    return (unsigned long long)__float2ll_rn(v * 4294967296.0f);
-}
-static __device__ __forceinline__ float from_fixed(unsigned long long a) {
-    return __ll2float_rn((long long)a) * 2.3283064365386963e-10f; /* 2^-32 */
-}
-
 /* One quarter v (8 elements) of a block of 32 quantized to int8 with the block's scale,
  * as the CPU's dot quantizes its input: the 4 lanes of a block are 4 consecutive lanes
  * (their max |x| by shuffles, so every lane of the warp must call this). d = max / 127,
@@ -151,8 +140,8 @@ static inline int multiprocessors(void) {
  * multiprocessor's shared memory is configured large enough for all of them. The
  * default limit, 48 KB, holds the kernel's static and dynamic shared memory together;
  * beyond it the dynamic part must be allowed explicitly. (Testing the dynamic part alone
- * against 48 KB let the folded attention of Qwen3-4B, 43.5 KB of wo beside its static
- * arrays, fail to launch.) */
+ * against 48 KB let an attention kernel with 43.5 KB of dynamic shared memory beside its
+ * static arrays fail to launch at Qwen3-4B.) */
 template <typename K>
 static cudaError_t allow_smem(K kernel, size_t smem) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -284,14 +273,13 @@ static __device__ __forceinline__ void stage_norm_weights(const float *const &no
     }
 }
 
-/* A decode matvec's int8 input, in one pass: x (plus the attention's pending output acc,
- * when given; see to_fixed) times norm_w where `norm`, quantized per block of 32 into xq
- * and xb (quant8_store). Returns the RMSNorm's 1 / rms (1 without a norm), by which the
+/* A decode matvec's int8 input, in one pass: x times norm_w where `norm`, quantized per
+ * block of 32 into xq and xb (quant8_store). Returns the RMSNorm's 1 / rms (1 without a norm), by which the
  * caller multiplies its rows' sums: a factor common to every block, which the
  * quantization does not see but for rounding, so the block reduction runs beside the
  * quantization rather than before it, and the input never sits in shared memory in
  * f32. Threads 0..T-1 (whole warps: quant8_f32 shuffles) take groups of 8 elements
- * i = thread + j T, G at a time, all their loads first; x and acc 16-byte aligned, n_in a
+ * i = thread + j T, G at a time, all their loads first; x 16-byte aligned, n_in a
  * multiple of 32. w0: stage_norm_weights of the first round. With a norm it ends with a
  * barrier of the T threads (bar 1: threads_sync), else with none.
  * x, norm_w and n_in come by reference (as in stage_norm_weights) so that a chain
@@ -302,9 +290,9 @@ static __device__ __forceinline__ void stage_norm_weights(const float *const &no
  * but for where one value is loaded. (matvec.cu passes copies: a __restrict__ pointer
  * binds to no reference of this type.) */
 template <int WT, int T, int G>
-static __device__ __forceinline__ float stage_quant(const float *const &x, const unsigned long long *acc,
-                                                    const float *const &norm_w, bool norm, float eps, const int &n_in,
-                                                    int4 *xq, xq_block *xb, float *red, const float4 w0[2 * G]) {
+static __device__ __forceinline__ float stage_quant(const float *const &x, const float *const &norm_w, bool norm,
+                                                    float eps, const int &n_in, int4 *xq, xq_block *xb, float *red,
+                                                    const float4 w0[2 * G]) {
     const int lane = threadIdx.x & 31, n8 = n_in / 8;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     float ss = 0.0f;
@@ -316,18 +304,6 @@ static __device__ __forceinline__ float stage_quant(const float *const &x, const
             const int i = first + j * T;
             xv[2 * j] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(x) + 2 * i) : zero;
             xv[2 * j + 1] = i < n8 ? __ldcg(reinterpret_cast<const float4 *>(x) + 2 * i + 1) : zero;
-            if (acc && i < n8) {
-                const ulonglong2 *a = reinterpret_cast<const ulonglong2 *>(acc + 8 * i);
-                const ulonglong2 a0 = __ldcg(a), a1 = __ldcg(a + 1), a2 = __ldcg(a + 2), a3 = __ldcg(a + 3);
-                xv[2 * j].x += from_fixed(a0.x);
-                xv[2 * j].y += from_fixed(a0.y);
-                xv[2 * j].z += from_fixed(a1.x);
-                xv[2 * j].w += from_fixed(a1.y);
-                xv[2 * j + 1].x += from_fixed(a2.x);
-                xv[2 * j + 1].y += from_fixed(a2.y);
-                xv[2 * j + 1].z += from_fixed(a3.x);
-                xv[2 * j + 1].w += from_fixed(a3.y);
-            }
             if (round == 0) {
                 wv[2 * j] = w0[2 * j];
                 wv[2 * j + 1] = w0[2 * j + 1];

@@ -142,7 +142,6 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->qkv = cuda_arena_take(a, &used, (size_t)(n_batch * (q_dim + 2 * kv_dim)) * f);
         cc->attn = cuda_arena_take(a, &used, (size_t)q_dim * f);
         cc->attn_part = cuda_arena_take(a, &used, (size_t)(c->n_head * cc->n_split * (c->head_dim + 2)) * f);
-        cc->acc = cuda_arena_take(a, &used, (size_t)c->n_embd * sizeof(unsigned long long));
         cc->h = cuda_arena_take(a, &used, (size_t)c->n_ff * f);
         cc->post = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
         cc->gu = cuda_arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
@@ -163,7 +162,6 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     CUDA_TRY(cudaMallocHost((void **)&cc->logits_host, (size_t)c->n_vocab * f));
     CUDA_TRY(cudaMallocHost((void **)&cc->batch_host, (size_t)(4 * n_batch) * sizeof(int32_t)));
     CUDA_TRY(cudaMemset(cc->state, 0, sizeof(cuda_step_state)));
-    CUDA_TRY(cudaMemset(cc->acc, 0, (size_t)c->n_embd * sizeof(unsigned long long))); /* each step leaves it 0 */
     CUDA_TRY(cudaStreamCreateWithFlags(&cc->stream, cudaStreamNonBlocking));
     *out = cc;
     return ER_OK;

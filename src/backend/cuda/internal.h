@@ -73,9 +73,8 @@ typedef struct cuda_context {
     uint8_t *v_cache;        /* (n_layer, n_seq, kv_layer_bytes) */
     float *x;                /* (n_batch, n_embd) residual stream */
     float *qkv;              /* (n_batch, q_dim + 2 kv_dim) */
-    float *attn;             /* (q_dim) decode: attention output, where wo is not folded into attention */
+    float *attn;             /* (q_dim) decode: attention output, wo's input */
     float *attn_part;        /* (n_head, n_split, head_dim + 2) decode over a long context: each share's state */
-    unsigned long long *acc; /* (n_embd) decode: attention output times wo, fixed-point, not yet in x */
     float *h;                /* (n_ff) decode: SwiGLU/GeGLU output */
     float *post;             /* (n_batch, n_embd) the attention's or the FFN's output before its post-norm */
     float *gu;               /* (n_batch, 2 n_ff) prefill: gate | up */
@@ -121,7 +120,7 @@ enum { CUDA_SMALL_PROMPT = 4 };
 /* Decode steps at this position or later split their attention over the context
  * (cuda_attention_decode_split); before it one cluster per head is faster. Measured on
  * the H200 (docs/perf-log.md, 2026-12-02; then the cluster folded in Qwen3-0.6B's wo,
- * which it has not since b48ed57: 0.6B's threshold is to be measured again), split
+ * deleted since: 0.6B's threshold is to be measured again), split
  * against cluster:
  * Qwen3-0.6B Q8_0 1,205 against 1,354 tok/s at 512, 1,183 against 1,164 at 1,024;
  * Qwen3-8B Q8_0 271 against 285 at 1,024, 264 against 259 at 2,048 (with the merge then

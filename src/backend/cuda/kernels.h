@@ -54,17 +54,12 @@ enum cuda_matvec_mode {
     MV_NORM_GEGLU = 5,  /* MV_NORM_SWIGLU with gelu (tanh approximation, cpu_geglu) for silu: Gemma-3 */
 };
 
-/* One token: y (n_out, or n_out/2 for the gated modes) from x (n_in). norm_w (n_in) for the NORM modes.
- * acc, or NULL: the fused decode attention's output projection (cuda_attention_decode),
- * fixed-point, not yet added to the residual stream. The residual is x + acc wherever
- * it is read: as the input of MV_STORE, MV_NORM_STORE and MV_NORM_SWIGLU (acc (n_in)),
- * and as the y of MV_ADD (acc (n_out)), which folds it in and clears it.
- * MV_NORM_GEGLU reads acc as MV_NORM_SWIGLU does. */
+/* One token: y (n_out, or n_out/2 for the gated modes) from x (n_in). norm_w (n_in) for the NORM modes. */
 /* A stacked matrix of several types (w->next): rows of each part into their rows of y;
  * cudaErrorInvalidValue for MV_NORM_SWIGLU, MV_NORM_GEGLU and MV_NORM_ARGMAX, whose rows
  * pair up or compete across the parts. */
 cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                        float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream);
+                        float *y, cuda_step_state *state, cudaStream_t stream);
 /* Matrices of more than `bytes` take the streaming kernel (matvec.cu); 0 restores the
  * default (one slice per multiprocessor too large for shared memory, 64 KB; 120K weights
  * for the types of cuda_wtype_int8_dot while int8 is on). For the unit tests, which run every
@@ -166,17 +161,11 @@ typedef struct cuda_attn_params {
  * the Q/K/V biases, Q/K RMSNorm, RoPE, K/V written to the caches (one layer's, in
  * p->kv_type) at pos, then
  * attention over j0..pos (j0 = max(0, pos - window + 1), or 0 without a window) by a
- * cluster of 8 blocks per head. Without wo: the result into out (n_head * head_dim_v).
- * With wo (n_embd, n_head * head_dim), where cuda_attention_can_project allows it: its
- * product with the result added into acc (n_embd, fixed-point, see cuda_matvec) and out
- * unused. */
+ * cluster of 8 blocks per head; the result into out (n_head * head_dim_v). */
 cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, void *k_cache, void *v_cache,
-                                  const cuda_step_state *state, float *out, const cuda_weight *wo,
-                                  unsigned long long *acc, cudaStream_t stream);
-/* Whether cuda_attention_decode can fold in the output projection wo. */
-int cuda_attention_can_project(const cuda_attn_params *p, const cuda_weight *wo);
-/* Decode over a long context (flash-decoding): what cuda_attention_decode does without
- * wo, by n_split blocks per head, each over its share of the keys, their states into
+                                  const cuda_step_state *state, float *out, cudaStream_t stream);
+/* Decode over a long context (flash-decoding): what cuda_attention_decode does, by
+ * n_split blocks per head, each over its share of the keys, their states into
  * part (n_head, n_split, head_dim + 2) floats, merged into out by a second kernel. */
 cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *qkv, void *k_cache, void *v_cache,
                                         const cuda_step_state *state, float *part, int n_split, float *out,

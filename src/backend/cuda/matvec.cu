@@ -283,42 +283,31 @@ static __host__ __device__ __forceinline__ size_t matvec_smem(int wt, int mode, 
     return bytes;
 }
 
-/* Stages x (plus the attention's pending output acc, when given; see to_fixed) normalized
- * by RMSNorm with norm_w when `norm`, into xs, swizzled, zero-padded to whole chunks.
+/* Stages x normalized by RMSNorm with norm_w when `norm`, into xs, swizzled, zero-padded
+ * to whole chunks.
  * norm_w may be staged by cp.async in the first-but-last group. */
 template <int WT>
-static __device__ __forceinline__ void stage_input(const float *__restrict__ x, const unsigned long long *acc,
-                                                   const float *norm_w, bool norm, float eps, int n_in, float *xs,
-                                                   float *red, bool by4) {
+static __device__ __forceinline__ void stage_input(const float *__restrict__ x, const float *norm_w, bool norm,
+                                                   float eps, int n_in, float *xs, float *red, bool by4) {
     const int n_xs = xs_floats(WT, n_in);
     float ss = 0.0f;
     /* by4 (the streaming kernel): four floats a load where whole aligned float4s allow
      * (every model's rows), for Qwen3-8B's down stages 12,288 of them. In k_matvec and
      * k_head it made the Qwen3-0.6B Q4_0 step slower (549 against 513 us on the H200,
      * each kernel alone faster: not understood), so they stage one float a load. */
-    by4 = by4 && n_in % 4 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)acc & 15) == 0 &&
-          ((uintptr_t)norm_w & 15) == 0;
+    by4 = by4 && n_in % 4 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)norm_w & 15) == 0;
     if (by4) { /* four consecutive elements share a swizzled float4 slot (xs_slot) */
 #pragma unroll 4
         for (int i = 4 * threadIdx.x; i < n_xs; i += 4 * blockDim.x) {
-            float4 v = i < n_in ? __ldcg(reinterpret_cast<const float4 *>(x + i)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (acc && i < n_in) {
-                const ulonglong2 a0 = __ldcg(reinterpret_cast<const ulonglong2 *>(acc + i));
-                const ulonglong2 a1 = __ldcg(reinterpret_cast<const ulonglong2 *>(acc + i + 2));
-                v.x += from_fixed(a0.x);
-                v.y += from_fixed(a0.y);
-                v.z += from_fixed(a1.x);
-                v.w += from_fixed(a1.y);
-            }
+            const float4 v =
+                i < n_in ? __ldcg(reinterpret_cast<const float4 *>(x + i)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
             *reinterpret_cast<float4 *>(xs + xs_index<WT>(i)) = v;
         }
     } else {
 #pragma unroll 4
         for (int i = threadIdx.x; i < n_xs; i += blockDim.x) {
-            float v = i < n_in ? __ldcg(x + i) : 0.0f;
-            if (acc && i < n_in)
-                v += from_fixed(__ldcg(acc + i));
+            const float v = i < n_in ? __ldcg(x + i) : 0.0f;
             ss += v * v;
             xs[xs_index<WT>(i)] = v;
         }
@@ -350,8 +339,7 @@ static __device__ __forceinline__ void stage_input(const float *__restrict__ x, 
 template <int WT, int MODE, bool I8>
 __global__ void __launch_bounds__(MV_THREADS, 1)
 k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out, int rows_per_block,
-         const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-         unsigned long long *acc) {
+         const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
 
@@ -390,21 +378,14 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
 
     pdl_wait();
     pdl_launch_next();
-    if (MODE == MV_ADD && (int)threadIdx.x < nr) { /* in flight with the input's loads */
-        const int r = r0 + threadIdx.x;
-        float v = __ldcg(y + r);
-        if (acc) { /* the residual is y + acc: fold it in, and clear acc for the next layer */
-            v += from_fixed(__ldcg(acc + r));
-            acc[r] = 0;
-        }
-        y_old[threadIdx.x] = v;
-    }
+    if (MODE == MV_ADD && (int)threadIdx.x < nr) /* in flight with the input's loads */
+        y_old[threadIdx.x] = __ldcg(y + r0 + threadIdx.x);
     float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
     if constexpr (I8)
-        scale = stage_quant<WT, MV_THREADS, 1>((const float *)x, MODE == MV_ADD ? nullptr : acc, (const float *)norm_w,
-                                               norm, eps, n_in, sx.xq, sx.xb, red, w0);
+        scale = stage_quant<WT, MV_THREADS, 1>((const float *)x, (const float *)norm_w, norm, eps, n_in, sx.xq, sx.xb,
+                                               red, w0);
     else
-        stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, false);
+        stage_input<WT>(x, nw, norm, eps, n_in, sx.xs, red, false);
     cp_async_wait_all();
     __syncthreads();
 
@@ -464,10 +445,10 @@ k_head(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, in
     pdl_wait();
     float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
     if constexpr (I8)
-        scale = stage_quant<WT, HEAD_THREADS, HEAD_GROUPS>((const float *)x, nullptr, (const float *)norm_w, true, eps,
-                                                           n_in, sx.xq, sx.xb, red, w0);
+        scale = stage_quant<WT, HEAD_THREADS, HEAD_GROUPS>((const float *)x, (const float *)norm_w, true, eps, n_in,
+                                                           sx.xq, sx.xb, red, w0);
     else
-        stage_input<WT>(x, nullptr, norm_w, true, eps, n_in, sx.xs, red, false);
+        stage_input<WT>(x, norm_w, true, eps, n_in, sx.xs, red, false);
     __syncthreads();
 
     unsigned long long mine = 0;
@@ -628,12 +609,12 @@ static __device__ __forceinline__ int pass_rows(const uint8_t *w, const __half *
  * but the head's: a resident grid stages the input once per block, then warp g of G
  * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
  * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
- * (and clears acc) where it writes it. Rows of whole 16-byte chunks only. */
+ * where it writes it. Rows of whole 16-byte chunks only. */
 template <int WT, int MODE, bool I8>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
                 const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-                unsigned long long *acc, int pre) {
+                int pre) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
@@ -682,10 +663,10 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     pdl_launch_next();
     float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
     if constexpr (I8)
-        scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, MODE == MV_ADD ? nullptr : acc,
-                                                   (const float *)norm_w, norm, eps, n_in, sx.xq, sx.xb, red, w0);
+        scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, (const float *)norm_w, norm, eps, n_in, sx.xq,
+                                                   sx.xb, red, w0);
     else
-        stage_input<WT>(x, MODE == MV_ADD ? nullptr : acc, nw, norm, eps, n_in, sx.xs, red, true);
+        stage_input<WT>(x, nw, norm, eps, n_in, sx.xs, red, true);
     cp_async_wait_all();
     __syncthreads();
 
@@ -705,15 +686,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
             } else {
                 const bool second = r + n_warps < n_logical;
                 if (MODE == MV_ADD) {
-                    float v0 = __ldcg(y + r), v1 = second ? __ldcg(y + r1) : 0.0f;
-                    if (acc) { /* the residual is y + acc: fold it in, and clear acc for the next layer */
-                        v0 += from_fixed(__ldcg(acc + r));
-                        acc[r] = 0;
-                        if (second) {
-                            v1 += from_fixed(__ldcg(acc + r1));
-                            acc[r1] = 0;
-                        }
-                    }
+                    const float v0 = __ldcg(y + r), v1 = second ? __ldcg(y + r1) : 0.0f;
                     a[0] += v0;
                     a[1] += v1;
                 }
@@ -755,7 +728,7 @@ static int stream_pre(void) {
  * pass of rows */
 template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
-                                 unsigned long long *acc, cudaStream_t stream) {
+                                 cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
     const size_t smem =
@@ -773,7 +746,7 @@ static cudaError_t launch_stream(const cuda_weight *w, const float *x, const flo
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE, I8>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
-                              n_out, x, norm_w, eps, y, acc, stream_pre());
+                              n_out, x, norm_w, eps, y, stream_pre());
 }
 
 /* The weight bytes of a k_matvec slice on the int8 input, MV_SLICE_WEIGHTS_INT8 weights
@@ -808,13 +781,13 @@ static bool streams(const cuda_weight *w, int mode) {
 /* k_matvec_stream with I8 where streams(), else k_matvec (in f32) */
 template <int WT, int MODE, bool I8>
 static cudaError_t launch(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
-                          unsigned long long *acc, cudaStream_t stream) {
+                          cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     const int parts = gated(MODE) ? 2 : 1;
     const int n_logical = n_out / parts;
     const size_t row_bytes = parts * (cuda_row_bytes(WT, n_in) + scale_row_bytes(WT, n_in));
     if (streams(w, MODE))
-        return launch_stream<WT, MODE, I8>(w, x, norm_w, eps, y, acc, stream);
+        return launch_stream<WT, MODE, I8>(w, x, norm_w, eps, y, stream);
     /* rows per block: one block per multiprocessor, fewer rows when the slice would pass
      * MV_SLICE_BYTES (slice_bytes_int8 on the int8 input) */
     const size_t slice_bytes = I8 ? slice_bytes_int8(WT) : MV_SLICE_BYTES;
@@ -829,18 +802,18 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(MV_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec<WT, MODE, I8>, (const uint8_t *)w->w, (const __half *)w->d, n_in, n_out,
-                              rows, x, norm_w, eps, y, acc);
+                              rows, x, norm_w, eps, y);
 }
 
 template <int WT, bool I8>
 static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                               float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
+                               float *y, cuda_step_state *state, cudaStream_t stream) {
     switch (mode) {
-    case MV_STORE: return launch<WT, MV_STORE, I8>(w, x, norm_w, eps, y, acc, stream);
-    case MV_ADD: return launch<WT, MV_ADD, I8>(w, x, norm_w, eps, y, acc, stream);
-    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE, I8>(w, x, norm_w, eps, y, acc, stream);
-    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU, I8>(w, x, norm_w, eps, y, acc, stream);
-    case MV_NORM_GEGLU: return launch<WT, MV_NORM_GEGLU, I8>(w, x, norm_w, eps, y, acc, stream);
+    case MV_STORE: return launch<WT, MV_STORE, I8>(w, x, norm_w, eps, y, stream);
+    case MV_ADD: return launch<WT, MV_ADD, I8>(w, x, norm_w, eps, y, stream);
+    case MV_NORM_STORE: return launch<WT, MV_NORM_STORE, I8>(w, x, norm_w, eps, y, stream);
+    case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU, I8>(w, x, norm_w, eps, y, stream);
+    case MV_NORM_GEGLU: return launch<WT, MV_NORM_GEGLU, I8>(w, x, norm_w, eps, y, stream);
     case MV_NORM_ARGMAX: return launch_head<WT, I8>(w, x, norm_w, eps, y, state, stream);
     }
     return cudaErrorInvalidValue;
@@ -886,15 +859,15 @@ extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
 static bool quad_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                               float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
+                               float *y, cuda_step_state *state, cudaStream_t stream) {
     /* stage_quant loads the input by 16 bytes: misaligned inputs (never the step's
      * buffers) take the f32 path */
-    const bool i8 = cuda_matvec_takes_int8(w, mode) && quad_aligned(x) && quad_aligned(acc) && quad_aligned(norm_w);
+    const bool i8 = cuda_matvec_takes_int8(w, mode) && quad_aligned(x) && quad_aligned(norm_w);
     /* I8 is a template argument only for the types that have it: one instance for the others */
-#define CALL(WT)                                                                                        \
-    return i8 && cuda_wtype_int8_dot(WT)                                                                \
-               ? launch_mode<WT, cuda_wtype_int8_dot(WT)>(w, mode, x, norm_w, eps, y, acc, state, stream) \
-               : launch_mode<WT, false>(w, mode, x, norm_w, eps, y, acc, state, stream)
+#define CALL(WT)                                                                                   \
+    return i8 && cuda_wtype_int8_dot(WT)                                                           \
+               ? launch_mode<WT, cuda_wtype_int8_dot(WT)>(w, mode, x, norm_w, eps, y, state, stream) \
+               : launch_mode<WT, false>(w, mode, x, norm_w, eps, y, state, stream)
     CUDA_WTYPE_SWITCH(w->type, CALL);
 #undef CALL
     return cudaErrorInvalidValue;
@@ -903,16 +876,15 @@ static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, c
 extern "C" void cuda_matvec_set_stream_min(size_t bytes) { stream_min_bytes = bytes; }
 
 extern "C" cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
-                                   float *y, unsigned long long *acc, cuda_step_state *state, cudaStream_t stream) {
+                                   float *y, cuda_step_state *state, cudaStream_t stream) {
     if (!w->next)
-        return matvec_part(w, mode, x, norm_w, eps, y, acc, state, stream);
+        return matvec_part(w, mode, x, norm_w, eps, y, state, stream);
     if (mode != MV_STORE && mode != MV_ADD && mode != MV_NORM_STORE)
         return cudaErrorInvalidValue;
     /* each part after the previous one has finished (programmatic dependent launch
-     * orders them as any two kernels); MV_ADD's acc belongs to the rows of y */
+     * orders them as any two kernels) */
     for (int64_t row0 = 0; w; row0 += w->n_out, w = w->next) {
-        const cudaError_t e = matvec_part(w, mode, x, norm_w, eps, y + row0, mode == MV_ADD && acc ? acc + row0 : acc,
-                                          state, stream);
+        const cudaError_t e = matvec_part(w, mode, x, norm_w, eps, y + row0, state, stream);
         if (e != cudaSuccess)
             return e;
     }

@@ -9,9 +9,12 @@
  *   (RMSNorm folded in) with the argmax ; commit (token -> out_ids, pos + 1). Where
  *   wo, gate|up, down and the next layer's qkv are all Q8_0 or all Q4_0 and the chain
  *   pays (chain_links), the four run as one chain (chain.cu): 2 kernels per layer,
- *   attention and chain. With EDGERUNNER_CUDA_FOLD_WO=1 (fold_wo_wanted), the attention
- *   adds wo's product into an accumulator beside the residual, which gate|up reads and
- *   down clears (4 kernels per layer).
+ *   attention and chain. wo ran inside the attention kernel (its product added into an
+ *   accumulator beside the residual) until the twenty-fourth session: with wo's matvec
+ *   on the int8 input it was faster apart, measured on the H200 (docs/perf-log.md;
+ *   edgerunner bench -n 128, alternated), Qwen3-0.6B decode folded / apart: Q8_0
+ *   1,903-1,918 / 2,030-2,042 tok/s, Q4_0 2,077-2,200 / 2,247-2,249 (larger wo were
+ *   always faster apart).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
@@ -39,8 +42,8 @@
  *     layer's attention parameters (cuda_layer_attn: biases, norms, window, RoPE table);
  *   scaled embeddings (Gemma-3): in the embedding lookup;
  *   post-norms (Gemma-3): wo and down store their product (cc->post) and
- *     cuda_add_rmsnorm adds it, normalized, to the residual (wo is then not folded into
- *     the attention: one more kernel after each of the two matrices);
+ *     cuda_add_rmsnorm adds it, normalized, to the residual (one more kernel after
+ *     each of the two matrices);
  *   GeGLU (Gemma-3): gate|up's matvec (MV_NORM_GEGLU) and the prefill's cuda_glu;
  *   a tied output head: the output shares token_embd's memory (upload.c).
  */
@@ -51,20 +54,6 @@
 #include <string.h>
 
 #include "backend/cuda/internal.h"
-
-/* Whether the decode attention folds in wo: not unless EDGERUNNER_CUDA_FOLD_WO=1 (then
- * wherever the kernel can, to compare). The fold saves a launch but runs wo's product on
- * the attention's few blocks, one cluster per head. It paid for a small wo (up to 2^21
- * elements, Qwen3-0.6B's) while wo's matvec staged its input in f32. On the int8 input
- * wo's matvec (k_matvec) is faster apart, measured on the H200 (docs/perf-log.md,
- * twenty-fourth session; edgerunner bench -n 128, alternated), Qwen3-0.6B decode folded /
- * apart: Q8_0 1,903-1,918 / 2,030-2,042 tok/s, Q4_0 2,077-2,200 / 2,247-2,249. Larger ones
- * were faster apart before too: Q4_0 1.7B (2048 x 2048) 1,138 / 1,164, 4B 510 / 565, 8B
- * 378 / 462; Q8_0 1.7B 841 / 1,023, 4B 427 / 503. */
-static int fold_wo_wanted(void) {
-    const char *env = getenv("EDGERUNNER_CUDA_FOLD_WO");
-    return env && !strcmp(env, "1");
-}
 
 /* The factor of the embedding lookup. */
 static float embd_scale(const model_config *c) { return c->features & ER_FEAT_EMBD_SCALE ? c->embd_scale : 1.0f; }
@@ -92,11 +81,11 @@ void cuda_chain_release(const cuda_context *cc) {
 
 /* The layer's wo, gate|up and down, and the next layer's qkv where there is one, as the
  * links of one chain (cuda_chain, chain.cu) after the layer's attention: 3 or 4, or 0
- * where they do not fit one (post-norms, wo folded into the attention, types), where
- * the chain did not measure faster (cuda_chain_pays: Qwen3-4B's shapes and 8B's in
- * Q8_0, not 1.7B's), where another context holds the chains (chain_owner), or
- * EDGERUNNER_CUDA_CHAIN=0; =1: wherever they fit (to compare). */
-static int chain_links(const cuda_context *cc, int64_t il, int fold_wo, cuda_chain_link *links) {
+ * where they do not fit one (post-norms, types), where the chain did not measure faster
+ * (cuda_chain_pays: Qwen3-4B's shapes and 8B's in Q8_0, not 1.7B's), where another
+ * context holds the chains (chain_owner), or EDGERUNNER_CUDA_CHAIN=0; =1: wherever they
+ * fit (to compare). */
+static int chain_links(const cuda_context *cc, int64_t il, cuda_chain_link *links) {
     const cuda_model *cm = cc->cm;
     const model_config *c = &cm->m->config;
     const cuda_layer *l = &cm->layers[il];
@@ -105,7 +94,7 @@ static int chain_links(const cuda_context *cc, int64_t il, int fold_wo, cuda_cha
         const char *env = getenv("EDGERUNNER_CUDA_CHAIN");
         wanted = env && (!strcmp(env, "0") || !strcmp(env, "1")) ? env[0] - '0' : 2;
     }
-    if (!wanted || fold_wo || l->post_attn_norm || l->post_ffn_norm)
+    if (!wanted || l->post_attn_norm || l->post_ffn_norm)
         return 0;
     links[0] = (cuda_chain_link){&l->wo, MV_ADD, cc->attn, NULL, cc->x};
     links[1] = (cuda_chain_link){&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, cc->h};
@@ -133,24 +122,17 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
-        /* wo folded into the attention kernel (where fold_wo_wanted): its output then
-         * waits in cc->acc until gate_up reads x + acc and down folds it into x. A
-         * post-norm needs the whole product first, so those layers never fold it. */
-        const int fold_wo = !split && !l->post_attn_norm && fold_wo_wanted() &&
-                            cuda_attention_can_project(&ap, &l->wo);
-        unsigned long long *acc = fold_wo ? cc->acc : NULL;
         uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
         if (!qkv_done)
-            CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, NULL, cc->state,
+            CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state,
                                  cc->stream));
         if (split)
             CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part, cc->n_split, cc->attn,
                                                  cc->stream));
         else
-            CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, acc ? &l->wo : NULL, acc,
-                                           cc->stream));
+            CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, cc->stream));
         cuda_chain_link links[CUDA_CHAIN_MAX];
-        const int n_links = chain_links(cc, il, acc != NULL, links);
+        const int n_links = chain_links(cc, il, links);
         qkv_done = n_links == 4;
         if (n_links) {
             CUDA_TRY(cuda_chain(links, n_links, c->norm_eps, cc->state, chained, cc->stream));
@@ -158,21 +140,20 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
             continue;
         }
         if (l->post_attn_norm) {
-            CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
+            CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_attn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
-        } else if (!acc) {
-            CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, NULL, cc->state, cc->stream));
+        } else {
+            CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, cc->state, cc->stream));
         }
-        CUDA_TRY(cuda_matvec(&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, c->norm_eps, cc->h, acc, cc->state,
-                             cc->stream));
+        CUDA_TRY(cuda_matvec(&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, c->norm_eps, cc->h, cc->state, cc->stream));
         if (l->post_ffn_norm) {
-            CUDA_TRY(cuda_matvec(&l->down, MV_STORE, cc->h, NULL, 0.0f, cc->post, NULL, cc->state, cc->stream));
+            CUDA_TRY(cuda_matvec(&l->down, MV_STORE, cc->h, NULL, 0.0f, cc->post, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_ffn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
         } else {
-            CUDA_TRY(cuda_matvec(&l->down, MV_ADD, cc->h, NULL, 0.0f, cc->x, acc, cc->state, cc->stream));
+            CUDA_TRY(cuda_matvec(&l->down, MV_ADD, cc->h, NULL, 0.0f, cc->x, cc->state, cc->stream));
         }
     }
-    CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x, cm->output_norm, c->norm_eps, cc->logits, NULL, cc->state,
+    CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x, cm->output_norm, c->norm_eps, cc->logits, cc->state,
                          cc->stream));
     CUDA_TRY(cuda_commit(cc->state, cc->out_ids, cc->stream));
     return ER_OK;
@@ -301,7 +282,7 @@ er_status cuda_enqueue_prefill(cuda_context *cc, int64_t T, int64_t pos0, float 
     /* the last token: logits and the argmax the generation loop starts from */
     CUDA_TRY(cudaMemsetAsync(cc->state, 0, sizeof(unsigned long long), cc->stream));
     CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x + (T - 1) * n_embd, cm->output_norm, c->norm_eps,
-                         cc->logits, NULL, cc->state, cc->stream));
+                         cc->logits, cc->state, cc->stream));
     return ER_OK;
 fail:
     return st;

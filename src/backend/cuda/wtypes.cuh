@@ -9,11 +9,11 @@
  *
  * Adding a type (say Q4_K), in this file and its test:
  *   1. Its line at the end of CUDA_WTYPES: er_type, block, the device layout's quant and
- *      scale bytes, RAW (the file's block bytes, when the upload repacks them), HEAD_ROWS,
- *      FOLD_WO (0 until measured). At the end: the enum values are the kernels' template
- *      arguments, and renumbering a type renames its kernels.
+ *      scale bytes, RAW (the file's block bytes, when the upload repacks them), HEAD_ROWS.
+ *      At the end: the enum values are the kernels' template arguments, and renumbering a
+ *      type renames its kernels.
  *   2. Its layout in the drawing of the device part, and its branch in each of the six
- *      functions there: chunk_dot and chunk_scale (decode matvecs, output head, fused wo),
+ *      functions there: chunk_dot and chunk_scale (decode matvecs, output head),
  *      elem (rows of odd lengths, embeddings), gemm_load and gemm_half (prefill GEMM),
  *      repack_block (upload, when RAW is not 0). Then count it in the static_assert
  *      before them, which stops the build until it is.
@@ -32,7 +32,7 @@
 
 #include "quant/types.h"
 
-/* One line per type: X(A, NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HEAD_ROWS, FOLD_WO)
+/* One line per type: X(A, NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HEAD_ROWS)
  *   A           passed through to X as it is (CUDA_WTYPE_SWITCH passes its CALL)
  *   NAME, name  CUDA_W_<NAME>, "<NAME>"; <name> in function names
  *   ER_TYPE     the file's type (quant/types.h) that uploads to this one
@@ -49,25 +49,22 @@
  *               and are copied as they are
  *   HEAD_ROWS   rows per warp and pass of the output head (matvec.cu, k_head, which explains
  *               the choice): Q4_0's rows of 1,024 are one 16-byte chunk per lane, so it takes 3
- *               (the Qwen3-0.6B Q4_0 step on the H200: 517 us, against 520 with 2)
- *   FOLD_WO     1: the decode attention folds in the output projection, wo; only where
- *               that measured faster (step.c, cuda_enqueue_step, has the numbers: Q8_0 and Q4_0;
- *               the float types are not measured yet) */
-#define CUDA_WTYPES(X, A)                                                                 \
-    /*   NAME  name  ER_TYPE       BLK QE QB  SE SB  RAW HEAD_ROWS FOLD_WO */              \
-    X(A, F32,  f32,  ER_TYPE_F32,    1, 1, 4,  1, 0,   0,  2,        0)                   \
-    X(A, F16,  f16,  ER_TYPE_F16,    1, 1, 2,  1, 0,   0,  2,        0)                   \
-    X(A, BF16, bf16, ER_TYPE_BF16,   1, 1, 2,  1, 0,   0,  2,        0)                   \
-    X(A, Q8_0, q8_0, ER_TYPE_Q8_0,  32, 1, 1, 32, 2,  34,  2,        1)                   \
-    X(A, Q4_0, q4_0, ER_TYPE_Q4_0,  32, 2, 1, 32, 2,  18,  3,        1)                   \
-    X(A, Q4_K, q4_k, ER_TYPE_Q4_K, 256, 2, 1, 256, 16, 144, 2,       0)                   \
-    X(A, Q6_K, q6_k, ER_TYPE_Q6_K, 256, 2, 1, 256, 84, 210, 2,       0)                   \
-    X(A, Q5_K, q5_k, ER_TYPE_Q5_K, 256, 2, 1, 256, 48, 176, 2,       0)                   \
-    X(A, Q4_1, q4_1, ER_TYPE_Q4_1,  32, 2, 1, 32, 4,  20,  2,        0)                   \
-    X(A, Q5_0, q5_0, ER_TYPE_Q5_0,  32, 2, 1, 32, 6,  22,  2,        0)                   \
-    X(A, Q5_1, q5_1, ER_TYPE_Q5_1,  32, 2, 1, 32, 8,  24,  2,        0)                   \
-    X(A, Q2_K, q2_k, ER_TYPE_Q2_K, 256, 4, 1, 256, 20, 84,  2,       0)                   \
-    X(A, Q3_K, q3_k, ER_TYPE_Q3_K, 256, 4, 1, 256, 48, 110, 2,       0)
+ *               (the Qwen3-0.6B Q4_0 step on the H200: 517 us, against 520 with 2) */
+#define CUDA_WTYPES(X, A)                                      \
+    /* NAME  name  ER_TYPE      BLK QE QB SE SB RAW HEAD_ROWS */ \
+    X(A, F32,  f32,  ER_TYPE_F32,    1, 1, 4,  1, 0,   0,  2)  \
+    X(A, F16,  f16,  ER_TYPE_F16,    1, 1, 2,  1, 0,   0,  2)  \
+    X(A, BF16, bf16, ER_TYPE_BF16,   1, 1, 2,  1, 0,   0,  2)  \
+    X(A, Q8_0, q8_0, ER_TYPE_Q8_0,  32, 1, 1, 32, 2,  34,  2)  \
+    X(A, Q4_0, q4_0, ER_TYPE_Q4_0,  32, 2, 1, 32, 2,  18,  3)  \
+    X(A, Q4_K, q4_k, ER_TYPE_Q4_K, 256, 2, 1, 256, 16, 144, 2) \
+    X(A, Q6_K, q6_k, ER_TYPE_Q6_K, 256, 2, 1, 256, 84, 210, 2) \
+    X(A, Q5_K, q5_k, ER_TYPE_Q5_K, 256, 2, 1, 256, 48, 176, 2) \
+    X(A, Q4_1, q4_1, ER_TYPE_Q4_1,  32, 2, 1, 32, 4,  20,  2)  \
+    X(A, Q5_0, q5_0, ER_TYPE_Q5_0,  32, 2, 1, 32, 6,  22,  2)  \
+    X(A, Q5_1, q5_1, ER_TYPE_Q5_1,  32, 2, 1, 32, 8,  24,  2)  \
+    X(A, Q2_K, q2_k, ER_TYPE_Q2_K, 256, 4, 1, 256, 20, 84,  2) \
+    X(A, Q3_K, q3_k, ER_TYPE_Q3_K, 256, 4, 1, 256, 48, 110, 2)
 
 enum cuda_wtype {
 #define CUDA_WT_ENUM_(A, NAME, ...) CUDA_W_##NAME,
@@ -104,8 +101,7 @@ enum cuda_wtype {
 #define CUDA_WT_SE_(NAME, name, ER_TYPE, BLK, QE, QB, SE, ...) SE
 #define CUDA_WT_SB_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, ...) SB
 #define CUDA_WT_RAW_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, ...) RAW
-#define CUDA_WT_HR_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HR, ...) HR
-#define CUDA_WT_FOLD_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HR, FOLD) FOLD
+#define CUDA_WT_HR_(NAME, name, ER_TYPE, BLK, QE, QB, SE, SB, RAW, HR) HR
 CUDA_WT_COLUMN_(cuda_wtype_name, const char *, CUDA_WT_NAME_)
 CUDA_WT_COLUMN_(cuda_wtype_block, int, CUDA_WT_BLK_)
 CUDA_WT_COLUMN_(cuda_wtype_quant_elems, int, CUDA_WT_QE_)
@@ -114,7 +110,6 @@ CUDA_WT_COLUMN_(cuda_wtype_scale_elems, int, CUDA_WT_SE_)
 CUDA_WT_COLUMN_(cuda_wtype_scale_bytes, int, CUDA_WT_SB_)
 CUDA_WT_COLUMN_(cuda_wtype_repack_bytes, int, CUDA_WT_RAW_)
 CUDA_WT_COLUMN_(cuda_wtype_head_rows, int, CUDA_WT_HR_)
-CUDA_WT_COLUMN_(cuda_wtype_folds_wo, int, CUDA_WT_FOLD_)
 
 /* The device type of a file type, or -1: one the CUDA backend does not run. */
 CUDA_WT_FN int cuda_wtype_from_er(uint32_t er_type) {
@@ -350,7 +345,7 @@ static __device__ __forceinline__ uint32_t word_high_bits(const chunk_sc &s, int
 
 /* Dot of one 16-byte chunk v of a row in the device layout (scales s, from chunk_scale)
  * with the CHUNK_ELEMS(WT) inputs it multiplies, in order, as float4s xv: the decode
- * matvecs, the head, the fused wo. */
+ * matvecs and the head. */
 template <int WT>
 static __device__ __forceinline__ float chunk_dot(uint4 v, const chunk_sc &s, const float4 *xv) {
     if (WT == CUDA_W_Q8_0) {
