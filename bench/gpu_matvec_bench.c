@@ -16,7 +16,11 @@
  *
  * Prints one line per matrix (its N_LAYER launches in one graph: microseconds a launch,
  * weight bytes read per second), one for the four in sequence and, where they fit one
- * (Q8_0, Q4_0), one for them as one chain a layer (cuda_chain: wo, gate|up, down, qkv). Build (after
+ * (Q8_0, Q4_0), one for them as one chain a layer (cuda_chain: wo, gate|up, down, qkv).
+ * With ATTN_POS=P in the environment, the decode attention (cuda_attention_decode, the
+ * cluster kernel; F16 caches of P + 1 rows a layer, heads of HEAD_DIM, default 128, Q/K
+ * norms) runs between qkv and wo in the layer and before each chain, as in the decode
+ * step, and one more line times it alone (bytes: the K and V rows it reads). Build (after
  * `make CUDA=1`):
  *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
  *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
@@ -35,6 +39,11 @@ enum { REPS = 20, N_MAT = 4 };
 
 static const char *const mat_names[N_MAT] = {"qkv", "wo", "gate_up", "down"};
 
+/* The name of output line m (main's loop) */
+static const char *line_name(int m) {
+    return m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : m == N_MAT + 1 ? "chain" : "attn";
+}
+
 /* One matrix of type t, (n_out, n_in), its bytes set to constants: Q8_0 quants 51,
  * scales 0x2020 (~0.008). */
 static int make_weight(cuda_weight *w, int t, int64_t n_out, int64_t n_in) {
@@ -47,10 +56,11 @@ static int make_weight(cuda_weight *w, int t, int64_t n_out, int64_t n_in) {
     return 0;
 }
 
-/* A layer's matrices lw (qkv, wo, gate_up, down) as a chain: wo, gate|up, down, qkv */
-static void layer_links(const cuda_weight *lw, float *x, const float *nw, float *qkv, float *ff,
+/* A layer's matrices lw (qkv, wo, gate_up, down) as a chain: wo (reading wo_in), gate|up,
+ * down, qkv */
+static void layer_links(const cuda_weight *lw, float *x, const float *nw, float *wo_in, float *qkv, float *ff,
                         cuda_chain_link links[4]) {
-    links[0] = (cuda_chain_link){&lw[1], MV_ADD, qkv, NULL, x};
+    links[0] = (cuda_chain_link){&lw[1], MV_ADD, wo_in, NULL, x};
     links[1] = (cuda_chain_link){&lw[2], MV_NORM_SWIGLU, x, nw, ff};
     links[2] = (cuda_chain_link){&lw[3], MV_ADD, ff, NULL, x};
     links[3] = (cuda_chain_link){&lw[0], MV_NORM_STORE, x, nw, qkv};
@@ -131,15 +141,49 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gpu_matvec_bench: out of memory\n");
         return 1;
     }
+    /* ATTN_POS: the attention's caches (n_layer) of pos + 1 rows, its state (pos), its
+     * output att (q_dim), which wo then reads; RoPE angles (pos + 1, hd / 2) and norm
+     * weights: zeros, only the time means anything */
+    const char *attn_env = getenv("ATTN_POS"), *hd_env = getenv("HEAD_DIM");
+    const int attn = attn_env && *attn_env, pos = attn ? atoi(attn_env) : 0, hd = hd_env ? atoi(hd_env) : 128;
+    void **kc = calloc((size_t)n_layer, sizeof *kc), **vc = calloc((size_t)n_layer, sizeof *vc);
+    float *att = NULL;
+    cuda_step_state *astate = NULL;
+    cuda_attn_params ap = {0};
+    if (attn) {
+        const cuda_step_state as = {.pos = pos};
+        const size_t cache_bytes = cuda_kv_layer_bytes(CUDA_KV_F16, pos + 1, kv_dim);
+        float2 *cs = NULL;
+        int ok = kc && vc && pos >= 0 && hd > 0 && q_dim % hd == 0 && kv_dim % hd == 0 && hd <= n_max &&
+                 cudaMalloc((void **)&att, (size_t)q_dim * 4) == cudaSuccess &&
+                 cudaMalloc((void **)&astate, sizeof as) == cudaSuccess &&
+                 cudaMemcpy(astate, &as, sizeof as, cudaMemcpyHostToDevice) == cudaSuccess &&
+                 cudaMalloc((void **)&cs, (size_t)(pos + 1) * (size_t)hd / 2 * sizeof *cs) == cudaSuccess &&
+                 cudaMemset(cs, 0, (size_t)(pos + 1) * (size_t)hd / 2 * sizeof *cs) == cudaSuccess;
+        for (int l = 0; l < n_layer && ok; l++) /* 0x3c00: F16 1.0 */
+            ok = cudaMalloc(&kc[l], cache_bytes) == cudaSuccess && cudaMalloc(&vc[l], cache_bytes) == cudaSuccess &&
+                 cudaMemset(kc[l], 0x3c, cache_bytes) == cudaSuccess && cudaMemset(vc[l], 0x3c, cache_bytes) == cudaSuccess;
+        if (!ok) {
+            fprintf(stderr, "gpu_matvec_bench: bad ATTN_POS / HEAD_DIM, or out of memory\n");
+            return 1;
+        }
+        ap = (cuda_attn_params){.n_head = (int)(q_dim / hd), .n_head_kv = (int)(kv_dim / hd), .head_dim = hd,
+                                .head_dim_v = hd, .n_rot = hd, .rope_neox = 1, .eps = 1e-6f, .q_norm = nw,
+                                .k_norm = nw, .rope_cs = cs, .n_ctx = pos + 1, .kv_type = CUDA_KV_F16};
+    }
+    float *wo_in = attn ? att : qkv; /* what wo reads */
     /* m < N_MAT: that matrix of every layer; m == N_MAT: the four in order; m == N_MAT + 1:
-     * wo, gate|up, down and qkv of each layer as one chain (cuda_chain), where they fit one */
-    for (int m = 0; m <= N_MAT + 1; m++) {
+     * wo, gate|up, down and qkv of each layer as one chain (cuda_chain), where they fit one;
+     * m == N_MAT + 2: the attention alone (ATTN_POS) */
+    for (int m = 0; m <= N_MAT + 2; m++) {
         if (m == N_MAT + 1) {
             cuda_chain_link probe[4];
-            layer_links(w, x, nw, qkv, ff, probe);
+            layer_links(w, x, nw, wo_in, qkv, ff, probe);
             if (T > 0 || !cuda_chain_fits(probe, 4))
-                break;
+                continue;
         }
+        if (m == N_MAT + 2 && (T > 0 || !attn))
+            continue;
         cudaGraph_t g;
         cudaGraphExec_t ge;
         cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
@@ -147,14 +191,23 @@ int main(int argc, char **argv) {
             e = cudaMemsetAsync(state, 0, sizeof *state, st);
             for (int l = 0; l < n_layer && e == cudaSuccess; l++) {
                 cuda_chain_link links[4];
-                layer_links(w + l * N_MAT, x, nw, qkv, ff, links);
-                e = cuda_chain(links, 4, 1e-6f, state, 4u * (unsigned)l, st);
+                layer_links(w + l * N_MAT, x, nw, wo_in, qkv, ff, links);
+                if (attn)
+                    e = cuda_attention_decode(&ap, qkv, kc[l], vc[l], astate, att, st);
+                if (e == cudaSuccess)
+                    e = cuda_chain(links, 4, 1e-6f, state, 4u * (unsigned)l, st);
             }
         }
+        for (int l = 0; l < n_layer && e == cudaSuccess && m == N_MAT + 2; l++)
+            e = cuda_attention_decode(&ap, qkv, kc[l], vc[l], astate, att, st);
         for (int l = 0; l < n_layer && e == cudaSuccess && m <= N_MAT; l++)
             for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
-                const float *in = k == 1 ? qkv : k == 3 ? ff : x;
+                const float *in = k == 1 ? wo_in : k == 3 ? ff : x;
                 float *out = k == 0 ? qkv : k == 2 ? ff : x;
+                if (k == 1 && m == N_MAT && attn) /* the layer: the attention between qkv and wo */
+                    e = cuda_attention_decode(&ap, qkv, kc[l], vc[l], astate, att, st);
+                if (e != cudaSuccess)
+                    break;
                 e = T > 0 && prefill ? cuda_gemm(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, st)
                     : T > 0          ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, &gs, st)
                                      : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, st);
@@ -164,8 +217,7 @@ int main(int argc, char **argv) {
         if (e == cudaSuccess)
             e = cudaGraphInstantiate(&ge, g, 0);
         if (e != cudaSuccess) {
-            fprintf(stderr, "gpu_matvec_bench: %s: %s\n", m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : "chain",
-                    cudaGetErrorString(e));
+            fprintf(stderr, "gpu_matvec_bench: %s: %s\n", line_name(m), cudaGetErrorString(e));
             return 1;
         }
         float ms = 0.0f;
@@ -183,13 +235,15 @@ int main(int argc, char **argv) {
             return 1;
         }
         const double us = 1e3 * ms / REPS / n_layer; /* per launch, or per layer */
-        const double bytes = m < N_MAT ? (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1]) : layer_bytes;
+        const double bytes = m < N_MAT       ? (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1])
+                             : m == N_MAT + 2 ? 2.0 * (pos + 1) * (double)kv_dim * 2.0 /* K and V rows, F16 */
+                                              : layer_bytes;
         double flops = 0.0; /* 2 T n_out n_in */
-        for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1); k++)
+        for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && m <= N_MAT + 1; k++)
             flops += 2.0 * T * (double)shape[k][0] * (double)shape[k][1];
         printf("%s T=%d %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s  %6.1f TFLOP/s\n", cuda_wtype_name(t), T,
                (long long)(m < N_MAT ? shape[m][0] : 0), (long long)(m < N_MAT ? shape[m][1] : 0),
-               m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : "chain", us, bytes / (us * 1e3), flops / (us * 1e6));
+               line_name(m), us, bytes / (us * 1e3), flops / (us * 1e6));
         cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);
     }
