@@ -156,6 +156,7 @@ int main(int argc, char **argv) {
         float2 *cs = NULL;
         int ok = kc && vc && pos >= 0 && hd > 0 && q_dim % hd == 0 && kv_dim % hd == 0 && hd <= n_max &&
                  cudaMalloc((void **)&att, (size_t)q_dim * 4) == cudaSuccess &&
+                 cudaMemset(att, 0, (size_t)q_dim * 4) == cudaSuccess &&
                  cudaMalloc((void **)&astate, sizeof as) == cudaSuccess &&
                  cudaMemcpy(astate, &as, sizeof as, cudaMemcpyHostToDevice) == cudaSuccess &&
                  cudaMalloc((void **)&cs, (size_t)(pos + 1) * (size_t)hd / 2 * sizeof *cs) == cudaSuccess &&
