@@ -6,11 +6,10 @@
  * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned), Q4_0 and Q8_0 with
  * the input in f32 and, where the kernel takes it so (takes_int8: every decode matvec
  * of those types while int8 is on), quantized to int8 (the host quantizes its own
- * alike; run_case's bound allows one rounding apart); and the fused
- * decode attention (Q/K
- * norm, RoPE, cache write, GQA over 1 to 3,001 positions, one or several rounds of its
- * cluster, sliding windows) and the prefill's attention
- * (also with windows) and tensor-core GEMM against the same kind of host computation.
+ * alike; run_case's bound allows one rounding apart); and the fused decode attention
+ * (Q/K norm, RoPE, cache write, GQA over 1 to 3,001 positions, one or several rounds of
+ * its cluster, sliding windows) and the prefill's attention (also with windows) and
+ * tensor-core GEMM against the same kind of host computation.
  * With a window, the cache rows below every window are NaN: a kernel that reads one
  * fails. Every attention case runs with the KV cache in F32, F16 or Q8_0 (enum
  * cuda_kv_type): the host attends over the values the cache holds, so the bounds are

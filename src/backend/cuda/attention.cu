@@ -6,14 +6,14 @@
  * Decode (one token) is one fused kernel per layer, a thread-block cluster of
  * ATT_CLUSTER blocks per head. Before waiting for the previous kernel, each block loads
  * what does not depend on it: its first round of cached keys and values (earlier steps
- * wrote them), the norm weights and the RoPE angles. Then it applies the per-head Q RMSNorm and RoPE to its query,
- * the same to the new K of its KV head (the first block of the group also writes K and
- * V to the cache), and attends over its share of positions j0..pos with an online
- * softmax per warp, the next round's loads in flight during each round. Each block
- * stores its partial result into the shared memory of the cluster's first block
- * (distributed shared memory), which after one cluster barrier merges them: no global
- * ticket, no second launch. The output projection wo is a matvec of its own (step.c
- * says why).
+ * wrote them), the norm weights and the RoPE angles. Then it applies the per-head Q
+ * RMSNorm and RoPE to its query, the same to the new K of its KV head (the first block
+ * of the group also writes K and V to the cache), and attends over its share of
+ * positions j0..pos with an online softmax per warp, the next round's loads in flight
+ * during each round. Each block stores its partial result into the shared memory of the
+ * cluster's first block (distributed shared memory), which after one cluster barrier
+ * merges them: no global ticket, no second launch. The output projection wo is a matvec
+ * of its own (step.c says why).
  * Reads per token: (pos + 1 - j0) * 2 * head_dim elements of the cache per KV head.
  *
  * Over a long context the step splits its attention over the context instead

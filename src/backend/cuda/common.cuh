@@ -1,9 +1,8 @@
 /*
  * common.cuh - helpers shared by the kernel files: warp and block reductions, a float4
- * dot, cp.async copies, the int8 quantization of
- * inputs, tensor-core mma and F16 pairs, and on the host side the launch configuration
- * for programmatic dependent launch, the shared-memory attributes of a kernel and the
- * environment's on/off switches. What
+ * dot, cp.async copies, the int8 quantization of inputs, tensor-core mma and F16 pairs,
+ * and on the host side the launch configuration for programmatic dependent launch, the
+ * shared-memory attributes of a kernel and the environment's on/off switches. What
  * depends on the weight type (chunk dot products, single elements, the GEMM's
  * conversion) is in wtypes.cuh, which this file includes last.
  */
@@ -274,14 +273,14 @@ static __device__ __forceinline__ void stage_norm_weights(const float *const &no
 }
 
 /* A decode matvec's int8 input, in one pass: x times norm_w where `norm`, quantized per
- * block of 32 into xq and xb (quant8_store). Returns the RMSNorm's 1 / rms (1 without a norm), by which the
- * caller multiplies its rows' sums: a factor common to every block, which the
- * quantization does not see but for rounding, so the block reduction runs beside the
- * quantization rather than before it, and the input never sits in shared memory in
- * f32. Threads 0..T-1 (whole warps: quant8_f32 shuffles) take groups of 8 elements
- * i = thread + j T, G at a time, all their loads first; x 16-byte aligned, n_in a
- * multiple of 32. w0: stage_norm_weights of the first round. With a norm it ends with a
- * barrier of the T threads (bar 1: threads_sync), else with none.
+ * block of 32 into xq and xb (quant8_store). Returns the RMSNorm's 1 / rms (1 without a
+ * norm), by which the caller multiplies its rows' sums: a factor common to every block,
+ * which the quantization does not see but for rounding, so the block reduction runs
+ * beside the quantization rather than before it, and the input never sits in shared
+ * memory in f32. Threads 0..T-1 (whole warps: quant8_f32 shuffles) take groups of 8
+ * elements i = thread + j T, G at a time, all their loads first; x 16-byte aligned, n_in
+ * a multiple of 32. w0: stage_norm_weights of the first round. With a norm it ends with
+ * a barrier of the T threads (bar 1: threads_sync), else with none.
  * x, norm_w and n_in come by reference (as in stage_norm_weights) so that a chain
  * phase's fields (chain.cu) are read where they are used, as before these functions
  * were shared: passed by value, they stayed in registers through the rounds, k_chain
