@@ -14,9 +14,9 @@
  * count never change a result. One body for both types and both sets
  * (fast_int8_tile.h); AVX2 tiles are 4 x 2 (8 accumulators + operands in 16 ymm
  * registers; 2 x 4 measured 0.8x its speed on pp64, 4 x 3 would spill), VNNI tiles 4 x 4
- * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1 and Q8_0 matrices of a multiple of 8
- * rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and run the packed kernels
- * below at every token count.
+ * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K matrices of a
+ * multiple of 8 rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and run the
+ * packed kernels below at every token count.
  *
  * SwiGLU (the fast path's, not the reference's): expf in vectors (Cephes' polynomial);
  * the element-by-element libm expf and division were 6.7% of an 8-way server's samples.
@@ -304,7 +304,7 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
  * CPU's instruction set (batch invariance, forward.c). */
 
 /* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
-enum { W_Q8_0, W_Q4_1, W_Q4_0 }; /* W_Q4_0: the packed kernels only */
+enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q6_K }; /* W_Q4_0, W_Q4_K, W_Q6_K: the packed kernels only */
 
 /* A row's 32 weights of block wb as bytes in element order: Q8_0's int8 as they are,
  * Q4_1's nibbles (elements j and j + 16 share byte j) as 0..15 */
@@ -625,32 +625,334 @@ VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w0, const block_q8_0x8 *
         _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc[j]);
 }
 
-/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0): token blocks of 32 (as
- * int8_gemm), windows of PACKED_WIN blocks, the groups of 8 rows in pairs, tiles of 8
- * tokens, then one of the rest. */
+/* Q4_K, Q6_K: super-blocks per window (the two groups' 18 resp. 26 KiB, reused by the
+ * tiles of a block of 32 tokens), and the int32 words per token and super-block of
+ * packed_gemm's scales: the token's d (f32 bits), then its sums by pairs, lo | hi << 16:
+ * Q4_K's 4 pairs of sums of 32, Q6_K's 8 pairs of sums of 16 (Q8_K's bsums) */
+enum { K_WIN = 8, K4_ST = 5, K6_ST = 9 };
+
+/* The 6-bit scales and minimums of super-blocks b0 (lanes 0..7) and b1 (8..15), from
+ * block_q4_Kx8's split bits (packed.h): sc[j] sub-block j's scale, mp[p] the minimums of
+ * sub-blocks 2p and 2p + 1 as an int16 pair (vpdpwssd's operand) */
+VNNI static INLINE void q4_Kx8_scales(const block_q4_Kx8 *b0, const block_q4_Kx8 *b1, __m512i sc[8], __m512i mp[4]) {
+    const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03), m12 = _mm_set1_epi8(0x0C);
+    __m128i mins[8]; /* (8) sub-block j's minimums, a byte per lane */
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)b0->scl[j]),
+                                              _mm_loadl_epi64((const __m128i *)b1->scl[j]));
+        __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)b0->sch[j / 2]),
+                                        _mm_loadl_epi64((const __m128i *)b1->sch[j / 2]));
+        if (j & 1) /* (16-bit shifts: each byte is masked to bits its own byte brought) */
+            hi = _mm_srli_epi16(hi, 4);
+        sc[j] = _mm512_cvtepu8_epi32(_mm_or_si128(_mm_and_si128(lo, m4), _mm_slli_epi16(_mm_and_si128(hi, m2), 4)));
+        mins[j] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(lo, 4), m4), _mm_slli_epi16(_mm_and_si128(hi, m12), 2));
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)
+        mp[p] = _mm512_or_si512(_mm512_cvtepu8_epi32(mins[2 * p]),
+                                _mm512_slli_epi32(_mm512_cvtepu8_epi32(mins[2 * p + 1]), 16));
+}
+
+/* Q4_K rows x Q8_K tokens: per super-block its scales unpacked once (q4_Kx8_scales); per
+ * sub-block pair each chunk's nibbles once (low: sub-block 2p, high: 2p + 1), times every
+ * token's 4 activations of those elements, broadcast (vpdpbusd); each sub-block's sums
+ * times its scale (vpmulld) into the token's int32 sum is, its minimums' sum ms by pairs
+ * (vpdpwssd with the token's sums of 32); then two FMAs per token (packed.h). The 16
+ * rows' acc lives in y between super-blocks (a float stored and loaded back unchanged), so
+ * registers hold the 3 RN sums. w0, w1, lanes: as q4x8_tile's; st: (RN, K_WIN, K4_ST)
+ * the tokens' words; first: the window starts the rows (acc from 0). */
+VNNI static INLINE void q4_Kx8_tile(const block_q4_Kx8 *w0, const block_q4_Kx8 *w1, __mmask16 lanes,
+                                    const uint8_t *x, size_t x_stride, const int32_t *st, float *y, int64_t y_stride,
+                                    int64_t nbw, int first, const int RN) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nbw; b++) {
+        const block_q4_Kx8 *wb0 = w0 + b, *wb1 = w1 + b;
+#pragma GCC unroll 18
+        for (int l = 0; l < 18; l++) {
+            packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
+            packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
+        }
+        __m512i sc[8], mp[4];
+        q4_Kx8_scales(wb0, wb1, sc, mp);
+        const int8_t *xq[8]; /* (RN) the 256 activations of super-block b of each token */
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            xq[j] = ((const block_q8_K *)(x + (size_t)j * x_stride) + b)->qs;
+        __m512i is[8]; /* (RN) 16 rows' sum over sub-blocks of scale x int32 sum, token j */
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++)
+            is[j] = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) {
+            __m512i slo[8], shi[8]; /* (RN) sub-block 2p's and 2p + 1's int32 sums, token j */
+#pragma GCC unroll 8
+            for (int j = 0; j < RN; j++)
+                slo[j] = shi[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m512i q = load_pair(wb0->qs[p][c][0], wb1->qs[p][c][0]);
+                const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+#pragma GCC unroll 8
+                for (int j = 0; j < RN; j++) {
+                    int32_t xl, xh; /* elements 64p + 4c .. + 3 and 64p + 32 + 4c .. + 3 */
+                    memcpy(&xl, xq[j] + 64 * p + 4 * c, 4);
+                    memcpy(&xh, xq[j] + 64 * p + 32 + 4 * c, 4);
+                    slo[j] = _mm512_dpbusd_epi32(slo[j], lo, _mm512_set1_epi32(xl));
+                    shi[j] = _mm512_dpbusd_epi32(shi[j], hi, _mm512_set1_epi32(xh));
+                }
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < RN; j++)
+                is[j] = _mm512_add_epi32(is[j], _mm512_add_epi32(_mm512_mullo_epi32(slo[j], sc[2 * p]),
+                                                                 _mm512_mullo_epi32(shi[j], sc[2 * p + 1])));
+        }
+        const __m512 dw = load_pair_f16(wb0->d, wb1->d), mw = load_pair_f16(wb0->dmin, wb1->dmin);
+#pragma GCC unroll 8
+        for (int j = 0; j < RN; j++) {
+            const int32_t *sj = st + (j * K_WIN + b) * K4_ST; /* token j's d, sums of 32 */
+            float dx;
+            memcpy(&dx, sj, sizeof dx);
+            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(sj[1]));
+            ms = _mm512_dpwssd_epi32(ms, mp[1], _mm512_set1_epi32(sj[2]));
+            ms = _mm512_dpwssd_epi32(ms, mp[2], _mm512_set1_epi32(sj[3]));
+            ms = _mm512_dpwssd_epi32(ms, mp[3], _mm512_set1_epi32(sj[4]));
+            const __m512 dxv = _mm512_set1_ps(dx);
+            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
+            acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[j]), acc);
+            acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(ms), acc);
+            _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
+        }
+    }
+}
+
+/* Q6_K rows x Q8_K tokens, as q4_Kx8_tile, for up to 4 tokens (4 parts x RN sums in
+ * registers): per super-block the 16 scales of the 16 rows once (sign-extended); per half h
+ * and half of its chunks, each chunk's 6-bit codes u = q + 32 of its 4 parts (4 bits of ql,
+ * 2 of qh) once, times every token's 4 activations (vpdpbusd) into the sums of the parts'
+ * sub-blocks of 16, each times its scale (vpmulld); the 32 is taken back by the scales
+ * times the token's sums of 16 (vpdpwssd). */
+VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 *w1, __mmask16 lanes,
+                                     const uint8_t *x, size_t x_stride, const int32_t *st, float *y, int64_t y_stride,
+                                     int64_t nbw, int first, const int RN) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int64_t b = 0; b < nbw; b++) {
+        const block_q6_Kx8 *wb0 = w0 + b, *wb1 = w1 + b;
+#pragma GCC unroll 27
+        for (int l = 0; l < 27; l++) { /* 1,680 bytes: 26.25 lines */
+            packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
+            packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
+        }
+        __m512i sc[16], sp[8]; /* sub-block j's scale; sub-blocks 2k, 2k + 1's as an int16 pair */
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+            sc[j] = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)wb0->sc[j]),
+                                                            _mm_loadl_epi64((const __m128i *)wb1->sc[j])));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++)
+            sp[k] = _mm512_or_si512(_mm512_and_si512(sc[2 * k], lo16), _mm512_slli_epi32(sc[2 * k + 1], 16));
+        const int8_t *xq[4]; /* (RN) the 256 activations of super-block b of each token */
+#pragma GCC unroll 4
+        for (int j = 0; j < RN; j++)
+            xq[j] = ((const block_q8_K *)(x + (size_t)j * x_stride) + b)->qs;
+        __m512i is[4]; /* (RN) 16 rows' sum over sub-blocks of scale x int32 sum of u x, token j */
+#pragma GCC unroll 4
+        for (int j = 0; j < RN; j++)
+            is[j] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++)
+            for (int half = 0; half < 2; half++) { /* chunks 4 half .. + 3: sub-blocks 8h + 2 part + half */
+                __m512i s[4][4]; /* (4 parts, RN) the int32 sums of part p's sub-block, token j */
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++)
+#pragma GCC unroll 4
+                    for (int j = 0; j < RN; j++)
+                        s[p][j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int c = 4 * half; c < 4 * half + 4; c++) {
+                    const __m512i qa = load_pair(wb0->ql[h][0][c][0], wb1->ql[h][0][c][0]);
+                    const __m512i qb = load_pair(wb0->ql[h][1][c][0], wb1->ql[h][1][c][0]);
+                    const __m512i qh = load_pair(wb0->qh[h][c][0], wb1->qh[h][c][0]);
+                    /* (16-bit shifts: each byte is masked to bits its own byte brought) */
+                    const __m512i u[4] = {
+                        _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4)),
+                        _mm512_or_si512(_mm512_and_si512(qb, m4),
+                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
+                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
+                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4))};
+#pragma GCC unroll 4
+                    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 4
+                        for (int j = 0; j < RN; j++) {
+                            int32_t xc; /* elements 128h + 32p + 4c .. + 3 */
+                            memcpy(&xc, xq[j] + 128 * h + 32 * p + 4 * c, 4);
+                            s[p][j] = _mm512_dpbusd_epi32(s[p][j], u[p], _mm512_set1_epi32(xc));
+                        }
+                }
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++)
+#pragma GCC unroll 4
+                    for (int j = 0; j < RN; j++)
+                        is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(s[p][j], sc[8 * h + 2 * p + half]));
+            }
+        const __m512 dw = load_pair_f16(wb0->d, wb1->d);
+#pragma GCC unroll 4
+        for (int j = 0; j < RN; j++) {
+            const int32_t *sj = st + (j * K_WIN + b) * K6_ST; /* token j's d, sums of 16 */
+            float dx;
+            memcpy(&dx, sj, sizeof dx);
+            __m512i off = _mm512_setzero_si512(); /* sum_j sc_j * bsum_j */
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
+            const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, 5));
+            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
+            acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
+            _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
+        }
+    }
+}
+
+/* q6_Kx8_tile4 for one token and one group of 8 rows (a decode step), on all 16 lanes:
+ * lanes 0..7 take the rows' first half of each super-block (h = 0), lanes 8..15 the same
+ * rows' second half, each with its own activations (one 64-byte load per part, a dword
+ * broadcast within each 256-bit half per chunk), and the halves' exact int32 sums meet
+ * before the same float steps as q6_Kx8_tile4's: the same bits, at half the instructions
+ * (there, lanes 8..15 repeat lanes 0..7). */
+VNNI static INLINE void q6_Kx8_tile_1(const block_q6_Kx8 *w, const uint8_t *x, const int32_t *st, float *y,
+                                      int64_t nbw, int first) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int64_t b = 0; b < nbw; b++) {
+        const block_q6_Kx8 *wb = w + b;
+#pragma GCC unroll 27
+        for (int l = 0; l < 27; l++)
+            packed_prefetch((const char *)wb + PACKED_PREFETCH + 64 * l, 1);
+        /* lanes 0..7: sub-block j's scale of the first half, 8..15: of the second (j + 8) */
+        __m512i sc[8], sp[4];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            sc[j] = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)wb->sc[j]),
+                                                            _mm_loadl_epi64((const __m128i *)wb->sc[j + 8])));
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            sp[k] = _mm512_or_si512(_mm512_and_si512(sc[2 * k], lo16), _mm512_slli_epi32(sc[2 * k + 1], 16));
+        const int8_t *xq = ((const block_q8_K *)x + b)->qs;
+        __m512i is = _mm512_setzero_si512();
+        for (int half = 0; half < 2; half++) {
+            __m512i s[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                            _mm512_setzero_si512()}; /* (4 parts) */
+            __m512i xp[4]; /* part p's 32 activations of the first half (low 256 bits), of the second */
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++)
+                xp[p] = load_pair((const uint8_t *)xq + 32 * p, (const uint8_t *)xq + 128 + 32 * p);
+#pragma GCC unroll 4
+            for (int c = 4 * half; c < 4 * half + 4; c++) {
+                const __m512i qa = load_pair(wb->ql[0][0][c][0], wb->ql[1][0][c][0]);
+                const __m512i qb = load_pair(wb->ql[0][1][c][0], wb->ql[1][1][c][0]);
+                const __m512i qh = load_pair(wb->qh[0][c][0], wb->qh[1][c][0]);
+                const __m512i u[4] = {
+                    _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4)),
+                    _mm512_or_si512(_mm512_and_si512(qb, m4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4))};
+                const __m512i idx = _mm512_setr_epi32(c, c, c, c, c, c, c, c, 8 + c, 8 + c, 8 + c, 8 + c, 8 + c,
+                                                      8 + c, 8 + c, 8 + c);
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++)
+                    s[p] = _mm512_dpbusd_epi32(s[p], u[p], _mm512_permutexvar_epi32(idx, xp[p]));
+            }
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++)
+                is = _mm512_add_epi32(is, _mm512_mullo_epi32(s[p], sc[2 * p + half]));
+        }
+        int32_t sj[K6_ST]; /* the token's d, sums of 16 */
+        memcpy(sj, st + b * K6_ST, sizeof sj);
+        __m512i off = _mm512_setzero_si512(); /* lanes 0..7: the first half's sum_j sc_j * bsum_j */
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i bs = _mm512_inserti64x4(_mm512_set1_epi32(sj[1 + k]), _mm256_set1_epi32(sj[5 + k]), 1);
+            off = _mm512_dpwssd_epi32(off, sp[k], bs);
+        }
+        const __m512i both = _mm512_sub_epi32(is, _mm512_slli_epi32(off, 5));
+        const __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(both), _mm512_extracti64x4_epi64(both, 1));
+        float dx;
+        memcpy(&dx, sj, sizeof dx);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->d));
+        const __m256 acc = first && b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
+        _mm256_storeu_ps(y, _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc));
+    }
+}
+
+/* q6_Kx8_tile4 for up to 8 tokens: the first 4, then the rest (the window's weights again,
+ * from cache) */
+VNNI static INLINE void q6_Kx8_tile(const block_q6_Kx8 *w0, const block_q6_Kx8 *w1, __mmask16 lanes,
+                                    const uint8_t *x, size_t x_stride, const int32_t *st, float *y, int64_t y_stride,
+                                    int64_t nbw, int first, const int RN) {
+    if (RN == 1 && lanes == 0x00FF) {
+        q6_Kx8_tile_1(w0, x, st, y, nbw, first);
+        return;
+    }
+    q6_Kx8_tile4(w0, w1, lanes, x, x_stride, st, y, y_stride, nbw, first, RN < 4 ? RN : 4);
+    if (RN > 4)
+        q6_Kx8_tile4(w0, w1, lanes, x + 4 * x_stride, x_stride, st + 4 * K_WIN * K6_ST, y + 4 * y_stride, y_stride,
+                     nbw, first, RN - 4);
+}
+
+/* The scales packed_gemm hands a tile for token t (x_t its row) and block b of a window
+ * (st: the token's slots of the window, `words` each): Q8_0, Q4_1, Q4_0: d and s (Q4_1),
+ * or Q4_0's -8 * sum(x), exact, as int32 bits (its weights are q - 8), as floats; Q4_K,
+ * Q6_K: K4_ST resp. K6_ST words */
+VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, const int wt) {
+    if (wt == W_Q4_K || wt == W_Q6_K) {
+        const block_q8_K *xb = (const block_q8_K *)x_t + b;
+        int32_t words[K6_ST];
+        const int n_words = wt == W_Q4_K ? K4_ST : K6_ST;
+        memcpy(&words[0], &xb->d, sizeof xb->d);
+        for (int p = 0; p + 1 < n_words; p++) {
+            const int lo = wt == W_Q4_K ? xb->bsums[4 * p] + xb->bsums[4 * p + 1] : xb->bsums[2 * p];
+            const int hi = wt == W_Q4_K ? xb->bsums[4 * p + 2] + xb->bsums[4 * p + 3] : xb->bsums[2 * p + 1];
+            words[1 + p] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+        }
+        memcpy(st + b * n_words, words, (size_t)n_words * sizeof words[0]);
+        return;
+    }
+    const uint16_t *h = (const uint16_t *)(x_t + (size_t)b * (wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0)));
+    st[2 * b] = _cvtsh_ss(h[0]);
+    if (wt == W_Q4_0) {
+        const int32_t start = -8 * sum_i8_32(((const block_q8_0 *)h)->qs);
+        memcpy(st + 2 * b + 1, &start, sizeof start);
+    } else {
+        st[2 * b + 1] = wt == W_Q4_1 ? _cvtsh_ss(h[1]) : 0.0f; /* Q8_0: unused */
+    }
+}
+
+/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q6_K):
+ * token blocks of 32 (as int8_gemm), windows of PACKED_WIN blocks (K_WIN super-blocks),
+ * the groups of 8 rows in pairs, tiles of 8 tokens, then one of the rest. */
 VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
                                     float *y, int64_t y_stride, int64_t n, const int wt) {
     enum { TOK_BLOCK = 32, RN = 8 };
-    const int64_t nb = n / QK8_0, n_groups = n_rows / 8;
-    const size_t wbs = wt == W_Q8_0 ? sizeof(block_q8_0x8) : wt == W_Q4_0 ? sizeof(block_q4_0x8) : sizeof(block_q4_1x8);
-    const size_t xbs = wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
-    _Alignas(32) float sc[TOK_BLOCK * PACKED_WIN * 2]; /* (TOK_BLOCK, PACKED_WIN, 2) the window's token scales */
+    const int k_quant = wt == W_Q4_K || wt == W_Q6_K;
+    const int64_t nb = n / (k_quant ? QK_K : QK8_0), n_groups = n_rows / 8;
+    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = wt == W_Q4_K ? K4_ST : wt == W_Q6_K ? K6_ST : 2;
+    const size_t wbs = wt == W_Q8_0   ? sizeof(block_q8_0x8)
+                       : wt == W_Q4_0 ? sizeof(block_q4_0x8)
+                       : wt == W_Q4_K ? sizeof(block_q4_Kx8)
+                       : wt == W_Q6_K ? sizeof(block_q6_Kx8)
+                                      : sizeof(block_q4_1x8);
+    const size_t xbs = k_quant ? sizeof(block_q8_K) : wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    _Alignas(32) float sc[TOK_BLOCK * PACKED_WIN * 2]; /* (TOK_BLOCK, win, words) the window's token scales */
+    _Static_assert(K_WIN * K6_ST <= PACKED_WIN * 2, "a K-quant window's scales fit sc");
     for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
         const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
-        for (int64_t b0 = 0; b0 < nb; b0 += PACKED_WIN) {
-            const int64_t nbw = nb - b0 < PACKED_WIN ? nb - b0 : PACKED_WIN;
+        for (int64_t b0 = 0; b0 < nb; b0 += win) {
+            const int64_t nbw = nb - b0 < win ? nb - b0 : win;
             for (int64_t t = t0; t < t1; t++)
-                for (int64_t b = 0; b < nbw; b++) {
-                    const uint16_t *h = (const uint16_t *)(x + (size_t)t * x_stride + (size_t)(b0 + b) * xbs);
-                    float *st = sc + ((t - t0) * PACKED_WIN + b) * 2;
-                    st[0] = _cvtsh_ss(h[0]);
-                    if (wt == W_Q4_0) { /* Q4_0's weights are q - 8: -8 * sum(x), exact, as int32 bits */
-                        const int32_t start = -8 * sum_i8_32(((const block_q8_0 *)h)->qs);
-                        memcpy(st + 1, &start, sizeof start);
-                    } else {
-                        st[1] = wt == W_Q4_1 ? _cvtsh_ss(h[1]) : 0.0f; /* Q8_0: unused */
-                    }
-                }
+                for (int64_t b = 0; b < nbw; b++)
+                    packed_scales(x + (size_t)t * x_stride + (size_t)b0 * xbs, b, sc + (t - t0) * win * words, wt);
             /* one token's groups go alone (lanes 8..15 idle): it is bound by memory, and a pair
              * is two weight streams for the prefetchers (SmolLM2 Q4_1, one sequence, 8 pairs:
              * median 0.875 paired, 0.99 alone, against the ymm tile) */
@@ -662,11 +964,17 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
 #define TILE(rn)                                                                                             \
     do {                                                                                                     \
         const uint8_t *xt = x + (size_t)t * x_stride + (size_t)b0 * xbs;                                     \
-        const float *st = sc + (t - t0) * PACKED_WIN * 2;                                                    \
+        const float *st = sc + (t - t0) * win * words;                                                       \
         float *yt = y + t * y_stride + 8 * g;                                                                \
         if (wt == W_Q8_0)                                                                                    \
             q8_0x8_tile((const block_q8_0x8 *)wg0, (const block_q8_0x8 *)wg1, lanes, xt, x_stride, st, yt,   \
                         y_stride, nbw, b0 == 0, rn);                                                         \
+        else if (wt == W_Q4_K)                                                                               \
+            q4_Kx8_tile((const block_q4_Kx8 *)wg0, (const block_q4_Kx8 *)wg1, lanes, xt, x_stride,           \
+                        (const int32_t *)st, yt, y_stride, nbw, b0 == 0, rn);                                \
+        else if (wt == W_Q6_K)                                                                               \
+            q6_Kx8_tile((const block_q6_Kx8 *)wg0, (const block_q6_Kx8 *)wg1, lanes, xt, x_stride,           \
+                        (const int32_t *)st, yt, y_stride, nbw, b0 == 0, rn);                                \
         else                                                                                                 \
             q4x8_tile(wg0, wg1, lanes, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, wt, rn);                \
     } while (0)
@@ -699,6 +1007,18 @@ VNNI static void gemm_q4_0x8_q8_0_vnni(const uint8_t *w, size_t w_stride, int64_
                                        size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
     (void)w_stride;
     packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_0);
+}
+
+VNNI static void gemm_q4_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_K);
+}
+
+VNNI static void gemm_q6_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q6_K);
 }
 
 VNNI static void gemm_q8_0x8_q8_0u_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
@@ -1044,6 +1364,8 @@ cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
     return type == ER_TYPE_Q4_1   ? gemm_q4_1x8_q8_1_vnni
            : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni
            : type == ER_TYPE_Q4_0 ? gemm_q4_0x8_q8_0_vnni
+           : type == ER_TYPE_Q4_K ? gemm_q4_Kx8_q8_K_vnni
+           : type == ER_TYPE_Q6_K ? gemm_q6_Kx8_q8_K_vnni
                                   : NULL;
 }
 

@@ -15,7 +15,54 @@
 #include "core/status.h"
 #include "quant/types.h"
 
+/* Block b of rows 8g .. 8g + 7 of Q4_K rows, as block_q4_Kx8 (packed.h) */
+static void pack_q4_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b, block_q4_Kx8 *out) {
+    for (int r = 0; r < 8; r++) {
+        const block_q4_K *in = (const block_q4_K *)(src + (size_t)(8 * g + r) * row_size) + b;
+        out->d[r] = in->d;
+        out->dmin[r] = in->dmin;
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; j++)
+            get_scale_min_k4(j, in->scales, &sc[j], &m[j]);
+        for (int j = 0; j < 8; j++)
+            out->scl[j][r] = (uint8_t)((sc[j] & 0xF) | (m[j] & 0xF) << 4);
+        for (int p = 0; p < 4; p++)
+            out->sch[p][r] = (uint8_t)(sc[2 * p] >> 4 | (m[2 * p] >> 4) << 2 | (sc[2 * p + 1] >> 4) << 4 |
+                                       (m[2 * p + 1] >> 4) << 6);
+        for (int p = 0; p < 4; p++)
+            for (int c = 0; c < 8; c++)
+                memcpy(out->qs[p][c][r], in->qs + 32 * p + 4 * c, 4);
+    }
+}
+
+/* Block b of rows 8g .. 8g + 7 of Q6_K rows, as block_q6_Kx8 (packed.h) */
+static void pack_q6_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b, block_q6_Kx8 *out) {
+    for (int r = 0; r < 8; r++) {
+        const block_q6_K *in = (const block_q6_K *)(src + (size_t)(8 * g + r) * row_size) + b;
+        out->d[r] = in->d;
+        for (int j = 0; j < 16; j++)
+            out->sc[j][r] = in->scales[j];
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 8; c++) {
+                for (int a = 0; a < 2; a++)
+                    memcpy(out->ql[h][a][c][r], in->ql + 64 * h + 32 * a + 4 * c, 4);
+                memcpy(out->qh[h][c][r], in->qh + 32 * h + 4 * c, 4);
+            }
+    }
+}
+
 void cpu_pack_rows(uint32_t type, const uint8_t *src, size_t row_size, int64_t n_out, int64_t n_in, uint8_t *dst) {
+    if (type == ER_TYPE_Q4_K || type == ER_TYPE_Q6_K) {
+        const int64_t nb = n_in / QK_K;
+        for (int64_t g = 0; g < n_out / 8; g++)
+            for (int64_t b = 0; b < nb; b++) {
+                if (type == ER_TYPE_Q4_K)
+                    pack_q4_K(src, row_size, g, b, (block_q4_Kx8 *)dst + g * nb + b);
+                else
+                    pack_q6_K(src, row_size, g, b, (block_q6_Kx8 *)dst + g * nb + b);
+            }
+        return;
+    }
     const int64_t nb = n_in / QK8_0;
     _Static_assert(QK4_0 == QK8_0 && QK4_1 == QK8_0, "one block length");
     for (int64_t g = 0; g < n_out / 8; g++)
@@ -58,10 +105,12 @@ static void quantize_row_q8_0u(const float *x, void *y, int64_t n) {
 static const cpu_kernels packed_q8_0 = {"vnni packed", ER_TYPE_Q8_0, quantize_row_q8_0u, NULL};
 
 const cpu_kernels *cpu_packed_kernels(uint32_t type) {
-    /* Q4_0, Q4_1: their table's Q8_0 resp. Q8_1 activations, as they are */
+    /* Q4_0, Q4_1, Q4_K, Q6_K: their table's Q8_0, Q8_1 resp. Q8_K activations, as they are */
     if (type == ER_TYPE_Q8_0)
         return &packed_q8_0;
-    return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 ? cpu_kernels_get(type) : NULL;
+    return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 || type == ER_TYPE_Q4_K || type == ER_TYPE_Q6_K
+               ? cpu_kernels_get(type)
+               : NULL;
 }
 
 /* One model's packed copy. */
