@@ -725,6 +725,21 @@ VNNI static INLINE void q4_Kx8_tile(const block_q4_Kx8 *w0, const block_q4_Kx8 *
     }
 }
 
+/* The 6-bit codes u (q + 32) of one chunk of Q6_K's 4 parts, a byte each: qa, qb the
+ * chunk's ql of parts 0 and 1 (low nibbles; their high nibbles are parts 2 and 3), qh its
+ * 2-bit pairs (bits 2p, 2p + 1: part p). 16-bit shifts: each byte is masked to the bits
+ * its own byte brought. */
+VNNI static INLINE void q6_codes(__m512i qa, __m512i qb, __m512i qh, __m512i u[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+    u[0] = _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+    u[1] = _mm512_or_si512(_mm512_and_si512(qb, m4),
+                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
+    u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
+                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+    u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
+                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+}
+
 /* Q6_K rows x Q8_K tokens, as q4_Kx8_tile, for up to 4 tokens (4 parts x RN sums in
  * registers): per super-block the 16 scales of the 16 rows once (sign-extended); per half h
  * and half of its chunks, each chunk's 6-bit codes u = q + 32 of its 4 parts (4 bits of ql,
@@ -734,7 +749,7 @@ VNNI static INLINE void q4_Kx8_tile(const block_q4_Kx8 *w0, const block_q4_Kx8 *
 VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 *w1, __mmask16 lanes,
                                      const uint8_t *x, size_t x_stride, const int32_t *st, float *y, int64_t y_stride,
                                      int64_t nbw, int first, const int RN) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), lo16 = _mm512_set1_epi32(0xFFFF);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nbw; b++) {
         const block_q6_Kx8 *wb0 = w0 + b, *wb1 = w1 + b;
 #pragma GCC unroll 27
@@ -768,18 +783,10 @@ VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 
                         s[p][j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int c = 4 * half; c < 4 * half + 4; c++) {
-                    const __m512i qa = load_pair(wb0->ql[h][0][c][0], wb1->ql[h][0][c][0]);
-                    const __m512i qb = load_pair(wb0->ql[h][1][c][0], wb1->ql[h][1][c][0]);
-                    const __m512i qh = load_pair(wb0->qh[h][c][0], wb1->qh[h][c][0]);
-                    /* (16-bit shifts: each byte is masked to bits its own byte brought) */
-                    const __m512i u[4] = {
-                        _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4)),
-                        _mm512_or_si512(_mm512_and_si512(qb, m4),
-                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4)),
-                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
-                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4)),
-                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
-                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4))};
+                    __m512i u[4];
+                    q6_codes(load_pair(wb0->ql[h][0][c][0], wb1->ql[h][0][c][0]),
+                             load_pair(wb0->ql[h][1][c][0], wb1->ql[h][1][c][0]),
+                             load_pair(wb0->qh[h][c][0], wb1->qh[h][c][0]), u);
 #pragma GCC unroll 4
                     for (int p = 0; p < 4; p++)
 #pragma GCC unroll 4
@@ -821,7 +828,7 @@ VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 
  * (there, lanes 8..15 repeat lanes 0..7). */
 VNNI static INLINE void q6_Kx8_tile_1(const block_q6_Kx8 *w, const uint8_t *x, const int32_t *st, float *y,
                                       int64_t nbw, int first) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), lo16 = _mm512_set1_epi32(0xFFFF);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nbw; b++) {
         const block_q6_Kx8 *wb = w + b;
 #pragma GCC unroll 27
@@ -847,17 +854,10 @@ VNNI static INLINE void q6_Kx8_tile_1(const block_q6_Kx8 *w, const uint8_t *x, c
                 xp[p] = load_pair((const uint8_t *)xq + 32 * p, (const uint8_t *)xq + 128 + 32 * p);
 #pragma GCC unroll 4
             for (int c = 4 * half; c < 4 * half + 4; c++) {
-                const __m512i qa = load_pair(wb->ql[0][0][c][0], wb->ql[1][0][c][0]);
-                const __m512i qb = load_pair(wb->ql[0][1][c][0], wb->ql[1][1][c][0]);
-                const __m512i qh = load_pair(wb->qh[0][c][0], wb->qh[1][c][0]);
-                const __m512i u[4] = {
-                    _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4)),
-                    _mm512_or_si512(_mm512_and_si512(qb, m4),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4)),
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4)),
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4))};
+                __m512i u[4];
+                q6_codes(load_pair(wb->ql[0][0][c][0], wb->ql[1][0][c][0]),
+                         load_pair(wb->ql[0][1][c][0], wb->ql[1][1][c][0]), load_pair(wb->qh[0][c][0], wb->qh[1][c][0]),
+                         u);
                 const __m512i idx = _mm512_setr_epi32(c, c, c, c, c, c, c, c, 8 + c, 8 + c, 8 + c, 8 + c, 8 + c,
                                                       8 + c, 8 + c, 8 + c);
 #pragma GCC unroll 4
