@@ -282,7 +282,7 @@ static void test_gemm_packed(uint32_t type) {
         return;
     }
     const cpu_kernels *k = cpu_packed_kernels(type), *ref = cpu_kernels_ref(type);
-    /* (Q4_K, Q6_K: the multiples of 256; 2304 crosses their window of 8 super-blocks) */
+    /* (K-quants: the multiples of 256; 2304 crosses their window of 8 super-blocks) */
     static const int64_t ns[] = {32, 256, 1024, 2080, 2304};
     enum { R = 40, T = 40 };
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
@@ -969,6 +969,7 @@ void test_cpu(void) {
     test_gemm_packed(ER_TYPE_Q4_1);
     test_gemm_packed(ER_TYPE_Q8_0);
     test_gemm_packed(ER_TYPE_Q4_K);
+    test_gemm_packed(ER_TYPE_Q5_K);
     test_gemm_packed(ER_TYPE_Q6_K);
     test_fast_to_f32();
     test_fast_swiglu();

@@ -304,7 +304,7 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
  * CPU's instruction set (batch invariance, forward.c). */
 
 /* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
-enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q6_K }; /* W_Q4_0, W_Q4_K, W_Q6_K: the packed kernels only */
+enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q5_K, W_Q6_K }; /* from W_Q4_0 on: the packed kernels only */
 
 /* A row's 32 weights of block wb as bytes in element order: Q8_0's int8 as they are,
  * Q4_1's nibbles (elements j and j + 16 share byte j) as 0..15 */
@@ -625,10 +625,10 @@ VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w0, const block_q8_0x8 *
         _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc[j]);
 }
 
-/* Q4_K, Q6_K: super-blocks per window (the two groups' 18 resp. 26 KiB, reused by the
- * tiles of a block of 32 tokens), and the int32 words per token and super-block of
+/* Q4_K, Q5_K, Q6_K: super-blocks per window (the two groups' 18, 22 resp. 26 KiB, reused by
+ * the tiles of a block of 32 tokens), and the int32 words per token and super-block of
  * packed_gemm's scales: the token's d (f32 bits), then its sums by pairs, lo | hi << 16:
- * Q4_K's 4 pairs of sums of 32, Q6_K's 8 pairs of sums of 16 (Q8_K's bsums) */
+ * Q4_K's and Q5_K's 4 pairs of sums of 32, Q6_K's 8 pairs of sums of 16 (Q8_K's bsums) */
 enum { K_WIN = 8, K4_ST = 5, K6_ST = 9 };
 
 /* The 6-bit scales and minimums of super-blocks b0 (lanes 0..7) and b1 (8..15), from
@@ -654,22 +654,32 @@ VNNI static INLINE void q4_Kx8_scales(const block_q4_Kx8 *b0, const block_q4_Kx8
                                 _mm512_slli_epi32(_mm512_cvtepu8_epi32(mins[2 * p + 1]), 16));
 }
 
-/* Q4_K rows x Q8_K tokens: per super-block its scales unpacked once (q4_Kx8_scales); per
- * sub-block pair each chunk's nibbles once (low: sub-block 2p, high: 2p + 1), times every
- * token's 4 activations of those elements, broadcast (vpdpbusd); each sub-block's sums
- * times its scale (vpmulld) into the token's int32 sum is, its minimums' sum ms by pairs
- * (vpdpwssd with the token's sums of 32); then two FMAs per token (packed.h). The 16
- * rows' acc lives in y between super-blocks (a float stored and loaded back unchanged), so
- * registers hold the 3 RN sums. w0, w1, lanes: as q4x8_tile's; st: (RN, K_WIN, K4_ST)
- * the tokens' words; first: the window starts the rows (acc from 0). */
-VNNI static INLINE void q4_Kx8_tile(const block_q4_Kx8 *w0, const block_q4_Kx8 *w1, __mmask16 lanes,
-                                    const uint8_t *x, size_t x_stride, const int32_t *st, float *y, int64_t y_stride,
-                                    int64_t nbw, int first, const int RN) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+/* v with bit j of each byte moved to bit 4 (16-bit shifts: bit 4 of each byte then holds
+ * its own byte's bit j, the rest is masked away) */
+VNNI static INLINE __m512i shift_bit4(__m512i v, const int j) {
+    return j <= 4 ? _mm512_slli_epi16(v, 4 - j) : _mm512_srli_epi16(v, j - 4);
+}
+
+/* Q4_K and Q5_K rows x Q8_K tokens: per super-block its scales unpacked once
+ * (q4_Kx8_scales); per sub-block pair each chunk's nibbles once (low: sub-block 2p, high:
+ * 2p + 1; Q5_K: each with its fifth bit), times every token's 4 activations of those
+ * elements, broadcast (vpdpbusd); each sub-block's sums times its scale (vpmulld) into the
+ * token's int32 sum is, its minimums' sum ms by pairs (vpdpwssd with the token's sums of
+ * 32); then two FMAs per token (packed.h). The 16 rows' acc lives in y between
+ * super-blocks (a float stored and loaded back unchanged), so registers hold the 3 RN
+ * sums. w0, w1, lanes: as q4x8_tile's (wt: W_Q4_K or W_Q5_K); st: (RN, K_WIN, K4_ST) the
+ * tokens' words; first: the window starts the rows (acc from 0). */
+VNNI static INLINE void k4x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
+                                  size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
+                                  int first, const int wt, const int RN) {
+    const size_t wbs = wt == W_Q5_K ? sizeof(block_q5_Kx8) : sizeof(block_q4_Kx8);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nbw; b++) {
-        const block_q4_Kx8 *wb0 = w0 + b, *wb1 = w1 + b;
-#pragma GCC unroll 18
-        for (int l = 0; l < 18; l++) {
+        /* (a block_q5_Kx8 starts with its block_q4_Kx8) */
+        const block_q4_Kx8 *wb0 = (const block_q4_Kx8 *)(w0 + (size_t)b * wbs);
+        const block_q4_Kx8 *wb1 = (const block_q4_Kx8 *)(w1 + (size_t)b * wbs);
+#pragma GCC unroll 22
+        for (int l = 0; l < (int)(wbs / 64); l++) {
             packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
             packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
         }
@@ -691,7 +701,13 @@ VNNI static INLINE void q4_Kx8_tile(const block_q4_Kx8 *w0, const block_q4_Kx8 *
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
                 const __m512i q = load_pair(wb0->qs[p][c][0], wb1->qs[p][c][0]);
-                const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (wt == W_Q5_K) { /* bit j of qh's byte: bit 4 of sub-block j's element, to bit 4 */
+                    const __m512i h = load_pair(((const block_q5_Kx8 *)wb0)->qh[c][0],
+                                                ((const block_q5_Kx8 *)wb1)->qh[c][0]);
+                    lo = _mm512_or_si512(lo, _mm512_and_si512(shift_bit4(h, 2 * p), bit4));
+                    hi = _mm512_or_si512(hi, _mm512_and_si512(shift_bit4(h, 2 * p + 1), bit4));
+                }
 #pragma GCC unroll 8
                 for (int j = 0; j < RN; j++) {
                     int32_t xl, xh; /* elements 64p + 4c .. + 3 and 64p + 32 + 4c .. + 3 */
@@ -740,7 +756,7 @@ VNNI static INLINE void q6_codes(__m512i qa, __m512i qb, __m512i qh, __m512i u[4
                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
 }
 
-/* Q6_K rows x Q8_K tokens, as q4_Kx8_tile, for up to 4 tokens (4 parts x RN sums in
+/* Q6_K rows x Q8_K tokens, as k4x8_tile, for up to 4 tokens (4 parts x RN sums in
  * registers): per super-block the 16 scales of the 16 rows once (sign-extended); per half h
  * and half of its chunks, each chunk's 6-bit codes u = q + 32 of its 4 parts (4 bits of ql,
  * 2 of qh) once, times every token's 4 activations (vpdpbusd) into the sums of the parts'
@@ -906,14 +922,14 @@ VNNI static INLINE void q6_Kx8_tile(const block_q6_Kx8 *w0, const block_q6_Kx8 *
  * or Q4_0's -8 * sum(x), exact, as int32 bits (its weights are q - 8), as floats; Q4_K,
  * Q6_K: K4_ST resp. K6_ST words */
 VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, const int wt) {
-    if (wt == W_Q4_K || wt == W_Q6_K) {
+    if (wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K) {
         const block_q8_K *xb = (const block_q8_K *)x_t + b;
         int32_t words[K6_ST];
-        const int n_words = wt == W_Q4_K ? K4_ST : K6_ST;
+        const int n_words = wt == W_Q6_K ? K6_ST : K4_ST;
         memcpy(&words[0], &xb->d, sizeof xb->d);
         for (int p = 0; p + 1 < n_words; p++) {
-            const int lo = wt == W_Q4_K ? xb->bsums[4 * p] + xb->bsums[4 * p + 1] : xb->bsums[2 * p];
-            const int hi = wt == W_Q4_K ? xb->bsums[4 * p + 2] + xb->bsums[4 * p + 3] : xb->bsums[2 * p + 1];
+            const int lo = wt == W_Q6_K ? xb->bsums[2 * p] : xb->bsums[4 * p] + xb->bsums[4 * p + 1];
+            const int hi = wt == W_Q6_K ? xb->bsums[2 * p + 1] : xb->bsums[4 * p + 2] + xb->bsums[4 * p + 3];
             words[1 + p] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
         }
         memcpy(st + b * n_words, words, (size_t)n_words * sizeof words[0]);
@@ -929,18 +945,19 @@ VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, 
     }
 }
 
-/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q6_K):
+/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q5_K, W_Q6_K):
  * token blocks of 32 (as int8_gemm), windows of PACKED_WIN blocks (K_WIN super-blocks),
  * the groups of 8 rows in pairs, tiles of 8 tokens, then one of the rest. */
 VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
                                     float *y, int64_t y_stride, int64_t n, const int wt) {
     enum { TOK_BLOCK = 32, RN = 8 };
-    const int k_quant = wt == W_Q4_K || wt == W_Q6_K;
+    const int k_quant = wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0), n_groups = n_rows / 8;
-    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = wt == W_Q4_K ? K4_ST : wt == W_Q6_K ? K6_ST : 2;
+    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = wt == W_Q6_K ? K6_ST : k_quant ? K4_ST : 2;
     const size_t wbs = wt == W_Q8_0   ? sizeof(block_q8_0x8)
                        : wt == W_Q4_0 ? sizeof(block_q4_0x8)
                        : wt == W_Q4_K ? sizeof(block_q4_Kx8)
+                       : wt == W_Q5_K ? sizeof(block_q5_Kx8)
                        : wt == W_Q6_K ? sizeof(block_q6_Kx8)
                                       : sizeof(block_q4_1x8);
     const size_t xbs = k_quant ? sizeof(block_q8_K) : wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
@@ -969,9 +986,8 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
         if (wt == W_Q8_0)                                                                                    \
             q8_0x8_tile((const block_q8_0x8 *)wg0, (const block_q8_0x8 *)wg1, lanes, xt, x_stride, st, yt,   \
                         y_stride, nbw, b0 == 0, rn);                                                         \
-        else if (wt == W_Q4_K)                                                                               \
-            q4_Kx8_tile((const block_q4_Kx8 *)wg0, (const block_q4_Kx8 *)wg1, lanes, xt, x_stride,           \
-                        (const int32_t *)st, yt, y_stride, nbw, b0 == 0, rn);                                \
+        else if (wt == W_Q4_K || wt == W_Q5_K)                                                               \
+            k4x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
         else if (wt == W_Q6_K)                                                                               \
             q6_Kx8_tile((const block_q6_Kx8 *)wg0, (const block_q6_Kx8 *)wg1, lanes, xt, x_stride,           \
                         (const int32_t *)st, yt, y_stride, nbw, b0 == 0, rn);                                \
@@ -1013,6 +1029,12 @@ VNNI static void gemm_q4_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_
                                        size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
     (void)w_stride;
     packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_K);
+}
+
+VNNI static void gemm_q5_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q5_K);
 }
 
 VNNI static void gemm_q6_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
@@ -1365,6 +1387,7 @@ cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
            : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni
            : type == ER_TYPE_Q4_0 ? gemm_q4_0x8_q8_0_vnni
            : type == ER_TYPE_Q4_K ? gemm_q4_Kx8_q8_K_vnni
+           : type == ER_TYPE_Q5_K ? gemm_q5_Kx8_q8_K_vnni
            : type == ER_TYPE_Q6_K ? gemm_q6_Kx8_q8_K_vnni
                                   : NULL;
 }

@@ -15,23 +15,39 @@
 #include "core/status.h"
 #include "quant/types.h"
 
+/* Row r of a block_q4_Kx8 (packed.h) from the fields of a Q4_K or Q5_K block */
+static void pack_k4_row(int r, uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
+                        block_q4_Kx8 *out) {
+    out->d[r] = d;
+    out->dmin[r] = dmin;
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++)
+        get_scale_min_k4(j, scales, &sc[j], &m[j]);
+    for (int j = 0; j < 8; j++)
+        out->scl[j][r] = (uint8_t)((sc[j] & 0xF) | (m[j] & 0xF) << 4);
+    for (int p = 0; p < 4; p++)
+        out->sch[p][r] = (uint8_t)(sc[2 * p] >> 4 | (m[2 * p] >> 4) << 2 | (sc[2 * p + 1] >> 4) << 4 |
+                                   (m[2 * p + 1] >> 4) << 6);
+    for (int p = 0; p < 4; p++)
+        for (int c = 0; c < 8; c++)
+            memcpy(out->qs[p][c][r], qs + 32 * p + 4 * c, 4);
+}
+
 /* Block b of rows 8g .. 8g + 7 of Q4_K rows, as block_q4_Kx8 (packed.h) */
 static void pack_q4_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b, block_q4_Kx8 *out) {
     for (int r = 0; r < 8; r++) {
         const block_q4_K *in = (const block_q4_K *)(src + (size_t)(8 * g + r) * row_size) + b;
-        out->d[r] = in->d;
-        out->dmin[r] = in->dmin;
-        uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; j++)
-            get_scale_min_k4(j, in->scales, &sc[j], &m[j]);
-        for (int j = 0; j < 8; j++)
-            out->scl[j][r] = (uint8_t)((sc[j] & 0xF) | (m[j] & 0xF) << 4);
-        for (int p = 0; p < 4; p++)
-            out->sch[p][r] = (uint8_t)(sc[2 * p] >> 4 | (m[2 * p] >> 4) << 2 | (sc[2 * p + 1] >> 4) << 4 |
-                                       (m[2 * p + 1] >> 4) << 6);
-        for (int p = 0; p < 4; p++)
-            for (int c = 0; c < 8; c++)
-                memcpy(out->qs[p][c][r], in->qs + 32 * p + 4 * c, 4);
+        pack_k4_row(r, in->d, in->dmin, in->scales, in->qs, out);
+    }
+}
+
+/* Block b of rows 8g .. 8g + 7 of Q5_K rows, as block_q5_Kx8 (packed.h) */
+static void pack_q5_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b, block_q5_Kx8 *out) {
+    for (int r = 0; r < 8; r++) {
+        const block_q5_K *in = (const block_q5_K *)(src + (size_t)(8 * g + r) * row_size) + b;
+        pack_k4_row(r, in->d, in->dmin, in->scales, in->qs, &out->q4);
+        for (int c = 0; c < 8; c++)
+            memcpy(out->qh[c][r], in->qh + 4 * c, 4);
     }
 }
 
@@ -52,12 +68,14 @@ static void pack_q6_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b,
 }
 
 void cpu_pack_rows(uint32_t type, const uint8_t *src, size_t row_size, int64_t n_out, int64_t n_in, uint8_t *dst) {
-    if (type == ER_TYPE_Q4_K || type == ER_TYPE_Q6_K) {
+    if (type == ER_TYPE_Q4_K || type == ER_TYPE_Q5_K || type == ER_TYPE_Q6_K) {
         const int64_t nb = n_in / QK_K;
         for (int64_t g = 0; g < n_out / 8; g++)
             for (int64_t b = 0; b < nb; b++) {
                 if (type == ER_TYPE_Q4_K)
                     pack_q4_K(src, row_size, g, b, (block_q4_Kx8 *)dst + g * nb + b);
+                else if (type == ER_TYPE_Q5_K)
+                    pack_q5_K(src, row_size, g, b, (block_q5_Kx8 *)dst + g * nb + b);
                 else
                     pack_q6_K(src, row_size, g, b, (block_q6_Kx8 *)dst + g * nb + b);
             }
@@ -105,10 +123,11 @@ static void quantize_row_q8_0u(const float *x, void *y, int64_t n) {
 static const cpu_kernels packed_q8_0 = {"vnni packed", ER_TYPE_Q8_0, quantize_row_q8_0u, NULL};
 
 const cpu_kernels *cpu_packed_kernels(uint32_t type) {
-    /* Q4_0, Q4_1, Q4_K, Q6_K: their table's Q8_0, Q8_1 resp. Q8_K activations, as they are */
+    /* Q4_0, Q4_1, the K-quants: their table's Q8_0, Q8_1 resp. Q8_K activations, as they are */
     if (type == ER_TYPE_Q8_0)
         return &packed_q8_0;
-    return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 || type == ER_TYPE_Q4_K || type == ER_TYPE_Q6_K
+    return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 || type == ER_TYPE_Q4_K || type == ER_TYPE_Q5_K ||
+                   type == ER_TYPE_Q6_K
                ? cpu_kernels_get(type)
                : NULL;
 }
