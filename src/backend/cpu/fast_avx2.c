@@ -14,9 +14,9 @@
  * count never change a result. One body for both types and both sets
  * (fast_int8_tile.h); AVX2 tiles are 4 x 2 (8 accumulators + operands in 16 ymm
  * registers; 2 x 4 measured 0.8x its speed on pp64, 4 x 3 would spill), VNNI tiles 4 x 4
- * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K matrices of a
- * multiple of 8 rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and run the
- * packed kernels below at every token count.
+ * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K matrices
+ * of a multiple of 8 rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and
+ * run the packed kernels below at every token count.
  *
  * SwiGLU (the fast path's, not the reference's): expf in vectors (Cephes' polynomial);
  * the element-by-element libm expf and division were 6.7% of an 8-way server's samples.

@@ -11,8 +11,8 @@
  * FMAs for all 8 rows (about 13 instructions per 256 products, against 24).
  *
  * Layout of a weight of n_out rows (a multiple of 8) and nb = n_in / 32 blocks (K-quants:
- * n_in / 256): (n_out / 8, nb) blocks of 8 rows, group g = rows 8g .. 8g + 7, its
- * blocks in k order. The bytes are those of the rows' blocks, moved (Q4_K's and Q5_K's scales
+ * n_in / 256): (n_out / 8, nb) blocks of 8 rows, group g = rows 8g .. 8g + 7, its blocks
+ * in k order. The bytes are those of the rows' blocks, moved (Q4_K's and Q5_K's scales
  * rearranged); a group is 8 row_size bytes, so row r0 (a multiple of 8) starts at packed
  * + r0 * row_size, as in the file.
  *
@@ -70,8 +70,9 @@
  * The result, per (row, token): per block the exact int32 sum s of its 32 products, then
  *   Q4_1: acc = fma(dw * dx, float(s), acc); acc = fma(mw, sx, acc)    (blocks in order)
  *   Q8_0, Q4_0: acc = fma(dw * dx, float(s), acc)
- * and per super-block, Q4_K and Q5_K: the exact int32 sums is = sum_j sc_j * s_j and ms = sum_j m_j
- * * bsum_j, then acc = fma(d * dx, float(is), acc); acc = fnma(dmin * dx, float(ms), acc);
+ * and per super-block, Q4_K and Q5_K: the exact int32 sums is = sum_j sc_j * s_j and ms =
+ * sum_j m_j * bsum_j, then acc = fma(d * dx, float(is), acc); acc = fnma(dmin * dx,
+ * float(ms), acc);
  * Q6_K: is = sum_j sc_j * s_j - 32 sum_j sc_j * bsum_j (sub-blocks of 16), then acc =
  * fma(d * dx, float(is), acc).
  * (dw, mw: the row's f16 d and m; dx, sx: the token's d and s). Every tile shape computes
