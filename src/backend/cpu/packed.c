@@ -123,7 +123,7 @@ static void quantize_row_q8_0u(const float *x, void *y, int64_t n) {
 static const cpu_kernels packed_q8_0 = {"vnni packed", ER_TYPE_Q8_0, quantize_row_q8_0u, NULL};
 
 const cpu_kernels *cpu_packed_kernels(uint32_t type) {
-    /* Q4_0, Q4_1, the K-quants: their table's Q8_0, Q8_1 resp. Q8_K activations, as they are */
+    /* Q4_0, Q4_1, Q4_K, Q5_K, Q6_K: their table's Q8_0, Q8_1, Q8_K activations, as they are */
     if (type == ER_TYPE_Q8_0)
         return &packed_q8_0;
     return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 || type == ER_TYPE_Q4_K || type == ER_TYPE_Q5_K ||

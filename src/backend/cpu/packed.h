@@ -10,11 +10,11 @@
  * rows: a block of 8 rows x 1 token is 8 vpdpbusd, then one conversion and one or two
  * FMAs for all 8 rows (about 13 instructions per 256 products, against 24).
  *
- * Layout of a weight of n_out rows (a multiple of 8) and nb = n_in / 32 blocks (K-quants:
- * n_in / 256): (n_out / 8, nb) blocks of 8 rows, group g = rows 8g .. 8g + 7, its blocks
- * in k order. The bytes are those of the rows' blocks, moved (Q4_K's and Q5_K's scales
- * rearranged); a group is 8 row_size bytes, so row r0 (a multiple of 8) starts at packed
- * + r0 * row_size, as in the file.
+ * Layout of a weight of n_out rows (a multiple of 8) and nb = n_in / 32 blocks (Q4_K, Q5_K,
+ * Q6_K: n_in / 256): (n_out / 8, nb) blocks of 8 rows, group g = rows 8g .. 8g + 7, its
+ * blocks in k order. The bytes are those of the rows' blocks, moved (Q4_K's and Q5_K's
+ * scales rearranged); a group is 8 row_size bytes, so row r0 (a multiple of 8) starts at
+ * packed + r0 * row_size, as in the file.
  *
  *   block_q4_1x8   +--------+--------+-----------------------------------------------+
  *   (160 bytes)    | d[8]   | m[8]   | qs[4][8][4]: chunk c, row r, byte i =         |
@@ -150,7 +150,7 @@ cpu_gemm_fn cpu_gemm_packed(uint32_t type);
 /* The model's view with its packable weights packed (er_weight.packed set), shared by the
  * fast contexts of m: the first call packs, each call takes a reference that
  * cpu_packed_put gives back (the last one frees the copy). *out = m itself when nothing
- * is packed here (no AVX-512 VNNI, no Q4_0, Q4_1, Q8_0 or K-quant weight, or
+ * is packed here (no AVX-512 VNNI, no Q4_0, Q4_1, Q8_0, Q4_K, Q5_K or Q6_K weight, or
  * EDGERUNNER_CPU_PACK=0). */
 er_status cpu_packed_get(const model_view *m, const model_view **out);
 /* Gives back a view cpu_packed_get returned (a model's own view: nothing to do). */
