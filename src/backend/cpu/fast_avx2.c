@@ -304,7 +304,7 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
  * CPU's instruction set (batch invariance, forward.c). */
 
 /* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
-enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q5_K, W_Q6_K }; /* from W_Q4_0 on: the packed kernels only */
+enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q3_K, W_Q4_K, W_Q5_K, W_Q6_K }; /* from W_Q4_0 on: the packed kernels only */
 
 /* A row's 32 weights of block wb as bytes in element order: Q8_0's int8 as they are,
  * Q4_1's nibbles (elements j and j + 16 share byte j) as 0..15 */
@@ -741,43 +741,88 @@ VNNI static INLINE void k4x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask1
     }
 }
 
-/* The 6-bit codes u (q + 32) of one chunk of Q6_K's 4 parts, a byte each: qa, qb the
- * chunk's ql of parts 0 and 1 (low nibbles; their high nibbles are parts 2 and 3), qh its
- * 2-bit pairs (bits 2p, 2p + 1: part p). 16-bit shifts: each byte is masked to the bits
- * its own byte brought. */
-VNNI static INLINE void q6_codes(__m512i qa, __m512i qb, __m512i qh, __m512i u[4]) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
-    u[0] = _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
-    u[1] = _mm512_or_si512(_mm512_and_si512(qb, m4),
-                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
-    u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
-                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
-    u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
-                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+/* Q3_K and Q6_K: sub-blocks of 16 elements, one signed scale each, codes u = q + 4 resp.
+ * q + 32, unsigned. The helpers below read two places of packed blocks into the two halves
+ * of a zmm: lanes 0..7 from b0 (8 rows), lanes 8..15 from b1 (the other group's rows in a
+ * tile, or the same rows' other half of the super-block in a decode step). */
+
+/* Sub-block j0's scales of b0's rows (lanes 0..7) and j1's of b1's (8..15), as int32:
+ * Q6_K's int8 as they are, Q3_K's 6 bits (split as packed.h draws them) minus 32 */
+VNNI static INLINE __m512i k16_scales(const uint8_t *b0, int j0, const uint8_t *b1, int j1, const int wt) {
+    if (wt == W_Q6_K)
+        return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)((const block_q6_Kx8 *)b0)->sc[j0]),
+                                                       _mm_loadl_epi64((const __m128i *)((const block_q6_Kx8 *)b1)->sc[j1])));
+    const block_q3_Kx8 *q0 = (const block_q3_Kx8 *)b0, *q1 = (const block_q3_Kx8 *)b1;
+    const __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->scl[j0 / 2]),
+                                          _mm_loadl_epi64((const __m128i *)q1->scl[j1 / 2]));
+    const __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->sch[j0 / 4]),
+                                          _mm_loadl_epi64((const __m128i *)q1->sch[j1 / 4]));
+    /* (16-bit shifts by counts per 64-bit half, then masks: each byte keeps its own bits) */
+    const __m128i lo4 = _mm_and_si128(_mm_srlv_epi64(lo, _mm_set_epi64x(4 * (j1 & 1), 4 * (j0 & 1))), _mm_set1_epi8(0x0F));
+    const __m128i hi2 = _mm_and_si128(_mm_srlv_epi64(hi, _mm_set_epi64x(2 * (j1 & 3), 2 * (j0 & 3))), _mm_set1_epi8(0x03));
+    return _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_or_si128(lo4, _mm_slli_epi16(hi2, 4))), _mm512_set1_epi32(32));
 }
 
-/* Q6_K rows x Q8_K tokens, as k4x8_tile, for up to 4 tokens (4 parts x RN sums in
- * registers): per super-block the 16 scales of the 16 rows once (sign-extended); per half h
- * and half of its chunks, each chunk's 6-bit codes u = q + 32 of its 4 parts (4 bits of ql,
- * 2 of qh) once, times every token's 4 activations (vpdpbusd) into the sums of the parts'
- * sub-blocks of 16, each times its scale (vpmulld); the 32 is taken back by the scales
- * times the token's sums of 16 (vpdpwssd). */
-VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 *w1, __mmask16 lanes,
-                                     const uint8_t *x, size_t x_stride, const int32_t *st, float *y, int64_t y_stride,
-                                     int64_t nbw, int first, const int RN) {
+/* The codes u of chunk c of half h0 of b0 (lanes 0..7) and of half h1 of b1 (8..15), for
+ * the 4 parts of 32 elements of a half, a byte each. 16-bit shifts: each byte is masked to
+ * the bits its own byte brought. Q6_K: 4 bits of ql (parts 0 and 1 low nibbles, 2 and 3
+ * high ones) and 2 of qh (bits 2p, 2p + 1); Q3_K: 2 bits of qs (bits 2p, 2p + 1) and hmask's
+ * bit 4h + p as bit 2. */
+VNNI static INLINE void k16_codes(const uint8_t *b0, int h0, const uint8_t *b1, int h1, int c, __m512i u[4],
+                                  const int wt) {
+    if (wt == W_Q6_K) {
+        const block_q6_Kx8 *q0 = (const block_q6_Kx8 *)b0, *q1 = (const block_q6_Kx8 *)b1;
+        const __m512i qa = load_pair(q0->ql[h0][0][c][0], q1->ql[h1][0][c][0]);
+        const __m512i qb = load_pair(q0->ql[h0][1][c][0], q1->ql[h1][1][c][0]);
+        const __m512i qh = load_pair(q0->qh[h0][c][0], q1->qh[h1][c][0]);
+        const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+        u[0] = _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+        u[1] = _mm512_or_si512(_mm512_and_si512(qb, m4),
+                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
+        u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
+                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+        u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
+                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+        return;
+    }
+    const block_q3_Kx8 *q0 = (const block_q3_Kx8 *)b0, *q1 = (const block_q3_Kx8 *)b1;
+    const __m512i q = load_pair(q0->qs[h0][c][0], q1->qs[h1][c][0]);
+    /* hmask's bits of half h moved to bits 0..3: by 4 h0 in lanes 0..7, 4 h1 in 8..15 */
+    const __m512i hm = _mm512_srlv_epi16(load_pair(q0->hm[c][0], q1->hm[c][0]),
+                                         _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * h0)),
+                                                            _mm256_set1_epi16((short)(4 * h1)), 1));
+    const __m512i m3 = _mm512_set1_epi8(0x03), bit2 = _mm512_set1_epi8(0x04);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        const __m512i low = _mm512_and_si512(_mm512_srli_epi16(q, 2 * p), m3);
+        const __m512i third = _mm512_and_si512(p <= 2 ? _mm512_slli_epi16(hm, 2 - p) : _mm512_srli_epi16(hm, 1), bit2);
+        u[p] = _mm512_or_si512(low, third);
+    }
+}
+
+/* Q3_K and Q6_K rows x Q8_K tokens, as k4x8_tile, for up to 4 tokens (4 parts x RN sums
+ * in registers): per super-block the 16 scales of the 16 rows once; per half h and half of
+ * its chunks, each chunk's codes u of its 4 parts (k16_codes) once, times every token's 4
+ * activations (vpdpbusd) into the sums of the parts' sub-blocks of 16, each times its
+ * scale (vpmulld); the codes' offset (4, 32) is taken back by the scales times the token's
+ * sums of 16 (vpdpwssd). */
+VNNI static INLINE void k16x8_tile4(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
+                                    size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
+                                    int first, const int wt, const int RN) {
+    const size_t wbs = wt == W_Q6_K ? sizeof(block_q6_Kx8) : sizeof(block_q3_Kx8);
+    const int off_shift = wt == W_Q6_K ? 5 : 2; /* the codes' offset, 32 or 4 */
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nbw; b++) {
-        const block_q6_Kx8 *wb0 = w0 + b, *wb1 = w1 + b;
+        const uint8_t *wb0 = w0 + (size_t)b * wbs, *wb1 = w1 + (size_t)b * wbs;
 #pragma GCC unroll 27
-        for (int l = 0; l < 27; l++) { /* 1,680 bytes: 26.25 lines */
+        for (int l = 0; l < (int)((wbs + 63) / 64); l++) {
             packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
             packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
         }
         __m512i sc[16], sp[8]; /* sub-block j's scale; sub-blocks 2k, 2k + 1's as an int16 pair */
 #pragma GCC unroll 16
         for (int j = 0; j < 16; j++)
-            sc[j] = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)wb0->sc[j]),
-                                                            _mm_loadl_epi64((const __m128i *)wb1->sc[j])));
+            sc[j] = k16_scales(wb0, j, wb1, j, wt);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++)
             sp[k] = _mm512_or_si512(_mm512_and_si512(sc[2 * k], lo16), _mm512_slli_epi32(sc[2 * k + 1], 16));
@@ -800,9 +845,7 @@ VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 
 #pragma GCC unroll 4
                 for (int c = 4 * half; c < 4 * half + 4; c++) {
                     __m512i u[4];
-                    q6_codes(load_pair(wb0->ql[h][0][c][0], wb1->ql[h][0][c][0]),
-                             load_pair(wb0->ql[h][1][c][0], wb1->ql[h][1][c][0]),
-                             load_pair(wb0->qh[h][c][0], wb1->qh[h][c][0]), u);
+                    k16_codes(wb0, h, wb1, h, c, u, wt);
 #pragma GCC unroll 4
                     for (int p = 0; p < 4; p++)
 #pragma GCC unroll 4
@@ -818,7 +861,7 @@ VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 
                     for (int j = 0; j < RN; j++)
                         is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(s[p][j], sc[8 * h + 2 * p + half]));
             }
-        const __m512 dw = load_pair_f16(wb0->d, wb1->d);
+        const __m512 dw = load_pair_f16((const uint16_t *)wb0, (const uint16_t *)wb1); /* d[8] leads both blocks */
 #pragma GCC unroll 4
         for (int j = 0; j < RN; j++) {
             const int32_t *sj = st + (j * K_WIN + b) * K6_ST; /* token j's d, sums of 16 */
@@ -828,7 +871,7 @@ VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++)
                 off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
-            const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, 5));
+            const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, off_shift));
             __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
             acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
             _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
@@ -836,26 +879,27 @@ VNNI static INLINE void q6_Kx8_tile4(const block_q6_Kx8 *w0, const block_q6_Kx8 
     }
 }
 
-/* q6_Kx8_tile4 for one token and one group of 8 rows (a decode step), on all 16 lanes:
+/* k16x8_tile4 for one token and one group of 8 rows (a decode step), on all 16 lanes:
  * lanes 0..7 take the rows' first half of each super-block (h = 0), lanes 8..15 the same
  * rows' second half, each with its own activations (one 64-byte load per part, a dword
  * broadcast within each 256-bit half per chunk), and the halves' exact int32 sums meet
- * before the same float steps as q6_Kx8_tile4's: the same bits, at half the instructions
+ * before the same float steps as k16x8_tile4's: the same bits, at half the instructions
  * (there, lanes 8..15 repeat lanes 0..7). */
-VNNI static INLINE void q6_Kx8_tile_1(const block_q6_Kx8 *w, const uint8_t *x, const int32_t *st, float *y,
-                                      int64_t nbw, int first) {
+VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const int32_t *st, float *y, int64_t nbw,
+                                     int first, const int wt) {
+    const size_t wbs = wt == W_Q6_K ? sizeof(block_q6_Kx8) : sizeof(block_q3_Kx8);
+    const int off_shift = wt == W_Q6_K ? 5 : 2;
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nbw; b++) {
-        const block_q6_Kx8 *wb = w + b;
+        const uint8_t *wb = w + (size_t)b * wbs;
 #pragma GCC unroll 27
-        for (int l = 0; l < 27; l++)
+        for (int l = 0; l < (int)((wbs + 63) / 64); l++)
             packed_prefetch((const char *)wb + PACKED_PREFETCH + 64 * l, 1);
         /* lanes 0..7: sub-block j's scale of the first half, 8..15: of the second (j + 8) */
         __m512i sc[8], sp[4];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
-            sc[j] = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)wb->sc[j]),
-                                                            _mm_loadl_epi64((const __m128i *)wb->sc[j + 8])));
+            sc[j] = k16_scales(wb, j, wb, j + 8, wt);
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
             sp[k] = _mm512_or_si512(_mm512_and_si512(sc[2 * k], lo16), _mm512_slli_epi32(sc[2 * k + 1], 16));
@@ -871,9 +915,7 @@ VNNI static INLINE void q6_Kx8_tile_1(const block_q6_Kx8 *w, const uint8_t *x, c
 #pragma GCC unroll 4
             for (int c = 4 * half; c < 4 * half + 4; c++) {
                 __m512i u[4];
-                q6_codes(load_pair(wb->ql[0][0][c][0], wb->ql[1][0][c][0]),
-                         load_pair(wb->ql[0][1][c][0], wb->ql[1][1][c][0]), load_pair(wb->qh[0][c][0], wb->qh[1][c][0]),
-                         u);
+                k16_codes(wb, 0, wb, 1, c, u, wt);
                 const __m512i idx = _mm512_setr_epi32(c, c, c, c, c, c, c, c, 8 + c, 8 + c, 8 + c, 8 + c, 8 + c,
                                                       8 + c, 8 + c, 8 + c);
 #pragma GCC unroll 4
@@ -892,29 +934,29 @@ VNNI static INLINE void q6_Kx8_tile_1(const block_q6_Kx8 *w, const uint8_t *x, c
             const __m512i bs = _mm512_inserti64x4(_mm512_set1_epi32(sj[1 + k]), _mm256_set1_epi32(sj[5 + k]), 1);
             off = _mm512_dpwssd_epi32(off, sp[k], bs);
         }
-        const __m512i both = _mm512_sub_epi32(is, _mm512_slli_epi32(off, 5));
+        const __m512i both = _mm512_sub_epi32(is, _mm512_slli_epi32(off, off_shift));
         const __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(both), _mm512_extracti64x4_epi64(both, 1));
         float dx;
         memcpy(&dx, sj, sizeof dx);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb->d));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)); /* d[8] leads the block */
         const __m256 acc = first && b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
         _mm256_storeu_ps(y, _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc));
     }
 }
 
-/* q6_Kx8_tile4 for up to 8 tokens: the first 4, then the rest (the window's weights again,
+/* k16x8_tile4 for up to 8 tokens: the first 4, then the rest (the window's weights again,
  * from cache) */
-VNNI static INLINE void q6_Kx8_tile(const block_q6_Kx8 *w0, const block_q6_Kx8 *w1, __mmask16 lanes,
-                                    const uint8_t *x, size_t x_stride, const int32_t *st, float *y, int64_t y_stride,
-                                    int64_t nbw, int first, const int RN) {
+VNNI static INLINE void k16x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
+                                   size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
+                                   int first, const int wt, const int RN) {
     if (RN == 1 && lanes == 0x00FF) {
-        q6_Kx8_tile_1(w0, x, st, y, nbw, first);
+        k16x8_tile_1(w0, x, st, y, nbw, first, wt);
         return;
     }
-    q6_Kx8_tile4(w0, w1, lanes, x, x_stride, st, y, y_stride, nbw, first, RN < 4 ? RN : 4);
+    k16x8_tile4(w0, w1, lanes, x, x_stride, st, y, y_stride, nbw, first, wt, RN < 4 ? RN : 4);
     if (RN > 4)
-        q6_Kx8_tile4(w0, w1, lanes, x + 4 * x_stride, x_stride, st + 4 * K_WIN * K6_ST, y + 4 * y_stride, y_stride,
-                     nbw, first, RN - 4);
+        k16x8_tile4(w0, w1, lanes, x + 4 * x_stride, x_stride, st + 4 * K_WIN * K6_ST, y + 4 * y_stride, y_stride,
+                    nbw, first, wt, RN - 4);
 }
 
 /* The scales packed_gemm hands a tile for token t (x_t its row) and block b of a window
@@ -922,14 +964,14 @@ VNNI static INLINE void q6_Kx8_tile(const block_q6_Kx8 *w0, const block_q6_Kx8 *
  * or Q4_0's -8 * sum(x), exact, as int32 bits (its weights are q - 8), as floats; Q4_K,
  * Q6_K: K4_ST resp. K6_ST words */
 VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, const int wt) {
-    if (wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K) {
+    if (wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K) {
         const block_q8_K *xb = (const block_q8_K *)x_t + b;
         int32_t words[K6_ST];
-        const int n_words = wt == W_Q6_K ? K6_ST : K4_ST;
+        const int by16 = wt == W_Q3_K || wt == W_Q6_K, n_words = by16 ? K6_ST : K4_ST;
         memcpy(&words[0], &xb->d, sizeof xb->d);
         for (int p = 0; p + 1 < n_words; p++) {
-            const int lo = wt == W_Q6_K ? xb->bsums[2 * p] : xb->bsums[4 * p] + xb->bsums[4 * p + 1];
-            const int hi = wt == W_Q6_K ? xb->bsums[2 * p + 1] : xb->bsums[4 * p + 2] + xb->bsums[4 * p + 3];
+            const int lo = by16 ? xb->bsums[2 * p] : xb->bsums[4 * p] + xb->bsums[4 * p + 1];
+            const int hi = by16 ? xb->bsums[2 * p + 1] : xb->bsums[4 * p + 2] + xb->bsums[4 * p + 3];
             words[1 + p] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
         }
         memcpy(st + b * n_words, words, (size_t)n_words * sizeof words[0]);
@@ -951,14 +993,15 @@ VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, 
 VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
                                     float *y, int64_t y_stride, int64_t n, const int wt) {
     enum { TOK_BLOCK = 32, RN = 8 };
-    const int k_quant = wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K;
+    const int k_quant = wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0), n_groups = n_rows / 8;
-    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = wt == W_Q6_K ? K6_ST : k_quant ? K4_ST : 2;
+    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = wt == W_Q3_K || wt == W_Q6_K ? K6_ST : k_quant ? K4_ST : 2;
     const size_t wbs = wt == W_Q8_0   ? sizeof(block_q8_0x8)
                        : wt == W_Q4_0 ? sizeof(block_q4_0x8)
                        : wt == W_Q4_K ? sizeof(block_q4_Kx8)
                        : wt == W_Q5_K ? sizeof(block_q5_Kx8)
                        : wt == W_Q6_K ? sizeof(block_q6_Kx8)
+                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
                                       : sizeof(block_q4_1x8);
     const size_t xbs = k_quant ? sizeof(block_q8_K) : wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
     _Alignas(32) float sc[TOK_BLOCK * PACKED_WIN * 2]; /* (TOK_BLOCK, win, words) the window's token scales */
@@ -988,9 +1031,8 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
                         y_stride, nbw, b0 == 0, rn);                                                         \
         else if (wt == W_Q4_K || wt == W_Q5_K)                                                               \
             k4x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
-        else if (wt == W_Q6_K)                                                                               \
-            q6_Kx8_tile((const block_q6_Kx8 *)wg0, (const block_q6_Kx8 *)wg1, lanes, xt, x_stride,           \
-                        (const int32_t *)st, yt, y_stride, nbw, b0 == 0, rn);                                \
+        else if (wt == W_Q3_K || wt == W_Q6_K)                                                               \
+            k16x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
         else                                                                                                 \
             q4x8_tile(wg0, wg1, lanes, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, wt, rn);                \
     } while (0)
@@ -1023,6 +1065,12 @@ VNNI static void gemm_q4_0x8_q8_0_vnni(const uint8_t *w, size_t w_stride, int64_
                                        size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
     (void)w_stride;
     packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_0);
+}
+
+VNNI static void gemm_q3_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q3_K);
 }
 
 VNNI static void gemm_q4_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
@@ -1386,6 +1434,7 @@ cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
     return type == ER_TYPE_Q4_1   ? gemm_q4_1x8_q8_1_vnni
            : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni
            : type == ER_TYPE_Q4_0 ? gemm_q4_0x8_q8_0_vnni
+           : type == ER_TYPE_Q3_K ? gemm_q3_Kx8_q8_K_vnni
            : type == ER_TYPE_Q4_K ? gemm_q4_Kx8_q8_K_vnni
            : type == ER_TYPE_Q5_K ? gemm_q5_Kx8_q8_K_vnni
            : type == ER_TYPE_Q6_K ? gemm_q6_Kx8_q8_K_vnni
