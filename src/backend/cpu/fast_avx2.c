@@ -14,7 +14,7 @@
  * count never change a result. One body for both types and both sets
  * (fast_int8_tile.h); AVX2 tiles are 4 x 2 (8 accumulators + operands in 16 ymm
  * registers; 2 x 4 measured 0.8x its speed on pp64, 4 x 3 would spill), VNNI tiles 4 x 4
- * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K matrices
+ * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0 and Q3_K..Q6_K matrices
  * of a multiple of 8 rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and
  * run the packed kernels below at every token count.
  *
@@ -625,10 +625,11 @@ VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w0, const block_q8_0x8 *
         _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc[j]);
 }
 
-/* Q4_K, Q5_K, Q6_K: super-blocks per window (the two groups' 18, 22 resp. 26 KiB, reused by
- * the tiles of a block of 32 tokens), and the int32 words per token and super-block of
+/* Q3_K..Q6_K: super-blocks per window (the two groups' 14 to 26 KiB, reused by the tiles
+ * of a block of 32 tokens), and the int32 words per token and super-block of
  * packed_gemm's scales: the token's d (f32 bits), then its sums by pairs, lo | hi << 16:
- * Q4_K's and Q5_K's 4 pairs of sums of 32, Q6_K's 8 pairs of sums of 16 (Q8_K's bsums) */
+ * Q4_K's and Q5_K's 4 pairs of sums of 32, Q3_K's and Q6_K's 8 pairs of sums of 16 (Q8_K's
+ * bsums) */
 enum { K_WIN = 8, K4_ST = 5, K6_ST = 9 };
 
 /* The 6-bit scales and minimums of super-blocks b0 (lanes 0..7) and b1 (8..15), from
@@ -987,7 +988,7 @@ VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, 
     }
 }
 
-/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q4_K, W_Q5_K, W_Q6_K):
+/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q3_K .. W_Q6_K):
  * token blocks of 32 (as int8_gemm), windows of PACKED_WIN blocks (K_WIN super-blocks),
  * the groups of 8 rows in pairs, tiles of 8 tokens, then one of the rest. */
 VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
