@@ -968,6 +968,7 @@ void test_cpu(void) {
     test_gemm_packed(ER_TYPE_Q4_0);
     test_gemm_packed(ER_TYPE_Q4_1);
     test_gemm_packed(ER_TYPE_Q8_0);
+    test_gemm_packed(ER_TYPE_Q2_K);
     test_gemm_packed(ER_TYPE_Q3_K);
     test_gemm_packed(ER_TYPE_Q4_K);
     test_gemm_packed(ER_TYPE_Q5_K);

@@ -12,7 +12,7 @@
  * Q4_1 and Q4_K run the int8 tiles of fast_avx2.c over the tokens (Q4_K: a 16-token prompt
  * 1.4x as fast as vec_dot; at 64 tokens the same speed as the f32 tile, which keeps
  * those), other types call vec_dot per (row, token). Packed weights (packed.h: Q4_0, Q4_1,
- * Q8_0 and Q3_K..Q6_K on an AVX-512 VNNI CPU) run their own int8 kernel at every
+ * Q8_0 and Q2_K..Q6_K on an AVX-512 VNNI CPU) run their own int8 kernel at every
  * token count, one and 32+ included. Decode (one token) reads every weight byte once from
  * memory: it is bound by bandwidth. cpu_fast_matmuls runs several weights of one input in
  * one pool run (Q, K, V; gate and up, with the SwiGLU).

@@ -14,7 +14,7 @@
  * count never change a result. One body for both types and both sets
  * (fast_int8_tile.h); AVX2 tiles are 4 x 2 (8 accumulators + operands in 16 ymm
  * registers; 2 x 4 measured 0.8x its speed on pp64, 4 x 3 would spill), VNNI tiles 4 x 4
- * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0 and Q3_K..Q6_K matrices
+ * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0 and Q2_K..Q6_K matrices
  * of a multiple of 8 rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and
  * run the packed kernels below at every token count.
  *
@@ -304,7 +304,7 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
  * CPU's instruction set (batch invariance, forward.c). */
 
 /* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
-enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q3_K, W_Q4_K, W_Q5_K, W_Q6_K }; /* from W_Q4_0 on: the packed kernels only */
+enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q2_K, W_Q3_K, W_Q4_K, W_Q5_K, W_Q6_K }; /* from W_Q4_0 on: packed only */
 
 /* A row's 32 weights of block wb as bytes in element order: Q8_0's int8 as they are,
  * Q4_1's nibbles (elements j and j + 16 share byte j) as 0..15 */
@@ -625,11 +625,11 @@ VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w0, const block_q8_0x8 *
         _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc[j]);
 }
 
-/* Q3_K..Q6_K: super-blocks per window (the two groups' 14 to 26 KiB, reused by the tiles
+/* Q2_K..Q6_K: super-blocks per window (the two groups' 10 to 26 KiB, reused by the tiles
  * of a block of 32 tokens), and the int32 words per token and super-block of
  * packed_gemm's scales: the token's d (f32 bits), then its sums by pairs, lo | hi << 16:
- * Q4_K's and Q5_K's 4 pairs of sums of 32, Q3_K's and Q6_K's 8 pairs of sums of 16 (Q8_K's
- * bsums) */
+ * Q4_K's and Q5_K's 4 pairs of sums of 32, Q2_K's, Q3_K's and Q6_K's 8 pairs of sums of 16
+ * (Q8_K's bsums) */
 enum { K_WIN = 8, K4_ST = 5, K6_ST = 9 };
 
 /* The 6-bit scales and minimums of super-blocks b0 (lanes 0..7) and b1 (8..15), from
@@ -742,25 +742,38 @@ VNNI static INLINE void k4x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask1
     }
 }
 
-/* Q3_K and Q6_K: sub-blocks of 16 elements, one signed scale each, codes u = q + 4 resp.
- * q + 32, unsigned. The helpers below read two places of packed blocks into the two halves
- * of a zmm: lanes 0..7 from b0 (8 rows), lanes 8..15 from b1 (the other group's rows in a
- * tile, or the same rows' other half of the super-block in a decode step). */
+/* Q2_K, Q3_K and Q6_K: sub-blocks of 16 elements, one scale each (Q2_K: and a minimum),
+ * codes u = q (Q2_K), q + 4 (Q3_K) or q + 32 (Q6_K), unsigned. The helpers below read two
+ * places of packed blocks into the two halves of a zmm: lanes 0..7 from b0 (8 rows), lanes
+ * 8..15 from b1 (the other group's rows in a tile, or the same rows' other half of the
+ * super-block in a decode step). */
 
 /* Sub-block j0's scales of b0's rows (lanes 0..7) and j1's of b1's (8..15), as int32:
- * Q6_K's int8 as they are, Q3_K's 6 bits (split as packed.h draws them) minus 32 */
-VNNI static INLINE __m512i k16_scales(const uint8_t *b0, int j0, const uint8_t *b1, int j1, const int wt) {
-    if (wt == W_Q6_K)
-        return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)((const block_q6_Kx8 *)b0)->sc[j0]),
-                                                       _mm_loadl_epi64((const __m128i *)((const block_q6_Kx8 *)b1)->sc[j1])));
+ * Q6_K's int8 as they are, Q3_K's 6 bits (split as packed.h draws them) minus 32, Q2_K's
+ * low 4 bits; with min, Q2_K's minimums (the high 4 bits) */
+VNNI static INLINE __m512i k16_scales(const uint8_t *b0, int j0, const uint8_t *b1, int j1, const int wt,
+                                      const int min) {
+    if (wt == W_Q2_K) {
+        const block_q2_Kx8 *q0 = (const block_q2_Kx8 *)b0, *q1 = (const block_q2_Kx8 *)b1;
+        const __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->sc[j0]),
+                                             _mm_loadl_epi64((const __m128i *)q1->sc[j1]));
+        return _mm512_cvtepu8_epi32(_mm_and_si128(min ? _mm_srli_epi16(v, 4) : v, _mm_set1_epi8(0x0F)));
+    }
+    if (wt == W_Q6_K) {
+        const block_q6_Kx8 *q0 = (const block_q6_Kx8 *)b0, *q1 = (const block_q6_Kx8 *)b1;
+        return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->sc[j0]),
+                                                       _mm_loadl_epi64((const __m128i *)q1->sc[j1])));
+    }
     const block_q3_Kx8 *q0 = (const block_q3_Kx8 *)b0, *q1 = (const block_q3_Kx8 *)b1;
     const __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->scl[j0 / 2]),
                                           _mm_loadl_epi64((const __m128i *)q1->scl[j1 / 2]));
     const __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->sch[j0 / 4]),
                                           _mm_loadl_epi64((const __m128i *)q1->sch[j1 / 4]));
-    /* (16-bit shifts by counts per 64-bit half, then masks: each byte keeps its own bits) */
-    const __m128i lo4 = _mm_and_si128(_mm_srlv_epi64(lo, _mm_set_epi64x(4 * (j1 & 1), 4 * (j0 & 1))), _mm_set1_epi8(0x0F));
-    const __m128i hi2 = _mm_and_si128(_mm_srlv_epi64(hi, _mm_set_epi64x(2 * (j1 & 3), 2 * (j0 & 3))), _mm_set1_epi8(0x03));
+    /* (64-bit shifts by each half's count, then masks: each byte keeps its own bits) */
+    const __m128i lo4 =
+        _mm_and_si128(_mm_srlv_epi64(lo, _mm_set_epi64x(4 * (j1 & 1), 4 * (j0 & 1))), _mm_set1_epi8(0x0F));
+    const __m128i hi2 =
+        _mm_and_si128(_mm_srlv_epi64(hi, _mm_set_epi64x(2 * (j1 & 3), 2 * (j0 & 3))), _mm_set1_epi8(0x03));
     return _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_or_si128(lo4, _mm_slli_epi16(hi2, 4))), _mm512_set1_epi32(32));
 }
 
@@ -768,7 +781,7 @@ VNNI static INLINE __m512i k16_scales(const uint8_t *b0, int j0, const uint8_t *
  * the 4 parts of 32 elements of a half, a byte each. 16-bit shifts: each byte is masked to
  * the bits its own byte brought. Q6_K: 4 bits of ql (parts 0 and 1 low nibbles, 2 and 3
  * high ones) and 2 of qh (bits 2p, 2p + 1); Q3_K: 2 bits of qs (bits 2p, 2p + 1) and hmask's
- * bit 4h + p as bit 2. */
+ * bit 4h + p as bit 2; Q2_K: qs's 2 bits alone. */
 VNNI static INLINE void k16_codes(const uint8_t *b0, int h0, const uint8_t *b1, int h1, int c, __m512i u[4],
                                   const int wt) {
     if (wt == W_Q6_K) {
@@ -786,6 +799,14 @@ VNNI static INLINE void k16_codes(const uint8_t *b0, int h0, const uint8_t *b1, 
                                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
         return;
     }
+    if (wt == W_Q2_K) {
+        const block_q2_Kx8 *q0 = (const block_q2_Kx8 *)b0, *q1 = (const block_q2_Kx8 *)b1;
+        const __m512i q = load_pair(q0->qs[h0][c][0], q1->qs[h1][c][0]), m3 = _mm512_set1_epi8(0x03);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++)
+            u[p] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * p), m3);
+        return;
+    }
     const block_q3_Kx8 *q0 = (const block_q3_Kx8 *)b0, *q1 = (const block_q3_Kx8 *)b1;
     const __m512i q = load_pair(q0->qs[h0][c][0], q1->qs[h1][c][0]);
     /* hmask's bits of half h moved to bits 0..3: by 4 h0 in lanes 0..7, 4 h1 in 8..15 */
@@ -801,17 +822,19 @@ VNNI static INLINE void k16_codes(const uint8_t *b0, int h0, const uint8_t *b1, 
     }
 }
 
-/* Q3_K and Q6_K rows x Q8_K tokens, as k4x8_tile, for up to 4 tokens (4 parts x RN sums
- * in registers): per super-block the 16 scales of the 16 rows once; per half h and half of
- * its chunks, each chunk's codes u of its 4 parts (k16_codes) once, times every token's 4
- * activations (vpdpbusd) into the sums of the parts' sub-blocks of 16, each times its
- * scale (vpmulld); the codes' offset (4, 32) is taken back by the scales times the token's
- * sums of 16 (vpdpwssd). */
+/* Q2_K, Q3_K and Q6_K rows x Q8_K tokens, as k4x8_tile, for up to 4 tokens (4 parts x RN
+ * sums in registers): per super-block the 16 scales of the 16 rows once; per half h and
+ * half of its chunks, each chunk's codes u of its 4 parts (k16_codes) once, times every
+ * token's 4 activations (vpdpbusd) into the sums of the parts' sub-blocks of 16, each times
+ * its scale (vpmulld); the codes' offset (4, 32) is taken back by the scales times the
+ * token's sums of 16 (vpdpwssd), Q2_K's minimums likewise in a sum of their own. */
 VNNI static INLINE void k16x8_tile4(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
                                     size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
                                     int first, const int wt, const int RN) {
-    const size_t wbs = wt == W_Q6_K ? sizeof(block_q6_Kx8) : sizeof(block_q3_Kx8);
-    const int off_shift = wt == W_Q6_K ? 5 : 2; /* the codes' offset, 32 or 4 */
+    const size_t wbs = wt == W_Q6_K   ? sizeof(block_q6_Kx8)
+                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
+                                      : sizeof(block_q2_Kx8);
+    const int off_shift = wt == W_Q6_K ? 5 : 2; /* the codes' offset, 32 or 4 (Q2_K: none) */
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nbw; b++) {
         const uint8_t *wb0 = w0 + (size_t)b * wbs, *wb1 = w1 + (size_t)b * wbs;
@@ -820,13 +843,17 @@ VNNI static INLINE void k16x8_tile4(const uint8_t *w0, const uint8_t *w1, __mmas
             packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
             packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
         }
-        __m512i sc[16], sp[8]; /* sub-block j's scale; sub-blocks 2k, 2k + 1's as an int16 pair */
+        /* sub-block j's scale; sub-blocks 2k, 2k + 1's scales (Q2_K: minimums) as an int16 pair */
+        __m512i sc[16], sp[8];
 #pragma GCC unroll 16
         for (int j = 0; j < 16; j++)
-            sc[j] = k16_scales(wb0, j, wb1, j, wt);
+            sc[j] = k16_scales(wb0, j, wb1, j, wt, 0);
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; k++)
-            sp[k] = _mm512_or_si512(_mm512_and_si512(sc[2 * k], lo16), _mm512_slli_epi32(sc[2 * k + 1], 16));
+        for (int k = 0; k < 8; k++) {
+            const __m512i even = wt == W_Q2_K ? k16_scales(wb0, 2 * k, wb1, 2 * k, wt, 1) : sc[2 * k];
+            const __m512i odd = wt == W_Q2_K ? k16_scales(wb0, 2 * k + 1, wb1, 2 * k + 1, wt, 1) : sc[2 * k + 1];
+            sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
+        }
         const int8_t *xq[4]; /* (RN) the 256 activations of super-block b of each token */
 #pragma GCC unroll 4
         for (int j = 0; j < RN; j++)
@@ -868,13 +895,20 @@ VNNI static INLINE void k16x8_tile4(const uint8_t *w0, const uint8_t *w1, __mmas
             const int32_t *sj = st + (j * K_WIN + b) * K6_ST; /* token j's d, sums of 16 */
             float dx;
             memcpy(&dx, sj, sizeof dx);
-            __m512i off = _mm512_setzero_si512(); /* sum_j sc_j * bsum_j */
+            __m512i off = _mm512_setzero_si512(); /* sum_j sc_j * bsum_j (Q2_K: m_j * bsum_j) */
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++)
                 off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
-            const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, off_shift));
+            const __m512 dxv = _mm512_set1_ps(dx);
             __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
+            if (wt == W_Q2_K) {
+                const __m512 mw = load_pair_f16(((const block_q2_Kx8 *)wb0)->dmin, ((const block_q2_Kx8 *)wb1)->dmin);
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[j]), acc);
+                acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(off), acc);
+            } else {
+                const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, off_shift));
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(isum), acc);
+            }
             _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
         }
     }
@@ -888,7 +922,9 @@ VNNI static INLINE void k16x8_tile4(const uint8_t *w0, const uint8_t *w1, __mmas
  * (there, lanes 8..15 repeat lanes 0..7). */
 VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const int32_t *st, float *y, int64_t nbw,
                                      int first, const int wt) {
-    const size_t wbs = wt == W_Q6_K ? sizeof(block_q6_Kx8) : sizeof(block_q3_Kx8);
+    const size_t wbs = wt == W_Q6_K   ? sizeof(block_q6_Kx8)
+                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
+                                      : sizeof(block_q2_Kx8);
     const int off_shift = wt == W_Q6_K ? 5 : 2;
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nbw; b++) {
@@ -900,10 +936,13 @@ VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const i
         __m512i sc[8], sp[4];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
-            sc[j] = k16_scales(wb, j, wb, j + 8, wt);
+            sc[j] = k16_scales(wb, j, wb, j + 8, wt, 0);
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-            sp[k] = _mm512_or_si512(_mm512_and_si512(sc[2 * k], lo16), _mm512_slli_epi32(sc[2 * k + 1], 16));
+        for (int k = 0; k < 4; k++) {
+            const __m512i even = wt == W_Q2_K ? k16_scales(wb, 2 * k, wb, 2 * k + 8, wt, 1) : sc[2 * k];
+            const __m512i odd = wt == W_Q2_K ? k16_scales(wb, 2 * k + 1, wb, 2 * k + 9, wt, 1) : sc[2 * k + 1];
+            sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
+        }
         const int8_t *xq = ((const block_q8_K *)x + b)->qs;
         __m512i is = _mm512_setzero_si512();
         for (int half = 0; half < 2; half++) {
@@ -935,13 +974,23 @@ VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const i
             const __m512i bs = _mm512_inserti64x4(_mm512_set1_epi32(sj[1 + k]), _mm256_set1_epi32(sj[5 + k]), 1);
             off = _mm512_dpwssd_epi32(off, sp[k], bs);
         }
-        const __m512i both = _mm512_sub_epi32(is, _mm512_slli_epi32(off, off_shift));
-        const __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(both), _mm512_extracti64x4_epi64(both, 1));
         float dx;
         memcpy(&dx, sj, sizeof dx);
+        const __m256 dxv = _mm256_set1_ps(dx);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)); /* d[8] leads the block */
-        const __m256 acc = first && b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
-        _mm256_storeu_ps(y, _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc));
+        __m256 acc = first && b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
+        if (wt == W_Q2_K) {
+            const __m256i is8 = _mm256_add_epi32(_mm512_castsi512_si256(is), _mm512_extracti64x4_epi64(is, 1));
+            const __m256i ms8 = _mm256_add_epi32(_mm512_castsi512_si256(off), _mm512_extracti64x4_epi64(off, 1));
+            const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const block_q2_Kx8 *)wb)->dmin));
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dxv), _mm256_cvtepi32_ps(is8), acc);
+            acc = _mm256_fnmadd_ps(_mm256_mul_ps(mw, dxv), _mm256_cvtepi32_ps(ms8), acc);
+        } else {
+            const __m512i both = _mm512_sub_epi32(is, _mm512_slli_epi32(off, off_shift));
+            const __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(both), _mm512_extracti64x4_epi64(both, 1));
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dxv), _mm256_cvtepi32_ps(isum), acc);
+        }
+        _mm256_storeu_ps(y, acc);
     }
 }
 
@@ -965,10 +1014,10 @@ VNNI static INLINE void k16x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask
  * or Q4_0's -8 * sum(x), exact, as int32 bits (its weights are q - 8), as floats; Q4_K,
  * Q6_K: K4_ST resp. K6_ST words */
 VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, const int wt) {
-    if (wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K) {
+    if (wt == W_Q2_K || wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K) {
         const block_q8_K *xb = (const block_q8_K *)x_t + b;
         int32_t words[K6_ST];
-        const int by16 = wt == W_Q3_K || wt == W_Q6_K, n_words = by16 ? K6_ST : K4_ST;
+        const int by16 = wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K, n_words = by16 ? K6_ST : K4_ST;
         memcpy(&words[0], &xb->d, sizeof xb->d);
         for (int p = 0; p + 1 < n_words; p++) {
             const int lo = by16 ? xb->bsums[2 * p] : xb->bsums[4 * p] + xb->bsums[4 * p + 1];
@@ -988,21 +1037,23 @@ VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, 
     }
 }
 
-/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q3_K .. W_Q6_K):
+/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q2_K .. W_Q6_K):
  * token blocks of 32 (as int8_gemm), windows of PACKED_WIN blocks (K_WIN super-blocks),
  * the groups of 8 rows in pairs, tiles of 8 tokens, then one of the rest. */
 VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
                                     float *y, int64_t y_stride, int64_t n, const int wt) {
     enum { TOK_BLOCK = 32, RN = 8 };
-    const int k_quant = wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K;
+    const int k_quant = wt == W_Q2_K || wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K;
     const int64_t nb = n / (k_quant ? QK_K : QK8_0), n_groups = n_rows / 8;
-    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = wt == W_Q3_K || wt == W_Q6_K ? K6_ST : k_quant ? K4_ST : 2;
+    const int by16 = wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K; /* sub-blocks of 16 */
+    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = by16 ? K6_ST : k_quant ? K4_ST : 2;
     const size_t wbs = wt == W_Q8_0   ? sizeof(block_q8_0x8)
                        : wt == W_Q4_0 ? sizeof(block_q4_0x8)
                        : wt == W_Q4_K ? sizeof(block_q4_Kx8)
                        : wt == W_Q5_K ? sizeof(block_q5_Kx8)
                        : wt == W_Q6_K ? sizeof(block_q6_Kx8)
                        : wt == W_Q3_K ? sizeof(block_q3_Kx8)
+                       : wt == W_Q2_K ? sizeof(block_q2_Kx8)
                                       : sizeof(block_q4_1x8);
     const size_t xbs = k_quant ? sizeof(block_q8_K) : wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
     _Alignas(32) float sc[TOK_BLOCK * PACKED_WIN * 2]; /* (TOK_BLOCK, win, words) the window's token scales */
@@ -1032,7 +1083,7 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
                         y_stride, nbw, b0 == 0, rn);                                                         \
         else if (wt == W_Q4_K || wt == W_Q5_K)                                                               \
             k4x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
-        else if (wt == W_Q3_K || wt == W_Q6_K)                                                               \
+        else if (wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K)                                               \
             k16x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
         else                                                                                                 \
             q4x8_tile(wg0, wg1, lanes, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, wt, rn);                \
@@ -1066,6 +1117,12 @@ VNNI static void gemm_q4_0x8_q8_0_vnni(const uint8_t *w, size_t w_stride, int64_
                                        size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
     (void)w_stride;
     packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_0);
+}
+
+VNNI static void gemm_q2_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
+                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
+    (void)w_stride;
+    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q2_K);
 }
 
 VNNI static void gemm_q3_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
@@ -1435,6 +1492,7 @@ cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
     return type == ER_TYPE_Q4_1   ? gemm_q4_1x8_q8_1_vnni
            : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni
            : type == ER_TYPE_Q4_0 ? gemm_q4_0x8_q8_0_vnni
+           : type == ER_TYPE_Q2_K ? gemm_q2_Kx8_q8_K_vnni
            : type == ER_TYPE_Q3_K ? gemm_q3_Kx8_q8_K_vnni
            : type == ER_TYPE_Q4_K ? gemm_q4_Kx8_q8_K_vnni
            : type == ER_TYPE_Q5_K ? gemm_q5_Kx8_q8_K_vnni

@@ -51,6 +51,20 @@ static void pack_q5_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b,
     }
 }
 
+/* Block b of rows 8g .. 8g + 7 of Q2_K rows, as block_q2_Kx8 (packed.h) */
+static void pack_q2_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b, block_q2_Kx8 *out) {
+    for (int r = 0; r < 8; r++) {
+        const block_q2_K *in = (const block_q2_K *)(src + (size_t)(8 * g + r) * row_size) + b;
+        out->d[r] = in->d;
+        out->dmin[r] = in->dmin;
+        for (int j = 0; j < 16; j++)
+            out->sc[j][r] = in->scales[j];
+        for (int c = 0; c < 8; c++)
+            for (int h = 0; h < 2; h++)
+                memcpy(out->qs[h][c][r], in->qs + 32 * h + 4 * c, 4);
+    }
+}
+
 /* Block b of rows 8g .. 8g + 7 of Q3_K rows, as block_q3_Kx8 (packed.h) */
 static void pack_q3_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b, block_q3_Kx8 *out) {
     for (int r = 0; r < 8; r++) {
@@ -89,11 +103,14 @@ static void pack_q6_K(const uint8_t *src, size_t row_size, int64_t g, int64_t b,
 }
 
 void cpu_pack_rows(uint32_t type, const uint8_t *src, size_t row_size, int64_t n_out, int64_t n_in, uint8_t *dst) {
-    if (type == ER_TYPE_Q3_K || type == ER_TYPE_Q4_K || type == ER_TYPE_Q5_K || type == ER_TYPE_Q6_K) {
+    if (type == ER_TYPE_Q2_K || type == ER_TYPE_Q3_K || type == ER_TYPE_Q4_K || type == ER_TYPE_Q5_K ||
+        type == ER_TYPE_Q6_K) {
         const int64_t nb = n_in / QK_K;
         for (int64_t g = 0; g < n_out / 8; g++)
             for (int64_t b = 0; b < nb; b++) {
-                if (type == ER_TYPE_Q3_K)
+                if (type == ER_TYPE_Q2_K)
+                    pack_q2_K(src, row_size, g, b, (block_q2_Kx8 *)dst + g * nb + b);
+                else if (type == ER_TYPE_Q3_K)
                     pack_q3_K(src, row_size, g, b, (block_q3_Kx8 *)dst + g * nb + b);
                 else if (type == ER_TYPE_Q4_K)
                     pack_q4_K(src, row_size, g, b, (block_q4_Kx8 *)dst + g * nb + b);
@@ -146,11 +163,11 @@ static void quantize_row_q8_0u(const float *x, void *y, int64_t n) {
 static const cpu_kernels packed_q8_0 = {"vnni packed", ER_TYPE_Q8_0, quantize_row_q8_0u, NULL};
 
 const cpu_kernels *cpu_packed_kernels(uint32_t type) {
-    /* Q4_0, Q4_1, Q3_K..Q6_K: their table's Q8_0, Q8_1, Q8_K activations, as they are */
+    /* Q4_0, Q4_1, Q2_K..Q6_K: their table's Q8_0, Q8_1, Q8_K activations, as they are */
     if (type == ER_TYPE_Q8_0)
         return &packed_q8_0;
-    return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 || type == ER_TYPE_Q3_K || type == ER_TYPE_Q4_K ||
-                   type == ER_TYPE_Q5_K || type == ER_TYPE_Q6_K
+    return type == ER_TYPE_Q4_0 || type == ER_TYPE_Q4_1 || type == ER_TYPE_Q2_K || type == ER_TYPE_Q3_K ||
+                   type == ER_TYPE_Q4_K || type == ER_TYPE_Q5_K || type == ER_TYPE_Q6_K
                ? cpu_kernels_get(type)
                : NULL;
 }

@@ -1,6 +1,6 @@
 /*
  * packed.h - the fast path's copy of the weights it multiplies fastest with 8 rows in the
- * 8 lanes of a vector (Q4_0, Q4_1, Q8_0, Q3_K..Q6_K, where the CPU has AVX-512 VNNI):
+ * 8 lanes of a vector (Q4_0, Q4_1, Q8_0, Q2_K..Q6_K, where the CPU has AVX-512 VNNI):
  * shared by every fast context of one model.
  *
  * Why: in the row-major tile (fast_int8_tile.h) each (row, token) pair of a block ends as
@@ -10,7 +10,7 @@
  * rows: a block of 8 rows x 1 token is 8 vpdpbusd, then one conversion and one or two
  * FMAs for all 8 rows (about 13 instructions per 256 products, against 24).
  *
- * Layout of a weight of n_out rows (a multiple of 8) and nb = n_in / 32 blocks (Q3_K..Q6_K:
+ * Layout of a weight of n_out rows (a multiple of 8) and nb = n_in / 32 blocks (Q2_K..Q6_K:
  * n_in / 256): (n_out / 8, nb) blocks of 8 rows, group g = rows 8g .. 8g + 7, its
  * blocks in k order. The bytes are those of the rows' blocks, moved (Q4_K's and Q5_K's
  * scales rearranged); a group is 8 row_size bytes, so row r0 (a multiple of 8) starts at
@@ -42,6 +42,11 @@
  *                  | scales and low 4 bits         |   = row r's qh[4c + i] (bit j: bit  |
  *                  |                               |   4 of sub-block j's element 4c + i)|
  *                  +-------------------------------+-------------------------------------+
+ *   block_q2_Kx8   +------+---------+----------------------------+---------------------+
+ *   (672 bytes)    | d[8] | dmin[8] | sc[16][8]: sub-block j,    | qs[2][8][8][4]: as  |
+ *                  | f16  | f16     |   row r = row r's          |   block_q3_Kx8's    |
+ *                  |      |         |   scales[j] (scale, min)   |                     |
+ *                  +------+---------+----------------------------+---------------------+
  *   block_q3_Kx8   +------+---------+---------+---------------------+------------------+
  *   (880 bytes)    | d[8] | scl[8]  | sch[4]  | qs[2][8][8][4]:     | hm[8][8][4]:     |
  *                  | f16  | [8]     | [8]     |   half h, chunk c,  |   chunk c, row r,|
@@ -70,6 +75,8 @@
  * order); each sub-block's int32 sum is multiplied by its 6-bit scale, and the minimums
  * take the token's sums of 32 (Q8_K's bsums, by pairs) times the rows' 6-bit minimums.
  * Q5_K x Q8_K: as Q4_K, each nibble with its fifth bit from qh (values 0..31).
+ * Q2_K x Q8_K: as Q3_K's qs (codes q, 0..3, no third bit); its minimums as Q4_K's, by
+ * sub-blocks of 16.
  * Q3_K x Q8_K: qs's chunk c of half h holds in bits 2p, 2p + 1 the low 2 bits of elements
  * 128h + 32p + 4c .. + 3, hmask's chunk c in bit 4h + p their third (the file's order);
  * the codes u = q + 4 (0..7) are multiplied unsigned, the 4 taken back as Q6_K's 32.
@@ -85,7 +92,8 @@
  * sum_j m_j * bsum_j, then acc = fma(d * dx, float(is), acc); acc = fnma(dmin * dx,
  * float(ms), acc);
  * Q3_K, Q6_K: is = sum_j sc_j * s_j - (4 resp. 32) sum_j sc_j * bsum_j (sub-blocks of
- * 16; Q3_K's sc_j its 6 bits - 32), then acc = fma(d * dx, float(is), acc).
+ * 16; Q3_K's sc_j its 6 bits - 32), then acc = fma(d * dx, float(is), acc); Q2_K: as
+ * Q4_K's, by sub-blocks of 16.
  * (dw, mw: the row's f16 d and m; dx, sx: the token's d and s). Every tile shape computes
  * a lane this way, so a row's value does not depend on the batch or the tile (batch
  * invariance); it is not the row-major vec_dot's order (8 lanes per block summed at the
@@ -136,6 +144,14 @@ typedef struct block_q5_Kx8 {
 } block_q5_Kx8;
 static_assert(sizeof(block_q5_Kx8) == 8 * sizeof(block_q5_K), "block_q5_Kx8 must be 8 Q5_K blocks");
 
+typedef struct block_q2_Kx8 {
+    uint16_t d[8];          /* f16 super-block scales of rows 0..7 */
+    uint16_t dmin[8];       /* f16 scales of their minimums */
+    uint8_t sc[16][8];      /* (sub-block, row) the 4-bit scale | the 4-bit minimum << 4 */
+    uint8_t qs[2][8][8][4]; /* (half, chunk, row, byte) the 2-bit codes, as Q3_K's */
+} block_q2_Kx8;
+static_assert(sizeof(block_q2_Kx8) == 8 * sizeof(block_q2_K), "block_q2_Kx8 must be 8 Q2_K blocks");
+
 typedef struct block_q3_Kx8 {
     uint16_t d[8];          /* f16 super-block scales of rows 0..7 */
     uint8_t scl[8][8];      /* (sub-block pair, row) low 4 bits of scales 2k and 2k + 1 */
@@ -154,7 +170,7 @@ typedef struct block_q6_Kx8 {
 static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K), "block_q6_Kx8 must be 8 Q6_K blocks");
 
 /* dst (n_out / 8, n_in / block size) packed blocks = src (n_out, row_size) rows of `type`
- * (Q4_0, Q4_1, Q8_0, Q3_K, Q4_K, Q5_K or Q6_K), n_out a multiple of 8. */
+ * (Q4_0, Q4_1, Q8_0 or Q2_K..Q6_K), n_out a multiple of 8. */
 void cpu_pack_rows(uint32_t type, const uint8_t *src, size_t row_size, int64_t n_out, int64_t n_in, uint8_t *dst);
 
 /* The activations' format and quantizer of the packed kernel of `type`, or NULL when it
@@ -170,7 +186,7 @@ cpu_gemm_fn cpu_gemm_packed(uint32_t type);
 /* The model's view with its packable weights packed (er_weight.packed set), shared by the
  * fast contexts of m: the first call packs, each call takes a reference that
  * cpu_packed_put gives back (the last one frees the copy). *out = m itself when nothing
- * is packed here (no AVX-512 VNNI, no Q4_0, Q4_1, Q8_0 or Q3_K..Q6_K weight, or
+ * is packed here (no AVX-512 VNNI, no Q4_0, Q4_1, Q8_0 or Q2_K..Q6_K weight, or
  * EDGERUNNER_CPU_PACK=0). */
 er_status cpu_packed_get(const model_view *m, const model_view **out);
 /* Gives back a view cpu_packed_get returned (a model's own view: nothing to do). */
