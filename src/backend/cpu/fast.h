@@ -24,11 +24,11 @@
 size_t cpu_fast_act_size(int64_t n_tokens, int64_t n_in, int n_threads);
 
 /* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T. act: scratch of
- * cpu_fast_act_size(n_tokens, n_in, threads of pool) bytes, 64-byte aligned. Quantized weights with a
- * tiled kernel (Q8_0, Q4_1, Q4_K) run as a matrix-matrix product: Q8_0 and Q4_1 in tiles
- * of 4 rows x 2 tokens (AVX2), or, packed (w->packed, AVX-512 VNNI: packed.h), 8 rows x 8
- * tokens for every token count; Q4_K 16 rows x 8 tokens; each weight block loaded once
- * per tile, rows of one chunk reused from cache across tokens. */
+ * cpu_fast_act_size(n_tokens, n_in, threads of pool) bytes, 64-byte aligned. Quantized
+ * weights with a tiled kernel run as a matrix-matrix product: Q8_0 and Q4_1 in tiles of 4
+ * rows x 2 tokens (AVX2), Q4_K 16 rows x 8 tokens; packed (w->packed, AVX-512 VNNI:
+ * packed.h; Q4_0, Q4_1, Q8_0, Q2_K..Q6_K), 16 rows x 8 tokens for every token count; each
+ * weight block loaded once per tile, rows of one chunk reused from cache across tokens. */
 void cpu_fast_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y,
                      int64_t y_stride, void *act);
 
