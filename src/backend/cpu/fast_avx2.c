@@ -1107,53 +1107,22 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
     }
 }
 
-VNNI static void gemm_q4_1x8_q8_1_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                        size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_1);
-}
-
-VNNI static void gemm_q4_0x8_q8_0_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_0);
-}
-
-VNNI static void gemm_q2_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q2_K);
-}
-
-VNNI static void gemm_q3_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q3_K);
-}
-
-VNNI static void gemm_q4_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q4_K);
-}
-
-VNNI static void gemm_q5_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q5_K);
-}
-
-VNNI static void gemm_q6_Kx8_q8_K_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                       size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q6_K);
-}
-
-VNNI static void gemm_q8_0x8_q8_0u_vnni(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x,
-                                         size_t x_stride, int64_t n_tok, float *y, int64_t y_stride, int64_t n) {
-    (void)w_stride;
-    packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, W_Q8_0);
-}
+/* packed_gemm for one weight type, as a cpu_gemm_fn (w_stride unused: packed rows) */
+#define PACKED_GEMM_FN(name, wt)                                                                                   \
+    VNNI static void name(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x, size_t x_stride,    \
+                          int64_t n_tok, float *y, int64_t y_stride, int64_t n) {                                  \
+        (void)w_stride;                                                                                            \
+        packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, wt);                                            \
+    }
+PACKED_GEMM_FN(gemm_q4_1x8_q8_1_vnni, W_Q4_1)
+PACKED_GEMM_FN(gemm_q4_0x8_q8_0_vnni, W_Q4_0)
+PACKED_GEMM_FN(gemm_q2_Kx8_q8_K_vnni, W_Q2_K)
+PACKED_GEMM_FN(gemm_q3_Kx8_q8_K_vnni, W_Q3_K)
+PACKED_GEMM_FN(gemm_q4_Kx8_q8_K_vnni, W_Q4_K)
+PACKED_GEMM_FN(gemm_q5_Kx8_q8_K_vnni, W_Q5_K)
+PACKED_GEMM_FN(gemm_q6_Kx8_q8_K_vnni, W_Q6_K)
+PACKED_GEMM_FN(gemm_q8_0x8_q8_0u_vnni, W_Q8_0)
+#undef PACKED_GEMM_FN
 
 /* Q4_K x Q8_K for a batch, in the shape of llama.cpp's tiled AVX2 kernel: per 256-block,
  * 16 weight rows are unpacked once to bytes (with their 6-bit scales), then each 32-byte
