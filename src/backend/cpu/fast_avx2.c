@@ -16,7 +16,7 @@
  * registers; 2 x 4 measured 0.8x its speed on pp64, 4 x 3 would spill), VNNI tiles 4 x 4
  * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0 and Q2_K..Q6_K matrices
  * of a multiple of 8 rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and
- * run the packed kernels below at every token count.
+ * run the packed kernels of packed_vnni.c at every token count.
  *
  * SwiGLU (the fast path's, not the reference's): expf in vectors (Cephes' polynomial);
  * the element-by-element libm expf and division were 6.7% of an 8-way server's samples.
@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "backend/cpu/ops.h"
-#include "backend/cpu/packed.h"
+#include "backend/cpu/x86.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
@@ -122,12 +122,9 @@ static void sgemm_6x16_c(const float *const *xr, const float *panel, int64_t n, 
         }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if CPU_X86
 
 #include <immintrin.h>
-
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define INLINE inline __attribute__((always_inline))
 
 /* the first token block of a call reads the weights from memory: prefetched this far ahead
  * (as the table's matvec does); later blocks find them in cache and the hint costs little */
@@ -304,7 +301,7 @@ AVX2 static void pack_panel_avx2(const float *rows, int64_t n, float *panel) {
  * CPU's instruction set (batch invariance, forward.c). */
 
 /* the weight formats of the tiles: Q8_0 rows x Q8_0 activations, Q4_1 rows x Q8_1 */
-enum { W_Q8_0, W_Q4_1, W_Q4_0, W_Q2_K, W_Q3_K, W_Q4_K, W_Q5_K, W_Q6_K }; /* from W_Q4_0 on: packed only */
+enum { W_Q8_0, W_Q4_1 };
 
 /* A row's 32 weights of block wb as bytes in element order: Q8_0's int8 as they are,
  * Q4_1's nibbles (elements j and j + 16 share byte j) as 0..15 */
@@ -400,7 +397,6 @@ AVX2 static INLINE __m256i pair_avx2(__m256i a, __m256i c, __m256i x, const int 
  * flipped) and the row's 128 * sum(w) per lane taken off once per row and block
  * (c = -dpbusd(0, 128, w)), so a pair is dpbusd(c, x + 128, w) = sum x * w: one
  * instruction, against three with vpsignb. a: the weights, c: the lanes' start. */
-#define VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 /* Q4_1's nibbles in one shift: the 16 bytes in both halves, the high half shifted by 4
  * (vpsrlvw), then masked: two instructions, against four for load_w's */
@@ -433,696 +429,6 @@ VNNI static INLINE __m256i pair_vnni(__m256i a, __m256i c, __m256i x, const int 
 #undef INT8_RN
 #undef INT8_FN
 #undef INT8_ATTR
-
-/* ---- rows packed by 8 (packed.h) x tokens, AVX-512 VNNI ------------------------------
- *
- * A tile is two groups of 8 rows (16 rows, lane r of a zmm register is row r of the pair)
- * x RN tokens over a window of nbw blocks: vpdpbusd on zmm adds as many products per
- * instruction as two on ymm, at the same rate where the CPU has 512-bit units (Zen 5:
- * 7.5 G instructions/s on one core either width, a microbenchmark), and at half the
- * instructions where it splits them (Zen 4). A pair's second group may be missing (a
- * weight of 8 mod 16 rows, or one token's call): its lanes then recompute the first group
- * and are not stored.
- * The tokens' scales come as floats (packed_gemm converts them once per call and window,
- * not once per group: per block and token the f16 conversions and broadcasts were a fifth
- * of the tile's instructions); acc starts at 0 in the first window and at y's values after
- * it (a float stored and loaded back unchanged: the order of packed.h). Each lane is one
- * row throughout, so a (row, token) is computed the same whatever RN, the window, the
- * pairing or the call. */
-enum { PACKED_WIN = 64 }; /* blocks per window: the scales of 32 tokens fit 16 KiB */
-/* The weight stream prefetched 8 KiB ahead into L2 (as kernels_avx2.c's simple types):
- * SmolLM2 Q4_1 decode, 2 threads, 6 pairs in one run, 1 KiB ahead into L1 against this:
- * 281/350, 312/378, 355/372, 340/347, 274/336, 241/265 tok/s. */
-enum { PACKED_PREFETCH = 8192 };
-
-/* One token's tile prefetches into L2, as measured above; a tile of several into L1,
- * where the line is used RN times (100 MB of SmolLM2-shaped Q4_1 matrices, 8 tokens, 2
- * threads, 5 pairs: 262-307 GMAC/s against 249-268 into L2; one token: L1 41-57 against
- * L2 47-59 GB/s, L2 kept). */
-VNNI static INLINE void packed_prefetch(const char *p, const int RN) {
-    if (RN == 1)
-        _mm_prefetch(p, _MM_HINT_T1);
-    else
-        _mm_prefetch(p, _MM_HINT_T0);
-}
-
-/* 32 bytes at a (lanes 0..7) and at b (lanes 8..15) */
-VNNI static INLINE __m512i load_pair(const uint8_t *a, const uint8_t *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                              _mm256_loadu_si256((const __m256i *)b), 1);
-}
-
-/* 8 f16 at a and 8 at b as 16 floats */
-VNNI static INLINE __m512 load_pair_f16(const uint16_t *a, const uint16_t *b) {
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                                                   _mm_loadu_si128((const __m128i *)b), 1));
-}
-
-/* Q4_1 rows x Q8_1 tokens, Q4_0 rows x Q8_0 tokens: per block, each of the 4 chunks'
- * nibbles (low, high: 16 rows x 4 elements each) is unpacked once and multiplied by every
- * token's 4 activations of those elements, broadcast (vpdpbusd, unsigned weights x signed
- * activations: no sign work); Q4_0's sums start at the token's -8 * sum(x). Then per
- * token: its 16 rows' block sums to float, one multiply of the rows' d by the token's, an
- * FMA (Q4_1: and one for the minimums). w0, w1: the two groups' blocks of the window;
- * lanes: the lanes stored (0xFFFF, or 0x00FF without a second group); sc: (RN,
- * PACKED_WIN, 2) the tokens' d per block, and s (Q4_1) or the int32 -8 * sum(x) (Q4_0). */
-VNNI static INLINE void q4x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
-                                  size_t x_stride, const float *sc, float *y, int64_t y_stride, int64_t nbw, int first,
-                                  const int wt, const int RN) {
-    const size_t wbs = wt == W_Q4_0 ? sizeof(block_q4_0x8) : sizeof(block_q4_1x8);
-    const size_t xbs = wt == W_Q4_0 ? sizeof(block_q8_0) : sizeof(block_q8_1);
-    const size_t xqs = wt == W_Q4_0 ? offsetof(block_q8_0, qs) : offsetof(block_q8_1, qs);
-    const size_t qso = wt == W_Q4_0 ? offsetof(block_q4_0x8, qs) : offsetof(block_q4_1x8, qs);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc[8]; /* (RN) 16 rows' sums of token j */
-#pragma GCC unroll 8
-    for (int j = 0; j < RN; j++)
-        acc[j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
-    for (int64_t b = 0; b < nbw; b++) {
-        const uint8_t *wb0 = w0 + (size_t)b * wbs, *wb1 = w1 + (size_t)b * wbs;
-        const int8_t *xq[8]; /* (RN) the 32 activations of block b of each token */
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
-            xq[j] = (const int8_t *)(x + (size_t)j * x_stride + (size_t)b * xbs + xqs);
-#pragma GCC unroll 3
-        for (int l = 0; l < 3; l++) {
-            packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
-            packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
-        }
-        __m512i s[8]; /* (RN) 16 rows' int32 block sums of token j */
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++) {
-            int32_t start = 0;
-            if (wt == W_Q4_0)
-                memcpy(&start, sc + (j * PACKED_WIN + b) * 2 + 1, sizeof start);
-            s[j] = _mm512_set1_epi32(start);
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m512i q = load_pair(wb0 + qso + 32 * c, wb1 + qso + 32 * c);
-            const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-#pragma GCC unroll 8
-            for (int j = 0; j < RN; j++) {
-                int32_t xl, xh; /* the token's elements 4c .. 4c + 3 and 16 + 4c .. 16 + 4c + 3 */
-                memcpy(&xl, xq[j] + 4 * c, 4);
-                memcpy(&xh, xq[j] + 16 + 4 * c, 4);
-                s[j] = _mm512_dpbusd_epi32(s[j], lo, _mm512_set1_epi32(xl));
-                s[j] = _mm512_dpbusd_epi32(s[j], hi, _mm512_set1_epi32(xh));
-            }
-        }
-        const __m512 dw = load_pair_f16((const uint16_t *)wb0, (const uint16_t *)wb1); /* d[8] leads both blocks */
-        const __m512 mw = wt == W_Q4_1 ? load_pair_f16(((const block_q4_1x8 *)wb0)->m, ((const block_q4_1x8 *)wb1)->m)
-                                       : _mm512_setzero_ps(); /* Q4_1's minimums */
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++) {
-            const float *sj = sc + (j * PACKED_WIN + b) * 2; /* token j's d, s */
-            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(sj[0])), _mm512_cvtepi32_ps(s[j]), acc[j]);
-            if (wt == W_Q4_1)
-                acc[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sj[1]), acc[j]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < RN; j++)
-        _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc[j]);
-}
-
-/* the sum of 32 int8 */
-VNNI static INLINE int32_t sum_i8_32(const int8_t *q) {
-    const __m256i p =
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q));
-    __m128i v = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
-    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
-    return _mm_cvtsi128_si32(v);
-}
-
-/* Q8_0 rows x Q8_0 tokens stored unsigned (x + 128): per block the rows' 128 * sum(w)
- * (vpdpbusd of 128 in every byte with each chunk, in two chains), negated, is where every
- * token's sums start; then one vpdpbusd per chunk and token, one conversion and one FMA
- * per token. w0, w1, lanes: as q4x8_tile's; sc: (RN, PACKED_WIN, 2) the tokens' d per
- * block (and an unused slot). */
-VNNI static INLINE void q8_0x8_tile(const block_q8_0x8 *w0, const block_q8_0x8 *w1, __mmask16 lanes,
-                                    const uint8_t *x, size_t x_stride, const float *sc, float *y, int64_t y_stride,
-                                    int64_t nbw, int first, const int RN) {
-    const __m512i top = _mm512_set1_epi8((char)0x80);
-    __m512 acc[8]; /* (RN) 16 rows' sums of token j */
-#pragma GCC unroll 8
-    for (int j = 0; j < RN; j++)
-        acc[j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
-    for (int64_t b = 0; b < nbw; b++) {
-        const block_q8_0x8 *wb0 = w0 + b, *wb1 = w1 + b;
-        const block_q8_0 *xb[8]; /* (RN) block b of each token */
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
-            xb[j] = (const block_q8_0 *)(x + (size_t)j * x_stride) + b;
-#pragma GCC unroll 5
-        for (int l = 0; l < 5; l++) {
-            packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
-            packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
-        }
-        __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512(); /* 128 * sum(w), even and odd chunks */
-#pragma GCC unroll 4
-        for (int c = 0; c < 8; c += 2) {
-            c0 = _mm512_dpbusd_epi32(c0, top, load_pair((const uint8_t *)wb0->qs[c], (const uint8_t *)wb1->qs[c]));
-            c1 = _mm512_dpbusd_epi32(c1, top,
-                                     load_pair((const uint8_t *)wb0->qs[c + 1], (const uint8_t *)wb1->qs[c + 1]));
-        }
-        const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_add_epi32(c0, c1));
-        /* 16 rows' int32 block sums of token j in two chains, even and odd chunks: half as
-         * long a chain of dependent vpdpbusd (6,144 x 576 x 8 tokens, one thread: 168 against
-         * 217 us; Qwen3-0.6B Q8_0 pp256 521 against 459 tok/s; Q4_1's tile, split likewise,
-         * did not move). Integer sums: the same bits. */
-        __m512i s[8], s_odd[8]; /* (RN) */
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++) {
-            s[j] = start;
-            s_odd[j] = _mm512_setzero_si512();
-        }
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) {
-            const __m512i q = load_pair((const uint8_t *)wb0->qs[c], (const uint8_t *)wb1->qs[c]);
-#pragma GCC unroll 8
-            for (int j = 0; j < RN; j++) {
-                int32_t xc; /* the token's elements 4c .. 4c + 3, unsigned */
-                memcpy(&xc, xb[j]->qs + 4 * c, 4);
-                if (c & 1)
-                    s_odd[j] = _mm512_dpbusd_epi32(s_odd[j], _mm512_set1_epi32(xc), q);
-                else
-                    s[j] = _mm512_dpbusd_epi32(s[j], _mm512_set1_epi32(xc), q);
-            }
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
-            s[j] = _mm512_add_epi32(s[j], s_odd[j]);
-        const __m512 dw = load_pair_f16(wb0->d, wb1->d);
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
-            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(sc[(j * PACKED_WIN + b) * 2])),
-                                     _mm512_cvtepi32_ps(s[j]), acc[j]);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < RN; j++)
-        _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc[j]);
-}
-
-/* Q2_K..Q6_K: super-blocks per window (the two groups' 10 to 26 KiB, reused by the tiles
- * of a block of 32 tokens), and the int32 words per token and super-block of
- * packed_gemm's scales: the token's d (f32 bits), then its sums by pairs, lo | hi << 16:
- * Q4_K's and Q5_K's 4 pairs of sums of 32, Q2_K's, Q3_K's and Q6_K's 8 pairs of sums of 16
- * (Q8_K's bsums) */
-enum { K_WIN = 8, K4_ST = 5, K6_ST = 9 };
-
-/* The 6-bit scales and minimums of super-blocks b0 (lanes 0..7) and b1 (8..15), from
- * block_q4_Kx8's split bits (packed.h): sc[j] sub-block j's scale, mp[p] the minimums of
- * sub-blocks 2p and 2p + 1 as an int16 pair (vpdpwssd's operand) */
-VNNI static INLINE void q4_Kx8_scales(const block_q4_Kx8 *b0, const block_q4_Kx8 *b1, __m512i sc[8], __m512i mp[4]) {
-    const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03), m12 = _mm_set1_epi8(0x0C);
-    __m128i mins[8]; /* (8) sub-block j's minimums, a byte per lane */
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-        const __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)b0->scl[j]),
-                                              _mm_loadl_epi64((const __m128i *)b1->scl[j]));
-        __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)b0->sch[j / 2]),
-                                        _mm_loadl_epi64((const __m128i *)b1->sch[j / 2]));
-        if (j & 1) /* (16-bit shifts: each byte is masked to bits its own byte brought) */
-            hi = _mm_srli_epi16(hi, 4);
-        sc[j] = _mm512_cvtepu8_epi32(_mm_or_si128(_mm_and_si128(lo, m4), _mm_slli_epi16(_mm_and_si128(hi, m2), 4)));
-        mins[j] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(lo, 4), m4), _mm_slli_epi16(_mm_and_si128(hi, m12), 2));
-    }
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++)
-        mp[p] = _mm512_or_si512(_mm512_cvtepu8_epi32(mins[2 * p]),
-                                _mm512_slli_epi32(_mm512_cvtepu8_epi32(mins[2 * p + 1]), 16));
-}
-
-/* v with bit j of each byte moved to bit 4 (16-bit shifts: bit 4 of each byte then holds
- * its own byte's bit j, the rest is masked away) */
-VNNI static INLINE __m512i shift_bit4(__m512i v, const int j) {
-    return j <= 4 ? _mm512_slli_epi16(v, 4 - j) : _mm512_srli_epi16(v, j - 4);
-}
-
-/* Q4_K and Q5_K rows x Q8_K tokens: per super-block its scales unpacked once
- * (q4_Kx8_scales); per sub-block pair each chunk's nibbles once (low: sub-block 2p, high:
- * 2p + 1; Q5_K: each with its fifth bit), times every token's 4 activations of those
- * elements, broadcast (vpdpbusd); each sub-block's sums times its scale (vpmulld) into the
- * token's int32 sum is, its minimums' sum ms by pairs (vpdpwssd with the token's sums of
- * 32); then two FMAs per token (packed.h). The 16 rows' acc lives in y between
- * super-blocks (a float stored and loaded back unchanged), so registers hold the 3 RN
- * sums. w0, w1, lanes: as q4x8_tile's (wt: W_Q4_K or W_Q5_K); st: (RN, K_WIN, K4_ST) the
- * tokens' words; first: the window starts the rows (acc from 0). */
-VNNI static INLINE void k4x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
-                                  size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
-                                  int first, const int wt, const int RN) {
-    const size_t wbs = wt == W_Q5_K ? sizeof(block_q5_Kx8) : sizeof(block_q4_Kx8);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
-    for (int64_t b = 0; b < nbw; b++) {
-        /* (a block_q5_Kx8 starts with its block_q4_Kx8) */
-        const block_q4_Kx8 *wb0 = (const block_q4_Kx8 *)(w0 + (size_t)b * wbs);
-        const block_q4_Kx8 *wb1 = (const block_q4_Kx8 *)(w1 + (size_t)b * wbs);
-#pragma GCC unroll 22
-        for (int l = 0; l < (int)(wbs / 64); l++) {
-            packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
-            packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
-        }
-        __m512i sc[8], mp[4];
-        q4_Kx8_scales(wb0, wb1, sc, mp);
-        const int8_t *xq[8]; /* (RN) the 256 activations of super-block b of each token */
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
-            xq[j] = ((const block_q8_K *)(x + (size_t)j * x_stride) + b)->qs;
-        __m512i is[8]; /* (RN) 16 rows' sum over sub-blocks of scale x int32 sum, token j */
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++)
-            is[j] = _mm512_setzero_si512();
-        for (int p = 0; p < 4; p++) {
-            __m512i slo[8], shi[8]; /* (RN) sub-block 2p's and 2p + 1's int32 sums, token j */
-#pragma GCC unroll 8
-            for (int j = 0; j < RN; j++)
-                slo[j] = shi[j] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) {
-                const __m512i q = load_pair(wb0->qs[p][c][0], wb1->qs[p][c][0]);
-                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                if (wt == W_Q5_K) { /* bit j of qh's byte: bit 4 of sub-block j's element, to bit 4 */
-                    const __m512i h = load_pair(((const block_q5_Kx8 *)wb0)->qh[c][0],
-                                                ((const block_q5_Kx8 *)wb1)->qh[c][0]);
-                    lo = _mm512_or_si512(lo, _mm512_and_si512(shift_bit4(h, 2 * p), bit4));
-                    hi = _mm512_or_si512(hi, _mm512_and_si512(shift_bit4(h, 2 * p + 1), bit4));
-                }
-#pragma GCC unroll 8
-                for (int j = 0; j < RN; j++) {
-                    int32_t xl, xh; /* elements 64p + 4c .. + 3 and 64p + 32 + 4c .. + 3 */
-                    memcpy(&xl, xq[j] + 64 * p + 4 * c, 4);
-                    memcpy(&xh, xq[j] + 64 * p + 32 + 4 * c, 4);
-                    slo[j] = _mm512_dpbusd_epi32(slo[j], lo, _mm512_set1_epi32(xl));
-                    shi[j] = _mm512_dpbusd_epi32(shi[j], hi, _mm512_set1_epi32(xh));
-                }
-            }
-#pragma GCC unroll 8
-            for (int j = 0; j < RN; j++)
-                is[j] = _mm512_add_epi32(is[j], _mm512_add_epi32(_mm512_mullo_epi32(slo[j], sc[2 * p]),
-                                                                 _mm512_mullo_epi32(shi[j], sc[2 * p + 1])));
-        }
-        const __m512 dw = load_pair_f16(wb0->d, wb1->d), mw = load_pair_f16(wb0->dmin, wb1->dmin);
-#pragma GCC unroll 8
-        for (int j = 0; j < RN; j++) {
-            const int32_t *sj = st + (j * K_WIN + b) * K4_ST; /* token j's d, sums of 32 */
-            float dx;
-            memcpy(&dx, sj, sizeof dx);
-            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(sj[1]));
-            ms = _mm512_dpwssd_epi32(ms, mp[1], _mm512_set1_epi32(sj[2]));
-            ms = _mm512_dpwssd_epi32(ms, mp[2], _mm512_set1_epi32(sj[3]));
-            ms = _mm512_dpwssd_epi32(ms, mp[3], _mm512_set1_epi32(sj[4]));
-            const __m512 dxv = _mm512_set1_ps(dx);
-            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[j]), acc);
-            acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(ms), acc);
-            _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
-        }
-    }
-}
-
-/* Q2_K, Q3_K and Q6_K: sub-blocks of 16 elements, one scale each (Q2_K: and a minimum),
- * codes u = q (Q2_K), q + 4 (Q3_K) or q + 32 (Q6_K), unsigned. The helpers below read two
- * places of packed blocks into the two halves of a zmm: lanes 0..7 from b0 (8 rows), lanes
- * 8..15 from b1 (the other group's rows in a tile, or the same rows' other half of the
- * super-block in a decode step). */
-
-/* Sub-block j0's scales of b0's rows (lanes 0..7) and j1's of b1's (8..15), as int32:
- * Q6_K's int8 as they are, Q3_K's 6 bits (split as packed.h draws them) minus 32, Q2_K's
- * low 4 bits; with min, Q2_K's minimums (the high 4 bits) */
-VNNI static INLINE __m512i k16_scales(const uint8_t *b0, int j0, const uint8_t *b1, int j1, const int wt,
-                                      const int min) {
-    if (wt == W_Q2_K) {
-        const block_q2_Kx8 *q0 = (const block_q2_Kx8 *)b0, *q1 = (const block_q2_Kx8 *)b1;
-        const __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->sc[j0]),
-                                             _mm_loadl_epi64((const __m128i *)q1->sc[j1]));
-        return _mm512_cvtepu8_epi32(_mm_and_si128(min ? _mm_srli_epi16(v, 4) : v, _mm_set1_epi8(0x0F)));
-    }
-    if (wt == W_Q6_K) {
-        const block_q6_Kx8 *q0 = (const block_q6_Kx8 *)b0, *q1 = (const block_q6_Kx8 *)b1;
-        return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->sc[j0]),
-                                                       _mm_loadl_epi64((const __m128i *)q1->sc[j1])));
-    }
-    const block_q3_Kx8 *q0 = (const block_q3_Kx8 *)b0, *q1 = (const block_q3_Kx8 *)b1;
-    const __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->scl[j0 / 2]),
-                                          _mm_loadl_epi64((const __m128i *)q1->scl[j1 / 2]));
-    const __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)q0->sch[j0 / 4]),
-                                          _mm_loadl_epi64((const __m128i *)q1->sch[j1 / 4]));
-    /* (64-bit shifts by each half's count, then masks: each byte keeps its own bits) */
-    const __m128i lo4 =
-        _mm_and_si128(_mm_srlv_epi64(lo, _mm_set_epi64x(4 * (j1 & 1), 4 * (j0 & 1))), _mm_set1_epi8(0x0F));
-    const __m128i hi2 =
-        _mm_and_si128(_mm_srlv_epi64(hi, _mm_set_epi64x(2 * (j1 & 3), 2 * (j0 & 3))), _mm_set1_epi8(0x03));
-    return _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_or_si128(lo4, _mm_slli_epi16(hi2, 4))), _mm512_set1_epi32(32));
-}
-
-/* The codes u of chunk c of half h0 of b0 (lanes 0..7) and of half h1 of b1 (8..15), for
- * the 4 parts of 32 elements of a half, a byte each. 16-bit shifts: each byte is masked to
- * the bits its own byte brought. Q6_K: 4 bits of ql (parts 0 and 1 low nibbles, 2 and 3
- * high ones) and 2 of qh (bits 2p, 2p + 1); Q3_K: 2 bits of qs (bits 2p, 2p + 1) and hmask's
- * bit 4h + p as bit 2; Q2_K: qs's 2 bits alone. */
-VNNI static INLINE void k16_codes(const uint8_t *b0, int h0, const uint8_t *b1, int h1, int c, __m512i u[4],
-                                  const int wt) {
-    if (wt == W_Q6_K) {
-        const block_q6_Kx8 *q0 = (const block_q6_Kx8 *)b0, *q1 = (const block_q6_Kx8 *)b1;
-        const __m512i qa = load_pair(q0->ql[h0][0][c][0], q1->ql[h1][0][c][0]);
-        const __m512i qb = load_pair(q0->ql[h0][1][c][0], q1->ql[h1][1][c][0]);
-        const __m512i qh = load_pair(q0->qh[h0][c][0], q1->qh[h1][c][0]);
-        const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
-        u[0] = _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
-        u[1] = _mm512_or_si512(_mm512_and_si512(qb, m4),
-                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
-        u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4),
-                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
-        u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
-                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
-        return;
-    }
-    if (wt == W_Q2_K) {
-        const block_q2_Kx8 *q0 = (const block_q2_Kx8 *)b0, *q1 = (const block_q2_Kx8 *)b1;
-        const __m512i q = load_pair(q0->qs[h0][c][0], q1->qs[h1][c][0]), m3 = _mm512_set1_epi8(0x03);
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++)
-            u[p] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * p), m3);
-        return;
-    }
-    const block_q3_Kx8 *q0 = (const block_q3_Kx8 *)b0, *q1 = (const block_q3_Kx8 *)b1;
-    const __m512i q = load_pair(q0->qs[h0][c][0], q1->qs[h1][c][0]);
-    /* hmask's bits of half h moved to bits 0..3: by 4 h0 in lanes 0..7, 4 h1 in 8..15 */
-    const __m512i hm = _mm512_srlv_epi16(load_pair(q0->hm[c][0], q1->hm[c][0]),
-                                         _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * h0)),
-                                                            _mm256_set1_epi16((short)(4 * h1)), 1));
-    const __m512i m3 = _mm512_set1_epi8(0x03), bit2 = _mm512_set1_epi8(0x04);
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
-        const __m512i low = _mm512_and_si512(_mm512_srli_epi16(q, 2 * p), m3);
-        const __m512i third = _mm512_and_si512(p <= 2 ? _mm512_slli_epi16(hm, 2 - p) : _mm512_srli_epi16(hm, 1), bit2);
-        u[p] = _mm512_or_si512(low, third);
-    }
-}
-
-/* Q2_K, Q3_K and Q6_K rows x Q8_K tokens, as k4x8_tile, for up to 4 tokens (4 parts x RN
- * sums in registers): per super-block the 16 scales of the 16 rows once; per half h and
- * half of its chunks, each chunk's codes u of its 4 parts (k16_codes) once, times every
- * token's 4 activations (vpdpbusd) into the sums of the parts' sub-blocks of 16, each times
- * its scale (vpmulld); the codes' offset (4, 32) is taken back by the scales times the
- * token's sums of 16 (vpdpwssd), Q2_K's minimums likewise in a sum of their own. */
-VNNI static INLINE void k16x8_tile4(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
-                                    size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
-                                    int first, const int wt, const int RN) {
-    const size_t wbs = wt == W_Q6_K   ? sizeof(block_q6_Kx8)
-                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
-                                      : sizeof(block_q2_Kx8);
-    const int off_shift = wt == W_Q6_K ? 5 : 2; /* the codes' offset, 32 or 4 (Q2_K: none) */
-    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    for (int64_t b = 0; b < nbw; b++) {
-        const uint8_t *wb0 = w0 + (size_t)b * wbs, *wb1 = w1 + (size_t)b * wbs;
-#pragma GCC unroll 27
-        for (int l = 0; l < (int)((wbs + 63) / 64); l++) {
-            packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
-            packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
-        }
-        /* sub-block j's scale; sub-blocks 2k, 2k + 1's scales (Q2_K: minimums) as an int16 pair */
-        __m512i sc[16], sp[8];
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++)
-            sc[j] = k16_scales(wb0, j, wb1, j, wt, 0);
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            const __m512i even = wt == W_Q2_K ? k16_scales(wb0, 2 * k, wb1, 2 * k, wt, 1) : sc[2 * k];
-            const __m512i odd = wt == W_Q2_K ? k16_scales(wb0, 2 * k + 1, wb1, 2 * k + 1, wt, 1) : sc[2 * k + 1];
-            sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
-        }
-        const int8_t *xq[4]; /* (RN) the 256 activations of super-block b of each token */
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++)
-            xq[j] = ((const block_q8_K *)(x + (size_t)j * x_stride) + b)->qs;
-        __m512i is[4]; /* (RN) 16 rows' sum over sub-blocks of scale x int32 sum of u x, token j */
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++)
-            is[j] = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++)
-            for (int half = 0; half < 2; half++) { /* chunks 4 half .. + 3: sub-blocks 8h + 2 part + half */
-                __m512i s[4][4]; /* (4 parts, RN) the int32 sums of part p's sub-block, token j */
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-                    for (int j = 0; j < RN; j++)
-                        s[p][j] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int c = 4 * half; c < 4 * half + 4; c++) {
-                    __m512i u[4];
-                    k16_codes(wb0, h, wb1, h, c, u, wt);
-#pragma GCC unroll 4
-                    for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-                        for (int j = 0; j < RN; j++) {
-                            int32_t xc; /* elements 128h + 32p + 4c .. + 3 */
-                            memcpy(&xc, xq[j] + 128 * h + 32 * p + 4 * c, 4);
-                            s[p][j] = _mm512_dpbusd_epi32(s[p][j], u[p], _mm512_set1_epi32(xc));
-                        }
-                }
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-                    for (int j = 0; j < RN; j++)
-                        is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(s[p][j], sc[8 * h + 2 * p + half]));
-            }
-        const __m512 dw = load_pair_f16((const uint16_t *)wb0, (const uint16_t *)wb1); /* d[8] leads both blocks */
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++) {
-            const int32_t *sj = st + (j * K_WIN + b) * K6_ST; /* token j's d, sums of 16 */
-            float dx;
-            memcpy(&dx, sj, sizeof dx);
-            __m512i off = _mm512_setzero_si512(); /* sum_j sc_j * bsum_j (Q2_K: m_j * bsum_j) */
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; k++)
-                off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
-            const __m512 dxv = _mm512_set1_ps(dx);
-            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
-            if (wt == W_Q2_K) {
-                const __m512 mw = load_pair_f16(((const block_q2_Kx8 *)wb0)->dmin, ((const block_q2_Kx8 *)wb1)->dmin);
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[j]), acc);
-                acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(off), acc);
-            } else {
-                const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, off_shift));
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(isum), acc);
-            }
-            _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
-        }
-    }
-}
-
-/* k16x8_tile4 for one token and one group of 8 rows (a decode step), on all 16 lanes:
- * lanes 0..7 take the rows' first half of each super-block (h = 0), lanes 8..15 the same
- * rows' second half, each with its own activations (one 64-byte load per part, a dword
- * broadcast within each 256-bit half per chunk), and the halves' exact int32 sums meet
- * before the same float steps as k16x8_tile4's: the same bits, at half the instructions
- * (there, lanes 8..15 repeat lanes 0..7). */
-VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const int32_t *st, float *y, int64_t nbw,
-                                     int first, const int wt) {
-    const size_t wbs = wt == W_Q6_K   ? sizeof(block_q6_Kx8)
-                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
-                                      : sizeof(block_q2_Kx8);
-    const int off_shift = wt == W_Q6_K ? 5 : 2;
-    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    for (int64_t b = 0; b < nbw; b++) {
-        const uint8_t *wb = w + (size_t)b * wbs;
-#pragma GCC unroll 27
-        for (int l = 0; l < (int)((wbs + 63) / 64); l++)
-            packed_prefetch((const char *)wb + PACKED_PREFETCH + 64 * l, 1);
-        /* lanes 0..7: sub-block j's scale of the first half, 8..15: of the second (j + 8) */
-        __m512i sc[8], sp[4];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            sc[j] = k16_scales(wb, j, wb, j + 8, wt, 0);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m512i even = wt == W_Q2_K ? k16_scales(wb, 2 * k, wb, 2 * k + 8, wt, 1) : sc[2 * k];
-            const __m512i odd = wt == W_Q2_K ? k16_scales(wb, 2 * k + 1, wb, 2 * k + 9, wt, 1) : sc[2 * k + 1];
-            sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
-        }
-        const int8_t *xq = ((const block_q8_K *)x + b)->qs;
-        __m512i is = _mm512_setzero_si512();
-        for (int half = 0; half < 2; half++) {
-            __m512i s[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                            _mm512_setzero_si512()}; /* (4 parts) */
-            __m512i xp[4]; /* part p's 32 activations of the first half (low 256 bits), of the second */
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++)
-                xp[p] = load_pair((const uint8_t *)xq + 32 * p, (const uint8_t *)xq + 128 + 32 * p);
-#pragma GCC unroll 4
-            for (int c = 4 * half; c < 4 * half + 4; c++) {
-                __m512i u[4];
-                k16_codes(wb, 0, wb, 1, c, u, wt);
-                const __m512i idx = _mm512_setr_epi32(c, c, c, c, c, c, c, c, 8 + c, 8 + c, 8 + c, 8 + c, 8 + c,
-                                                      8 + c, 8 + c, 8 + c);
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++)
-                    s[p] = _mm512_dpbusd_epi32(s[p], u[p], _mm512_permutexvar_epi32(idx, xp[p]));
-            }
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++)
-                is = _mm512_add_epi32(is, _mm512_mullo_epi32(s[p], sc[2 * p + half]));
-        }
-        int32_t sj[K6_ST]; /* the token's d, sums of 16 */
-        memcpy(sj, st + b * K6_ST, sizeof sj);
-        __m512i off = _mm512_setzero_si512(); /* lanes 0..7: the first half's sum_j sc_j * bsum_j */
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m512i bs = _mm512_inserti64x4(_mm512_set1_epi32(sj[1 + k]), _mm256_set1_epi32(sj[5 + k]), 1);
-            off = _mm512_dpwssd_epi32(off, sp[k], bs);
-        }
-        float dx;
-        memcpy(&dx, sj, sizeof dx);
-        const __m256 dxv = _mm256_set1_ps(dx);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)); /* d[8] leads the block */
-        __m256 acc = first && b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
-        if (wt == W_Q2_K) {
-            const __m256i is8 = _mm256_add_epi32(_mm512_castsi512_si256(is), _mm512_extracti64x4_epi64(is, 1));
-            const __m256i ms8 = _mm256_add_epi32(_mm512_castsi512_si256(off), _mm512_extracti64x4_epi64(off, 1));
-            const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const block_q2_Kx8 *)wb)->dmin));
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dxv), _mm256_cvtepi32_ps(is8), acc);
-            acc = _mm256_fnmadd_ps(_mm256_mul_ps(mw, dxv), _mm256_cvtepi32_ps(ms8), acc);
-        } else {
-            const __m512i both = _mm512_sub_epi32(is, _mm512_slli_epi32(off, off_shift));
-            const __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(both), _mm512_extracti64x4_epi64(both, 1));
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dxv), _mm256_cvtepi32_ps(isum), acc);
-        }
-        _mm256_storeu_ps(y, acc);
-    }
-}
-
-/* k16x8_tile4 for up to 8 tokens: the first 4, then the rest (the window's weights again,
- * from cache) */
-VNNI static INLINE void k16x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
-                                   size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
-                                   int first, const int wt, const int RN) {
-    if (RN == 1 && lanes == 0x00FF) {
-        k16x8_tile_1(w0, x, st, y, nbw, first, wt);
-        return;
-    }
-    k16x8_tile4(w0, w1, lanes, x, x_stride, st, y, y_stride, nbw, first, wt, RN < 4 ? RN : 4);
-    if (RN > 4)
-        k16x8_tile4(w0, w1, lanes, x + 4 * x_stride, x_stride, st + 4 * K_WIN * K6_ST, y + 4 * y_stride, y_stride,
-                    nbw, first, wt, RN - 4);
-}
-
-/* The scales packed_gemm hands a tile for token t (x_t its row) and block b of a window
- * (st: the token's slots of the window, `words` each): Q8_0, Q4_1, Q4_0: d and s (Q4_1),
- * or Q4_0's -8 * sum(x), exact, as int32 bits (its weights are q - 8), as floats; Q4_K,
- * Q6_K: K4_ST resp. K6_ST words */
-VNNI static INLINE void packed_scales(const uint8_t *x_t, int64_t b, float *st, const int wt) {
-    if (wt == W_Q2_K || wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K) {
-        const block_q8_K *xb = (const block_q8_K *)x_t + b;
-        int32_t words[K6_ST];
-        const int by16 = wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K, n_words = by16 ? K6_ST : K4_ST;
-        memcpy(&words[0], &xb->d, sizeof xb->d);
-        for (int p = 0; p + 1 < n_words; p++) {
-            const int lo = by16 ? xb->bsums[2 * p] : xb->bsums[4 * p] + xb->bsums[4 * p + 1];
-            const int hi = by16 ? xb->bsums[2 * p + 1] : xb->bsums[4 * p + 2] + xb->bsums[4 * p + 3];
-            words[1 + p] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
-        }
-        memcpy(st + b * n_words, words, (size_t)n_words * sizeof words[0]);
-        return;
-    }
-    const uint16_t *h = (const uint16_t *)(x_t + (size_t)b * (wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0)));
-    st[2 * b] = _cvtsh_ss(h[0]);
-    if (wt == W_Q4_0) {
-        const int32_t start = -8 * sum_i8_32(((const block_q8_0 *)h)->qs);
-        memcpy(st + 2 * b + 1, &start, sizeof start);
-    } else {
-        st[2 * b + 1] = wt == W_Q4_1 ? _cvtsh_ss(h[1]) : 0.0f; /* Q8_0: unused */
-    }
-}
-
-/* A cpu_gemm_fn over packed rows of type wt (W_Q8_0, W_Q4_1, W_Q4_0, W_Q2_K .. W_Q6_K):
- * token blocks of 32 (as int8_gemm), windows of PACKED_WIN blocks (K_WIN super-blocks),
- * the groups of 8 rows in pairs, tiles of 8 tokens, then one of the rest. */
-VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
-                                    float *y, int64_t y_stride, int64_t n, const int wt) {
-    enum { TOK_BLOCK = 32, RN = 8 };
-    const int k_quant = wt == W_Q2_K || wt == W_Q3_K || wt == W_Q4_K || wt == W_Q5_K || wt == W_Q6_K;
-    const int64_t nb = n / (k_quant ? QK_K : QK8_0), n_groups = n_rows / 8;
-    const int by16 = wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K; /* sub-blocks of 16 */
-    const int64_t win = k_quant ? K_WIN : PACKED_WIN, words = by16 ? K6_ST : k_quant ? K4_ST : 2;
-    const size_t wbs = wt == W_Q8_0   ? sizeof(block_q8_0x8)
-                       : wt == W_Q4_0 ? sizeof(block_q4_0x8)
-                       : wt == W_Q4_K ? sizeof(block_q4_Kx8)
-                       : wt == W_Q5_K ? sizeof(block_q5_Kx8)
-                       : wt == W_Q6_K ? sizeof(block_q6_Kx8)
-                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
-                       : wt == W_Q2_K ? sizeof(block_q2_Kx8)
-                                      : sizeof(block_q4_1x8);
-    const size_t xbs = k_quant ? sizeof(block_q8_K) : wt == W_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
-    _Alignas(32) float sc[TOK_BLOCK * PACKED_WIN * 2]; /* (TOK_BLOCK, win, words) the window's token scales */
-    _Static_assert(K_WIN * K6_ST <= PACKED_WIN * 2, "a K-quant window's scales fit sc");
-    for (int64_t t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
-        const int64_t t1 = t0 + TOK_BLOCK < n_tok ? t0 + TOK_BLOCK : n_tok;
-        for (int64_t b0 = 0; b0 < nb; b0 += win) {
-            const int64_t nbw = nb - b0 < win ? nb - b0 : win;
-            for (int64_t t = t0; t < t1; t++)
-                for (int64_t b = 0; b < nbw; b++)
-                    packed_scales(x + (size_t)t * x_stride + (size_t)b0 * xbs, b, sc + (t - t0) * win * words, wt);
-            /* one token's groups go alone (lanes 8..15 idle): it is bound by memory, and a pair
-             * is two weight streams for the prefetchers (SmolLM2 Q4_1, one sequence, 8 pairs:
-             * median 0.875 paired, 0.99 alone, against the ymm tile) */
-            for (int64_t g = 0; g < n_groups; g += 1 + (n_tok > 1)) {
-                const uint8_t *wg0 = w + ((size_t)g * (size_t)nb + (size_t)b0) * wbs;
-                const int pair = n_tok > 1 && g + 1 < n_groups;
-                const uint8_t *wg1 = pair ? wg0 + (size_t)nb * wbs : wg0;
-                const __mmask16 lanes = pair ? 0xFFFF : 0x00FF;
-#define TILE(rn)                                                                                             \
-    do {                                                                                                     \
-        const uint8_t *xt = x + (size_t)t * x_stride + (size_t)b0 * xbs;                                     \
-        const float *st = sc + (t - t0) * win * words;                                                       \
-        float *yt = y + t * y_stride + 8 * g;                                                                \
-        if (wt == W_Q8_0)                                                                                    \
-            q8_0x8_tile((const block_q8_0x8 *)wg0, (const block_q8_0x8 *)wg1, lanes, xt, x_stride, st, yt,   \
-                        y_stride, nbw, b0 == 0, rn);                                                         \
-        else if (wt == W_Q4_K || wt == W_Q5_K)                                                               \
-            k4x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
-        else if (wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K)                                               \
-            k16x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
-        else                                                                                                 \
-            q4x8_tile(wg0, wg1, lanes, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, wt, rn);                \
-    } while (0)
-                int64_t t = t0;
-                for (; t + RN <= t1; t += RN)
-                    TILE(RN);
-                switch (t1 - t) {
-                case 1: TILE(1); break;
-                case 2: TILE(2); break;
-                case 3: TILE(3); break;
-                case 4: TILE(4); break;
-                case 5: TILE(5); break;
-                case 6: TILE(6); break;
-                case 7: TILE(7); break;
-                default: break;
-                }
-#undef TILE
-            }
-        }
-    }
-}
-
-/* packed_gemm for one weight type, as a cpu_gemm_fn (w_stride unused: packed rows) */
-#define PACKED_GEMM_FN(name, wt)                                                                                   \
-    VNNI static void name(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x, size_t x_stride,    \
-                          int64_t n_tok, float *y, int64_t y_stride, int64_t n) {                                  \
-        (void)w_stride;                                                                                            \
-        packed_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, wt);                                            \
-    }
-PACKED_GEMM_FN(gemm_q4_1x8_q8_1_vnni, W_Q4_1)
-PACKED_GEMM_FN(gemm_q4_0x8_q8_0_vnni, W_Q4_0)
-PACKED_GEMM_FN(gemm_q2_Kx8_q8_K_vnni, W_Q2_K)
-PACKED_GEMM_FN(gemm_q3_Kx8_q8_K_vnni, W_Q3_K)
-PACKED_GEMM_FN(gemm_q4_Kx8_q8_K_vnni, W_Q4_K)
-PACKED_GEMM_FN(gemm_q5_Kx8_q8_K_vnni, W_Q5_K)
-PACKED_GEMM_FN(gemm_q6_Kx8_q8_K_vnni, W_Q6_K)
-PACKED_GEMM_FN(gemm_q8_0x8_q8_0u_vnni, W_Q8_0)
-#undef PACKED_GEMM_FN
 
 /* Q4_K x Q8_K for a batch, in the shape of llama.cpp's tiled AVX2 kernel: per 256-block,
  * 16 weight rows are unpacked once to bytes (with their 6-bit scales), then each 32-byte
@@ -1431,17 +737,8 @@ static const cpu_kv_ops kv_f32_avx2 = {ER_TYPE_F32, 4, store_f32_c, to_f32_f32_c
 static const cpu_kv_ops kv_f16_avx2 = {ER_TYPE_F16, 2, store_f16_avx2, to_f32_f16_avx2, dots_f16_avx2,
                                        wsum_f16_avx2, panel_f16_avx2};
 
-static int have_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-}
-
-static int have_vnni(void) {
-    return have_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-}
-
 cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
-    if (!have_avx2())
+    if (!cpu_has_avx2())
         return NULL;
     return type == ER_TYPE_Q8_0   ? gemm_q8_0_q8_0_avx2
            : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_avx2
@@ -1450,23 +747,9 @@ cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
 }
 
 cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
-    if (!have_vnni())
+    if (!cpu_has_vnni())
         return NULL;
     return type == ER_TYPE_Q8_0 ? gemm_q8_0_q8_0_vnni : type == ER_TYPE_Q4_1 ? gemm_q4_1_q8_1_vnni : NULL;
-}
-
-cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
-    if (!have_vnni())
-        return NULL;
-    return type == ER_TYPE_Q4_1   ? gemm_q4_1x8_q8_1_vnni
-           : type == ER_TYPE_Q8_0 ? gemm_q8_0x8_q8_0u_vnni
-           : type == ER_TYPE_Q4_0 ? gemm_q4_0x8_q8_0_vnni
-           : type == ER_TYPE_Q2_K ? gemm_q2_Kx8_q8_K_vnni
-           : type == ER_TYPE_Q3_K ? gemm_q3_Kx8_q8_K_vnni
-           : type == ER_TYPE_Q4_K ? gemm_q4_Kx8_q8_K_vnni
-           : type == ER_TYPE_Q5_K ? gemm_q5_Kx8_q8_K_vnni
-           : type == ER_TYPE_Q6_K ? gemm_q6_Kx8_q8_K_vnni
-                                  : NULL;
 }
 
 cpu_gemm_fn cpu_gemm_get(uint32_t type) {
@@ -1474,31 +757,31 @@ cpu_gemm_fn cpu_gemm_get(uint32_t type) {
     return f ? f : cpu_gemm_avx2(type);
 }
 
-cpu_swiglu_fn cpu_fast_swiglu_get(void) { return have_avx2() ? swiglu_avx2 : cpu_swiglu; }
+cpu_swiglu_fn cpu_fast_swiglu_get(void) { return cpu_has_avx2() ? swiglu_avx2 : cpu_swiglu; }
 
-cpu_add_fn cpu_fast_add_get(void) { return have_avx2() ? add_avx2 : add_c; }
+cpu_add_fn cpu_fast_add_get(void) { return cpu_has_avx2() ? add_avx2 : add_c; }
 
-cpu_softmax_fn cpu_fast_softmax_get(void) { return have_avx2() ? softmax_avx2 : cpu_softmax_scaled; }
+cpu_softmax_fn cpu_fast_softmax_get(void) { return cpu_has_avx2() ? softmax_avx2 : cpu_softmax_scaled; }
 
 const cpu_kv_ops *cpu_kv_ops_get(uint32_t type) {
     if (type == ER_TYPE_F32)
-        return have_avx2() ? &kv_f32_avx2 : &kv_f32_c;
-    return type == ER_TYPE_F16 ? (have_avx2() ? &kv_f16_avx2 : &kv_f16_c) : NULL;
+        return cpu_has_avx2() ? &kv_f32_avx2 : &kv_f32_c;
+    return type == ER_TYPE_F16 ? (cpu_has_avx2() ? &kv_f16_avx2 : &kv_f16_c) : NULL;
 }
 
 static const cpu_sgemm_ops sgemm_avx2 = {pack_panel_avx2, sgemm_6x16_avx2};
 static const cpu_sgemm_ops sgemm_c = {pack_panel_c, sgemm_6x16_c};
 
-const cpu_sgemm_ops *cpu_sgemm_get(void) { return have_avx2() ? &sgemm_avx2 : &sgemm_c; }
+const cpu_sgemm_ops *cpu_sgemm_get(void) { return cpu_has_avx2() ? &sgemm_avx2 : &sgemm_c; }
 
 er_to_f32_fn cpu_fast_to_f32(uint32_t type, const er_type_traits *traits) {
-    if (have_avx2() && type == ER_TYPE_Q8_0)
+    if (cpu_has_avx2() && type == ER_TYPE_Q8_0)
         return to_f32_q8_0_avx2;
-    if (have_avx2() && type == ER_TYPE_Q4_K)
+    if (cpu_has_avx2() && type == ER_TYPE_Q4_K)
         return to_f32_q4_K_avx2;
-    if (have_avx2() && type == ER_TYPE_Q6_K)
+    if (cpu_has_avx2() && type == ER_TYPE_Q6_K)
         return to_f32_q6_K_avx2;
-    if (have_avx2() && type == ER_TYPE_F16)
+    if (cpu_has_avx2() && type == ER_TYPE_F16)
         return to_f32_f16_avx2;
     return traits->to_f32;
 }
@@ -1516,11 +799,6 @@ cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
 }
 
 cpu_gemm_fn cpu_gemm_vnni(uint32_t type) {
-    (void)type;
-    return NULL;
-}
-
-cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
     (void)type;
     return NULL;
 }

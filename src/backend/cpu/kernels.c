@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels_impl.h"
+#include "backend/cpu/x86.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
@@ -357,11 +358,7 @@ const cpu_kernels *cpu_kernels_ref(uint32_t type) {
 const cpu_kernels *cpu_kernels_avx2(uint32_t type) {
     if (type >= ER_TYPE_COUNT)
         return NULL;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return cpu_kernels_avx2_row(type);
-#endif
-    return NULL;
+    return cpu_has_avx2() ? cpu_kernels_avx2_row(type) : NULL;
 }
 
 const cpu_kernels *cpu_kernels_get(uint32_t type) {

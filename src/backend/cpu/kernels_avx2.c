@@ -24,7 +24,9 @@
 
 #include <stddef.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#include "backend/cpu/x86.h"
+
+#if CPU_X86
 
 #include <float.h>
 #include <immintrin.h>
@@ -32,8 +34,6 @@
 
 #include "core/fp16.h"
 #include "quant/types.h"
-
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 AVX2 static inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
