@@ -40,6 +40,8 @@ Checks:
             (on 8-bit activations a single flipped code, after an ulp of difference in another
             op, makes a new draw of the rounding noise: qwen3 Q8_0, bit for bit through
             position 17, diverges at step 6 where llama.cpp's margin is 0.19).
+  run-avx2  the K-quant files' prompt logits again on the AVX2 kernels (EDGERUNNER_CPU_ISA=avx2,
+            what a CPU without AVX-512 VNNI runs): within the run bound of llama.cpp's.
   info      `edgerunner info` reports the type mix and bits per weight of a mixed file.
 """
 import ctypes
@@ -86,6 +88,8 @@ RUN_TARGETS = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2
 # flip; the worst, qwen3 Q4_K_M); bound 5e-2, 2.2x the worst (it was 1e-1). A misread layout
 # gives errors of order 1.
 LOGITS_BOUND = {"F32": 1e-5, "F16": 2e-3, "BF16": 2e-2}
+# the files whose matrices packed_avx2.c multiplies: run again on the AVX2 kernels
+K_TARGETS = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M")
 LOGITS_BOUND_QUANT = 5e-2
 N_GREEDY = 16
 
@@ -608,7 +612,27 @@ def check_model(build, tmp, arch):
         if agree < N_GREEDY:
             line += f"\n      llama.cpp: {' '.join(map(str, lc_ids))}\n      ours:      {' '.join(map(str, ours_ids))}"
         report(ok, line)
+        if target in K_TARGETS and oracle.AVX2:
+            check_run_avx2(build, tmp, arch, target, path, ids, lc_logits, ours_logits, f32_cache)
     return outs
+
+
+def check_run_avx2(build, tmp, arch, target, path, ids, lc_logits, ours_logits, extra):
+    """The run check's logits on the AVX2 kernels (EDGERUNNER_CPU_ISA=avx2: what a CPU
+    without AVX-512 VNNI runs, packed_avx2.c for the K-quants), against llama.cpp's; and
+    whether they equal the default kernels' bit for bit (the packed kernels of both sets
+    give the same bits; other matrices' kernels may differ)."""
+    name = f"run-avx2 {arch} {target:6s}"
+    env = dict(os.environ, EDGERUNNER_CPU_ISA="avx2")
+    try:
+        logits = oracle.engine_logits(build, path, ids, models.N_VOCAB, tmp, extra, env=env)
+    except Exception as e:  # noqa: BLE001
+        report(False, f"{name}: our engine failed: {e}")
+        return
+    err = rel_err(logits, lc_logits)
+    same = np.array_equal(logits, ours_logits)
+    report(err <= LOGITS_BOUND_QUANT, f"{name}: prompt logits vs llama.cpp's err {err:.1e} (bound "
+           f"{LOGITS_BOUND_QUANT:.0e}); {'==' if same else '!='} the default kernels' bit for bit (reported)")
 
 
 def check_info(build, path):

@@ -13,6 +13,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@
 #include "backend/cpu/fast.h"
 #include "backend/cpu/packed.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_impl.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
 #include "core/fp16.h"
@@ -271,16 +273,14 @@ static void test_gemm(uint32_t type) {
     }
 }
 
-/* The packed kernels (packed.h): within 1e-5 of the scalar reference's dot on the same
- * quantized activations, and each (row, token) the same bits for any token count, tile,
- * or row range of the call. */
-static void test_gemm_packed(uint32_t type) {
-    const cpu_gemm_fn fn = cpu_gemm_packed(type);
+/* The packed kernels (packed.h) of one instruction set (isa: its name): within 1e-5 of the
+ * scalar reference's dot on the same quantized activations, and each (row, token) the same
+ * bits for any token count, tile, or row range of the call, and as `other` gives them
+ * (the other set's kernel, or NULL). */
+static void test_gemm_packed(uint32_t type, cpu_gemm_fn fn, const char *isa, cpu_gemm_fn other) {
     const er_type_traits *t = er_type_get(type);
-    if (!fn) {
-        printf("       (no AVX-512 VNNI on this CPU: the packed %s kernel is not tested)\n", t->name);
+    if (!fn)
         return;
-    }
     const cpu_kernels *k = cpu_packed_kernels(type), *ref = cpu_kernels_ref(type);
     /* (K-quants: the multiples of 256; 2304 crosses their window of 8 super-blocks) */
     static const int64_t ns[] = {32, 256, 1024, 2080, 2304};
@@ -314,8 +314,8 @@ static void test_gemm_packed(uint32_t type) {
                 worst = fmax(worst, fabs((double)want[j * R + r] - vr));
                 scale = fmax(scale, fabs((double)vr));
             }
-        CHECK(worst <= 1e-5 * scale, "packed %s x %lld: within %.2e of the scalar reference (scale %.3g)", t->name,
-              (long long)n, worst, scale);
+        CHECK(worst <= 1e-5 * scale, "packed %s %s x %lld: within %.2e of the scalar reference (scale %.3g)", isa,
+              t->name, (long long)n, worst, scale);
         static const int64_t row0[] = {0, 0, 16, 8}, rows[] = {8, 40, 16, 32};
         for (size_t b = 0; b < sizeof rows / sizeof rows[0]; b++)
             for (int64_t nt = 1; nt <= T; nt++) {
@@ -324,9 +324,15 @@ static void test_gemm_packed(uint32_t type) {
                 int same = 1;
                 for (int64_t j = 0; j < nt; j++)
                     same &= memcmp(want + j * R + r0, y + j * R + r0, (size_t)nr * sizeof *y) == 0;
-                CHECK(same, "packed %s rows %lld..%lld x %lld tokens x %lld: == one token at a time, bit for bit",
-                      t->name, (long long)r0, (long long)(r0 + nr), (long long)nt, (long long)n);
+                CHECK(same, "packed %s %s rows %lld..%lld x %lld tokens x %lld: == one token at a time, bit for bit",
+                      isa, t->name, (long long)r0, (long long)(r0 + nr), (long long)nt, (long long)n);
             }
+        if (other) {
+            other(wp, rs, R, x, xs, T, y, R, n);
+            CHECK(memcmp(want, y, (size_t)R * T * sizeof *y) == 0,
+                  "packed %s %s x %lld: == the other instruction set's kernel, bit for bit", isa, t->name,
+                  (long long)n);
+        }
         free(f);
         free(w);
         free(wp);
@@ -335,6 +341,68 @@ static void test_gemm_packed(uint32_t type) {
         free(want);
         free(y);
     }
+}
+
+/* A K-quant block's f16 scales set to 1 (d) and 0.5 (dmin), Q6_K's sub-block scales to
+ * -128, whatever the other bytes hold */
+static void set_k_block_scales(uint32_t type, uint8_t *blk) {
+    const uint16_t d = 0x3C00, dmin = 0x3800;
+    size_t d_at = 0, dmin_at = 0;
+    int has_min = 1;
+    if (type == ER_TYPE_Q2_K) {
+        d_at = offsetof(block_q2_K, d);
+        dmin_at = offsetof(block_q2_K, dmin);
+    } else if (type == ER_TYPE_Q3_K || type == ER_TYPE_Q6_K) {
+        d_at = type == ER_TYPE_Q3_K ? offsetof(block_q3_K, d) : offsetof(block_q6_K, d);
+        has_min = 0;
+        if (type == ER_TYPE_Q6_K)
+            memset(blk + offsetof(block_q6_K, scales), 0x80, QK_K / 16);
+    } else {
+        d_at = offsetof(block_q4_K, d);
+        dmin_at = offsetof(block_q4_K, dmin);
+    }
+    memcpy(blk + d_at, &d, sizeof d);
+    if (has_min)
+        memcpy(blk + dmin_at, &dmin, sizeof dmin);
+}
+
+/* The K-quants' packed kernels at the extremes of their integer sums: every bit of the
+ * codes and scales set (the largest codes) against activations all -128, all 127, and
+ * alternating: the worst case of packed_avx2.c's int16 sums. Within 1e-5 of the scalar
+ * reference's dot. */
+static void test_gemm_packed_extremes(uint32_t type, cpu_gemm_fn fn, const char *isa) {
+    if (!fn || !(type == ER_TYPE_Q2_K || type == ER_TYPE_Q3_K || type == ER_TYPE_Q4_K || type == ER_TYPE_Q5_K ||
+                 type == ER_TYPE_Q6_K))
+        return;
+    enum { R = 16, N = 512, T = 3 };
+    const er_type_traits *t = er_type_get(type);
+    const cpu_kernels *ref = cpu_kernels_ref(type);
+    const size_t rs = er_type_row_size(t, N), bs = rs / (N / QK_K);
+    uint8_t *w = malloc((size_t)R * rs), *wp = malloc((size_t)R * rs);
+    block_q8_K x[T][N / QK_K]; /* (token, super-block) */
+    float y[T * R];            /* (T, R) */
+    memset(w, 0xFF, (size_t)R * rs);
+    for (int64_t i = 0; i < R * (N / QK_K); i++)
+        set_k_block_scales(type, w + (size_t)i * bs);
+    cpu_pack_rows(type, w, rs, R, N, wp);
+    for (int j = 0; j < T; j++)
+        for (int b = 0; b < N / QK_K; b++) {
+            x[j][b].d = 1.0f / 64;
+            for (int i = 0; i < QK_K; i++)
+                x[j][b].qs[i] = (int8_t)(j == 0 ? -128 : j == 1 ? 127 : i % 2 ? 127 : -128);
+            q8_K_bsums(&x[j][b]);
+        }
+    fn(wp, rs, R, (const uint8_t *)x, sizeof x[0], T, y, R, N);
+    double worst = 0.0;
+    for (int j = 0; j < T; j++)
+        for (int r = 0; r < R; r++) {
+            const double want = ref->vec_dot(w + (size_t)r * rs, x[j], N);
+            worst = fmax(worst, fabs(y[j * R + r] - want) / fmax(fabs(want), 1.0));
+        }
+    CHECK(worst <= 1e-5, "packed %s %s, the largest codes x activations -128 / 127: within %.2e of the reference",
+          isa, t->name, worst);
+    free(w);
+    free(wp);
 }
 
 /* the fast dequantizers of the f32 prefill == the types' reference, bit for bit */
@@ -965,14 +1033,18 @@ void test_cpu(void) {
     test_gemm(ER_TYPE_Q8_0);
     test_gemm(ER_TYPE_Q4_1);
     test_gemm(ER_TYPE_Q4_K);
-    test_gemm_packed(ER_TYPE_Q4_0);
-    test_gemm_packed(ER_TYPE_Q4_1);
-    test_gemm_packed(ER_TYPE_Q8_0);
-    test_gemm_packed(ER_TYPE_Q2_K);
-    test_gemm_packed(ER_TYPE_Q3_K);
-    test_gemm_packed(ER_TYPE_Q4_K);
-    test_gemm_packed(ER_TYPE_Q5_K);
-    test_gemm_packed(ER_TYPE_Q6_K);
+    static const uint32_t packed_types[] = {ER_TYPE_Q4_0, ER_TYPE_Q4_1, ER_TYPE_Q8_0, ER_TYPE_Q2_K,
+                                            ER_TYPE_Q3_K, ER_TYPE_Q4_K, ER_TYPE_Q5_K, ER_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++) {
+        const uint32_t type = packed_types[i];
+        const cpu_gemm_fn vnni = cpu_gemm_packed_vnni(type), avx2 = cpu_gemm_packed_avx2(type);
+        if (!vnni && !avx2)
+            printf("       (no packed %s kernel for this CPU: not tested)\n", er_type_get(type)->name);
+        test_gemm_packed(type, vnni, "vnni", avx2);
+        test_gemm_packed(type, avx2, "avx2", NULL);
+        test_gemm_packed_extremes(type, vnni, "vnni");
+        test_gemm_packed_extremes(type, avx2, "avx2");
+    }
     test_fast_to_f32();
     test_fast_swiglu();
     test_kv_f16_convert();

@@ -33,6 +33,8 @@
 #include "backend/cpu/kernels.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/kernels_impl.h"
@@ -353,6 +355,22 @@ const cpu_kernels *cpu_kernels_ref(uint32_t type) {
     if (type >= ER_TYPE_COUNT || !ref_table[type].vec_dot)
         return NULL;
     return &ref_table[type];
+}
+
+static int isa_limit = CPU_ISA_VNNI;
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+static void isa_read(void) {
+    const char *env = getenv("EDGERUNNER_CPU_ISA");
+    if (env && strcmp(env, "avx2") == 0)
+        isa_limit = CPU_ISA_AVX2;
+    else if (env && strcmp(env, "c") == 0)
+        isa_limit = CPU_ISA_C;
+}
+
+int cpu_isa_limit(void) {
+    pthread_once(&isa_once, isa_read);
+    return isa_limit;
 }
 
 const cpu_kernels *cpu_kernels_avx2(uint32_t type) {

@@ -185,6 +185,11 @@ typedef struct packed_model {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static packed_model *models; /* under lock */
 
+cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
+    const cpu_gemm_fn vnni = cpu_gemm_packed_vnni(type);
+    return vnni ? vnni : cpu_gemm_packed_avx2(type);
+}
+
 static int packable(const er_weight *w) { return cpu_gemm_packed(w->type) && w->n_out % 8 == 0 && w->data; }
 
 static size_t packed_bytes(const er_weight *w) { return packable(w) ? ((size_t)w->n_out * w->row_size + 63) / 64 * 64 : 0; }

@@ -1,7 +1,7 @@
 /*
  * packed.h - the fast path's copy of the weights it multiplies fastest with 8 rows in the
- * 8 lanes of a vector (Q4_0, Q4_1, Q8_0, Q2_K..Q6_K, where the CPU has AVX-512 VNNI):
- * shared by every fast context of one model.
+ * 8 lanes of a vector (Q4_0, Q4_1, Q8_0, Q2_K..Q6_K where the CPU has AVX-512 VNNI;
+ * Q2_K..Q6_K where it has AVX2): shared by every fast context of one model.
  *
  * Why: in the row-major tile (fast_int8_tile.h) each (row, token) pair of a block ends as
  * 8 int32 lanes, each converted to float and multiplied in, 3 vector instructions per 32
@@ -182,11 +182,16 @@ const cpu_kernels *cpu_packed_kernels(uint32_t type);
  * in cpu_packed_kernels' format, x_stride bytes apart, n elements each (w_stride: the
  * weight's row_size). */
 cpu_gemm_fn cpu_gemm_packed(uint32_t type);
+/* The packed kernels of each instruction set, NULL where this CPU lacks it or the type has
+ * none there: AVX-512 VNNI (packed_vnni.c) all the packable types, AVX2 (packed_avx2.c)
+ * Q2_K..Q6_K. cpu_gemm_packed is the first of them; tests compare the two. */
+cpu_gemm_fn cpu_gemm_packed_vnni(uint32_t type);
+cpu_gemm_fn cpu_gemm_packed_avx2(uint32_t type);
 
 /* The model's view with its packable weights packed (er_weight.packed set), shared by the
  * fast contexts of m: the first call packs, each call takes a reference that
  * cpu_packed_put gives back (the last one frees the copy). *out = m itself when nothing
- * is packed here (no AVX-512 VNNI, no Q4_0, Q4_1, Q8_0 or Q2_K..Q6_K weight, or
+ * is packed here (no packed kernel for any of its weights' types on this CPU, or
  * EDGERUNNER_CPU_PACK=0). */
 er_status cpu_packed_get(const model_view *m, const model_view **out);
 /* Gives back a view cpu_packed_get returned (a model's own view: nothing to do). */

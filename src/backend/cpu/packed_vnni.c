@@ -1,6 +1,6 @@
 /*
  * packed_vnni.c - the packed kernels (packed.h): rows packed by 8 times tokens on AVX-512
- * VNNI, for Q4_0, Q4_1, Q8_0 and Q2_K..Q6_K, and cpu_gemm_packed, which hands them out.
+ * VNNI, for Q4_0, Q4_1, Q8_0 and Q2_K..Q6_K (packed_avx2.c has the K-quants' for AVX2).
  * The packing itself, and the one copy per model, are packed.c's.
  */
 #include "backend/cpu/packed.h"
@@ -707,7 +707,7 @@ PACKED_GEMM_FN(gemm_q6_Kx8_q8_K_vnni, W_Q6_K)
 PACKED_GEMM_FN(gemm_q8_0x8_q8_0u_vnni, W_Q8_0)
 #undef PACKED_GEMM_FN
 
-cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
+cpu_gemm_fn cpu_gemm_packed_vnni(uint32_t type) {
     if (!cpu_has_vnni())
         return NULL;
     return type == ER_TYPE_Q4_1   ? gemm_q4_1x8_q8_1_vnni
@@ -723,7 +723,7 @@ cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
 
 #else
 
-cpu_gemm_fn cpu_gemm_packed(uint32_t type) {
+cpu_gemm_fn cpu_gemm_packed_vnni(uint32_t type) {
     (void)type;
     return NULL;
 }

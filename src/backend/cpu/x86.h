@@ -7,6 +7,12 @@
 #ifndef ER_BACKEND_CPU_X86_H
 #define ER_BACKEND_CPU_X86_H
 
+/* The widest instruction set the CPU kernels may use, from EDGERUNNER_CPU_ISA (read once):
+ * "avx2" (no AVX-512 VNNI) or "c" (plain C) run an older CPU's kernels on this one, to
+ * compare them; unset or anything else, what the CPU has. */
+enum { CPU_ISA_C, CPU_ISA_AVX2, CPU_ISA_VNNI };
+int cpu_isa_limit(void);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #define CPU_X86 1
@@ -17,13 +23,15 @@
 
 /* AVX2 with FMA and F16C: what every AVX2 kernel assumes */
 static inline int cpu_has_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return cpu_isa_limit() >= CPU_ISA_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
 }
 
 /* AVX-512 VNNI with the F, BW and VL subsets it is used with, on top of AVX2 */
 static inline int cpu_has_vnni(void) {
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    return cpu_isa_limit() >= CPU_ISA_VNNI && cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
 }
 
 #else
