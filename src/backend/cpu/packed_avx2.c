@@ -1,8 +1,9 @@
 /*
- * packed_avx2.c - the packed kernels (packed.h) of Q2_K..Q6_K where the CPU has AVX2 but
- * not AVX-512 VNNI: one group of 8 rows (lane r of a ymm register is row r) times every
- * token of the call, the same int32 sums and float steps as packed_vnni.c's, so a (row,
- * token) has the same bits on either kernel.
+ * packed_avx2.c - the packed kernels (packed.h) of Q4_0, Q4_1 and Q2_K..Q6_K where the CPU
+ * has AVX2 but not AVX-512 VNNI: one group of 8 rows (lane r of a ymm register is row r)
+ * times every token of the call, the same int32 sums and float steps as packed_vnni.c's,
+ * so a (row, token) has the same bits on either kernel. (Q8_0's signed weights would need
+ * a vpsignb and a vpmaddwd per chunk and token: the row-major tile's cost.)
  *
  * Without vpdpbusd a product of 32 unsigned codes and signed activations is vpmaddubsw
  * (int16 pairs) and vpmaddwd (int32). The vpmaddwd is the one that multiplies by the
@@ -14,7 +15,7 @@
  * 8 broadcast activations against them: per token and 256 products of a Q4_K row group, 8
  * vpmaddubsw, 7 vpaddw, 1 vpmaddwd, 1 vpaddd. The minimums and the codes' offsets come
  * per super-block and token from Q8_K's sums of 16 (vpmaddwd by pairs), then the float
- * steps of packed.h.
+ * steps of packed.h. Q4_0 and Q4_1 likewise per block of 32 (q4_gemm).
  */
 #include "backend/cpu/packed.h"
 
@@ -29,7 +30,7 @@
 
 #include <immintrin.h>
 
-enum { A_Q2_K, A_Q3_K, A_Q4_K, A_Q5_K, A_Q6_K };
+enum { A_Q2_K, A_Q3_K, A_Q4_K, A_Q5_K, A_Q6_K, A_Q4_0, A_Q4_1 };
 
 /* tokens per pass over a row group (the int32 sums and float accumulators of each, 2 KiB) */
 enum { A_TOK_BLOCK = 32 };
@@ -263,6 +264,116 @@ AVX2 static INLINE void packed_gemm_avx2(const uint8_t *w, int64_t n_rows, const
     }
 }
 
+/* Q4_0 and Q4_1 rows x Q8_0 resp. Q8_1 tokens, blocks of 32: a block's 8 code vectors
+ * (chunk c's low nibbles: elements 4c .. + 3, high: 16 + 4c .. + 3) unpacked once, then per
+ * token 8 vpmaddubsw added in int16 (16 x 15 x 128 at most), one vpmaddwd by ones into its
+ * int32 sum (Q4_0: from the token's -8 * sum(x)), and packed.h's float steps. The tokens'
+ * scales as floats for a window of blocks (as packed_vnni.c's packed_gemm), the 8 rows'
+ * float sums kept in y between windows. */
+enum { A_WIN = 64 }; /* blocks per window: (A_TOK_BLOCK, A_WIN, 2) scales, 16 KiB */
+
+/* token x's d and Q4_1's s, or Q4_0's -8 * sum(x) as int32 bits, of block b */
+AVX2 static INLINE void q4_token_scales(const uint8_t *x, int64_t b, float st[2], const int wt) {
+    if (wt == A_Q4_1) {
+        const block_q8_1 *xb = (const block_q8_1 *)x + b;
+        st[0] = _cvtsh_ss(xb->d);
+        st[1] = _cvtsh_ss(xb->s);
+        return;
+    }
+    const block_q8_0 *xb = (const block_q8_0 *)x + b;
+    const __m256i x16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb->qs));
+    const __m256i p = _mm256_madd_epi16(x16, _mm256_set1_epi16(1));
+    __m128i v = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+    const int32_t start = -8 * _mm_cvtsi128_si32(v);
+    st[0] = _cvtsh_ss(xb->d);
+    memcpy(&st[1], &start, sizeof start);
+}
+
+/* The 8 rows' int32 sum of block wb (codes wc) with the token's activations xq (32) */
+AVX2 static INLINE __m256i q4_block_sum(const __m256i wc[8], const int8_t *xq, const float st[2], const int wt) {
+    __m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) { /* k = 2c: chunk c's low nibbles, 2c + 1: its high ones */
+        int32_t xc;
+        memcpy(&xc, xq + (k & 1 ? 16 : 0) + 4 * (k / 2), sizeof xc);
+        const __m256i p = _mm256_maddubs_epi16(wc[k], _mm256_set1_epi32(xc));
+        s16 = k == 0 ? p : _mm256_add_epi16(s16, p);
+    }
+    int32_t start = 0;
+    if (wt == A_Q4_0)
+        memcpy(&start, &st[1], sizeof start);
+    return _mm256_add_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), _mm256_set1_epi32(start));
+}
+
+/* block wb's codes: wc[2c] chunk c's low nibbles, wc[2c + 1] its high ones */
+AVX2 static INLINE void q4_codes(const uint8_t *wb, __m256i wc[8], const int wt) {
+    const uint8_t *qs = wt == A_Q4_0 ? ((const block_q4_0x8 *)wb)->qs[0][0] : ((const block_q4_1x8 *)wb)->qs[0][0];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        wc[2 * c] = _mm256_and_si256(q, m4);
+        wc[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+}
+
+/* y rows 8g .. 8g + 7 (w: the group's blocks b0 .. b0 + nbw) x n_tok tokens (x: their
+ * blocks from b0; st: (n_tok, A_WIN, 2) their scales); first: acc from 0, else from y */
+AVX2 static INLINE void q4_group_window(const uint8_t *w, int64_t nbw, const uint8_t *x, size_t x_stride,
+                                        int64_t n_tok, const float *st, float *y, int64_t y_stride, int first,
+                                        const int wt) {
+    const size_t wbs = wt == A_Q4_0 ? sizeof(block_q4_0x8) : sizeof(block_q4_1x8);
+    const size_t xbs = wt == A_Q4_0 ? sizeof(block_q8_0) : sizeof(block_q8_1);
+    const size_t xqs = wt == A_Q4_0 ? offsetof(block_q8_0, qs) : offsetof(block_q8_1, qs);
+    __m256 acc[A_TOK_BLOCK]; /* (n_tok) 8 rows' float sums */
+    for (int64_t t = 0; t < n_tok; t++)
+        acc[t] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + t * y_stride);
+    for (int64_t b = 0; b < nbw; b++) {
+        const uint8_t *wb = w + (size_t)b * wbs;
+        if (n_tok == 1)
+            for (int l = 0; l < (int)((wbs + 63) / 64); l++)
+                _mm_prefetch((const char *)wb + A_PREFETCH + 64 * l, _MM_HINT_T1);
+        __m256i wc[8];
+        q4_codes(wb, wc, wt);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb)); /* d[8] leads the block */
+        const uint16_t *m = ((const block_q4_1x8 *)wb)->m; /* Q4_1's minimums */
+        const __m256 mw = wt == A_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m)) : _mm256_setzero_ps();
+        for (int64_t t = 0; t < n_tok; t++) {
+            const float *sj = st + (t * A_WIN + b) * 2; /* token t's d, s */
+            const int8_t *xq = (const int8_t *)(x + (size_t)t * x_stride + (size_t)b * xbs + xqs);
+            const __m256i s = q4_block_sum(wc, xq, sj, wt);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(sj[0])), _mm256_cvtepi32_ps(s), acc[t]);
+            if (wt == A_Q4_1)
+                acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sj[1]), acc[t]);
+        }
+    }
+    for (int64_t t = 0; t < n_tok; t++)
+        _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
+AVX2 static INLINE void q4_gemm(const uint8_t *w, int64_t n_rows, const uint8_t *x, size_t x_stride, int64_t n_tok,
+                                float *y, int64_t y_stride, int64_t n, const int wt) {
+    const int64_t nb = n / QK4_0;
+    const size_t wbs = wt == A_Q4_0 ? sizeof(block_q4_0x8) : sizeof(block_q4_1x8);
+    const size_t xbs = wt == A_Q4_0 ? sizeof(block_q8_0) : sizeof(block_q8_1);
+    float st[A_TOK_BLOCK * A_WIN * 2]; /* (A_TOK_BLOCK, A_WIN, 2) the window's token scales */
+    for (int64_t t0 = 0; t0 < n_tok; t0 += A_TOK_BLOCK) {
+        const int64_t nt = n_tok - t0 < A_TOK_BLOCK ? n_tok - t0 : A_TOK_BLOCK;
+        const uint8_t *xt = x + (size_t)t0 * x_stride;
+        for (int64_t b0 = 0; b0 < nb; b0 += A_WIN) {
+            const int64_t nbw = nb - b0 < A_WIN ? nb - b0 : A_WIN;
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t b = 0; b < nbw; b++)
+                    q4_token_scales(xt + (size_t)t * x_stride, b0 + b, st + (t * A_WIN + b) * 2, wt);
+            for (int64_t g = 0; g < n_rows / 8; g++)
+                q4_group_window(w + ((size_t)g * (size_t)nb + (size_t)b0) * wbs, nbw, xt + (size_t)b0 * xbs,
+                                x_stride, nt, st, y + t0 * y_stride + 8 * g, y_stride, b0 == 0, wt);
+        }
+    }
+}
+
 #define PACKED_GEMM_FN(name, wt)                                                                                   \
     AVX2 static void name(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x, size_t x_stride,    \
                           int64_t n_tok, float *y, int64_t y_stride, int64_t n) {                                  \
@@ -276,10 +387,22 @@ PACKED_GEMM_FN(gemm_q5_Kx8_q8_K_avx2, A_Q5_K)
 PACKED_GEMM_FN(gemm_q6_Kx8_q8_K_avx2, A_Q6_K)
 #undef PACKED_GEMM_FN
 
+#define Q4_GEMM_FN(name, wt)                                                                                       \
+    AVX2 static void name(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x, size_t x_stride,    \
+                          int64_t n_tok, float *y, int64_t y_stride, int64_t n) {                                  \
+        (void)w_stride;                                                                                            \
+        q4_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, wt);                                                \
+    }
+Q4_GEMM_FN(gemm_q4_0x8_q8_0_avx2, A_Q4_0)
+Q4_GEMM_FN(gemm_q4_1x8_q8_1_avx2, A_Q4_1)
+#undef Q4_GEMM_FN
+
 cpu_gemm_fn cpu_gemm_packed_avx2(uint32_t type) {
     if (!cpu_has_avx2())
         return NULL;
-    return type == ER_TYPE_Q2_K   ? gemm_q2_Kx8_q8_K_avx2
+    return type == ER_TYPE_Q4_0   ? gemm_q4_0x8_q8_0_avx2
+           : type == ER_TYPE_Q4_1 ? gemm_q4_1x8_q8_1_avx2
+           : type == ER_TYPE_Q2_K ? gemm_q2_Kx8_q8_K_avx2
            : type == ER_TYPE_Q3_K ? gemm_q3_Kx8_q8_K_avx2
            : type == ER_TYPE_Q4_K ? gemm_q4_Kx8_q8_K_avx2
            : type == ER_TYPE_Q5_K ? gemm_q5_Kx8_q8_K_avx2
