@@ -244,8 +244,9 @@ VNNI static INLINE __m512i shift_bit4(__m512i v, const int j) {
     return j <= 4 ? _mm512_slli_epi16(v, 4 - j) : _mm512_srli_epi16(v, j - 4);
 }
 
-/* Q4_K and Q5_K rows x Q8_K tokens: per super-block its scales unpacked once
- * (q4_Kx8_scales); per sub-block pair each chunk's nibbles once (low: sub-block 2p, high:
+/* Q4_K and Q5_K rows x Q8_K tokens, RN at a time (Q4_K's tiles; Q5_K's for one token, a
+ * decode step's lone group: k_units_tile takes more): per super-block its scales unpacked
+ * once (q4_Kx8_scales); per sub-block pair each chunk's nibbles once (low: sub-block 2p, high:
  * 2p + 1; Q5_K: each with its fifth bit), times every token's 4 activations of those
  * elements, broadcast (vpdpbusd); each sub-block's sums times its scale (vpmulld) into the
  * token's int32 sum is, its minimums' sum ms by pairs (vpdpwssd with the token's sums of
@@ -405,104 +406,12 @@ VNNI static INLINE void k16_codes(const uint8_t *b0, int h0, const uint8_t *b1, 
     }
 }
 
-/* Q2_K, Q3_K and Q6_K rows x Q8_K tokens, as k4x8_tile, for up to 4 tokens (4 parts x RN
- * sums in registers): per super-block the 16 scales of the 16 rows once; per half h and
- * half of its chunks, each chunk's codes u of its 4 parts (k16_codes) once, times every
- * token's 4 activations (vpdpbusd) into the sums of the parts' sub-blocks of 16, each times
- * its scale (vpmulld); the codes' offset (4, 32) is taken back by the scales times the
- * token's sums of 16 (vpdpwssd), Q2_K's minimums likewise in a sum of their own. */
-VNNI static INLINE void k16x8_tile4(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
-                                    size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
-                                    int first, const int wt, const int RN) {
-    const size_t wbs = wt == W_Q6_K   ? sizeof(block_q6_Kx8)
-                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
-                                      : sizeof(block_q2_Kx8);
-    const int off_shift = wt == W_Q6_K ? 5 : 2; /* the codes' offset, 32 or 4 (Q2_K: none) */
-    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    for (int64_t b = 0; b < nbw; b++) {
-        const uint8_t *wb0 = w0 + (size_t)b * wbs, *wb1 = w1 + (size_t)b * wbs;
-#pragma GCC unroll 27
-        for (int l = 0; l < (int)((wbs + 63) / 64); l++) {
-            packed_prefetch((const char *)wb0 + PACKED_PREFETCH + 64 * l, RN);
-            packed_prefetch((const char *)wb1 + PACKED_PREFETCH + 64 * l, RN);
-        }
-        /* sub-block j's scale; sub-blocks 2k, 2k + 1's scales (Q2_K: minimums) as an int16 pair */
-        __m512i sc[16], sp[8];
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++)
-            sc[j] = k16_scales(wb0, j, wb1, j, wt, 0);
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            const __m512i even = wt == W_Q2_K ? k16_scales(wb0, 2 * k, wb1, 2 * k, wt, 1) : sc[2 * k];
-            const __m512i odd = wt == W_Q2_K ? k16_scales(wb0, 2 * k + 1, wb1, 2 * k + 1, wt, 1) : sc[2 * k + 1];
-            sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
-        }
-        const int8_t *xq[4]; /* (RN) the 256 activations of super-block b of each token */
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++)
-            xq[j] = ((const block_q8_K *)(x + (size_t)j * x_stride) + b)->qs;
-        __m512i is[4]; /* (RN) 16 rows' sum over sub-blocks of scale x int32 sum of u x, token j */
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++)
-            is[j] = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++)
-            for (int half = 0; half < 2; half++) { /* chunks 4 half .. + 3: sub-blocks 8h + 2 part + half */
-                __m512i s[4][4]; /* (4 parts, RN) the int32 sums of part p's sub-block, token j */
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-                    for (int j = 0; j < RN; j++)
-                        s[p][j] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int c = 4 * half; c < 4 * half + 4; c++) {
-                    __m512i u[4];
-                    k16_codes(wb0, h, wb1, h, c, u, wt);
-#pragma GCC unroll 4
-                    for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-                        for (int j = 0; j < RN; j++) {
-                            int32_t xc; /* elements 128h + 32p + 4c .. + 3 */
-                            memcpy(&xc, xq[j] + 128 * h + 32 * p + 4 * c, 4);
-                            s[p][j] = _mm512_dpbusd_epi32(s[p][j], u[p], _mm512_set1_epi32(xc));
-                        }
-                }
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-                    for (int j = 0; j < RN; j++)
-                        is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(s[p][j], sc[8 * h + 2 * p + half]));
-            }
-        const __m512 dw = load_pair_f16((const uint16_t *)wb0, (const uint16_t *)wb1); /* d[8] leads both blocks */
-#pragma GCC unroll 4
-        for (int j = 0; j < RN; j++) {
-            const int32_t *sj = st + (j * K_WIN + b) * K6_ST; /* token j's d, sums of 16 */
-            float dx;
-            memcpy(&dx, sj, sizeof dx);
-            __m512i off = _mm512_setzero_si512(); /* sum_j sc_j * bsum_j (Q2_K: m_j * bsum_j) */
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; k++)
-                off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
-            const __m512 dxv = _mm512_set1_ps(dx);
-            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
-            if (wt == W_Q2_K) {
-                const __m512 mw = load_pair_f16(((const block_q2_Kx8 *)wb0)->dmin, ((const block_q2_Kx8 *)wb1)->dmin);
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[j]), acc);
-                acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(off), acc);
-            } else {
-                const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, off_shift));
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(isum), acc);
-            }
-            _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
-        }
-    }
-}
-
-/* k16x8_tile4 for one token and one group of 8 rows (a decode step), on all 16 lanes:
+/* Q2_K, Q3_K and Q6_K rows x one token, one group of 8 rows (a decode step), on all 16 lanes:
  * lanes 0..7 take the rows' first half of each super-block (h = 0), lanes 8..15 the same
  * rows' second half, each with its own activations (one 64-byte load per part, a dword
  * broadcast within each 256-bit half per chunk), and the halves' exact int32 sums meet
- * before the same float steps as k16x8_tile4's: the same bits, at half the instructions
- * (there, lanes 8..15 repeat lanes 0..7). */
+ * before the same float steps as k_units_tile's: the same bits, at half the instructions
+ * (there, one group's lanes 8..15 repeat lanes 0..7). */
 VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const int32_t *st, float *y, int64_t nbw,
                                      int first, const int wt) {
     const size_t wbs = wt == W_Q6_K   ? sizeof(block_q6_Kx8)
@@ -577,19 +486,106 @@ VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const i
     }
 }
 
-/* k16x8_tile4 for up to 8 tokens: the first 4, then the rest (the window's weights again,
- * from cache) */
-VNNI static INLINE void k16x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
-                                   size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
-                                   int first, const int wt, const int RN) {
-    if (RN == 1 && lanes == 0x00FF) {
-        k16x8_tile_1(w0, x, st, y, nbw, first, wt);
-        return;
+/* Q2_K, Q3_K, Q5_K, Q6_K rows x every token of the block (1 to 32; a decode step's lone
+ * group goes to k4x8_tile / k16x8_tile_1), in packed_avx2.c's order of work: per super-block the 16 rows'
+ * scales once; per unit of 32 elements (Q4_K, Q5_K: sub-block u; the others: sub-blocks 2u
+ * and 2u + 1) its 8 chunks' codes unpacked once into registers, then per token 8 vpdpbusd
+ * into the unit's one or two sub-block sums, each times its scale (vpmulld) into the
+ * token's is; then per token the float steps of packed.h (the offsets and minimums by
+ * pairs of the tokens' words, vpdpwssd; acc kept in y between super-blocks). The codes
+ * serve up to 32 tokens: the tiles it replaced (k4x8_tile's 8 tokens, a Q2_K/Q3_K/Q6_K
+ * tile of 4) unpacked them again for each 8 resp. 4, a large share of the work for Q2_K,
+ * Q3_K and Q6_K (pp512 +14-18%, one thread). w0, w1, lanes: as q4x8_tile's; st: (n_tok, K_WIN, K4_ST
+ * resp. K6_ST) the tokens' words. */
+VNNI static INLINE void k_units_tile(const uint8_t *w0, const uint8_t *w1, __mmask16 lanes, const uint8_t *x,
+                                     size_t x_stride, const int32_t *st, float *y, int64_t y_stride, int64_t nbw,
+                                     int first, int64_t n_tok, const int wt) {
+    const int by16 = wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K;
+    const size_t wbs = wt == W_Q6_K   ? sizeof(block_q6_Kx8)
+                       : wt == W_Q3_K ? sizeof(block_q3_Kx8)
+                       : wt == W_Q2_K ? sizeof(block_q2_Kx8)
+                       : wt == W_Q5_K ? sizeof(block_q5_Kx8)
+                                      : sizeof(block_q4_Kx8);
+    const int n_st = by16 ? K6_ST : K4_ST, off_shift = wt == W_Q6_K ? 5 : 2;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10), lo16 = _mm512_set1_epi32(0xFFFF);
+    __m512i is[32]; /* (n_tok) 16 rows' sum over sub-blocks of scale x int32 sum */
+    for (int64_t b = 0; b < nbw; b++) {
+        const uint8_t *wb0 = w0 + (size_t)b * wbs, *wb1 = w1 + (size_t)b * wbs;
+        __m512i sc[16], sp[8]; /* sub-block scales; the pairs that multiply the tokens' words */
+        if (by16) {
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                sc[j] = k16_scales(wb0, j, wb1, j, wt, 0);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m512i even = wt == W_Q2_K ? k16_scales(wb0, 2 * k, wb1, 2 * k, wt, 1) : sc[2 * k];
+                const __m512i odd = wt == W_Q2_K ? k16_scales(wb0, 2 * k + 1, wb1, 2 * k + 1, wt, 1) : sc[2 * k + 1];
+                sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
+            }
+        } else {
+            q4_Kx8_scales((const block_q4_Kx8 *)wb0, (const block_q4_Kx8 *)wb1, sc, sp);
+        }
+        for (int u = 0; u < 8; u++) {
+            __m512i wc[8]; /* (chunk) the unit's codes */
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                if (by16) {
+                    __m512i parts[4];
+                    k16_codes(wb0, u / 4, wb1, u / 4, c, parts, wt);
+                    wc[c] = parts[u % 4];
+                } else {
+                    const block_q4_Kx8 *q0 = (const block_q4_Kx8 *)wb0, *q1 = (const block_q4_Kx8 *)wb1;
+                    const __m512i q = load_pair(q0->qs[u / 2][c][0], q1->qs[u / 2][c][0]);
+                    wc[c] = _mm512_and_si512(u & 1 ? _mm512_srli_epi16(q, 4) : q, m4);
+                    if (wt == W_Q5_K) { /* bit u of qh's byte: bit 4 of sub-block u's element */
+                        const __m512i h = load_pair(((const block_q5_Kx8 *)wb0)->qh[c][0],
+                                                    ((const block_q5_Kx8 *)wb1)->qh[c][0]);
+                        wc[c] = _mm512_or_si512(wc[c], _mm512_and_si512(shift_bit4(h, u), bit4));
+                    }
+                }
+            }
+            for (int64_t t = 0; t < n_tok; t++) {
+                const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + b)->qs + 32 * u;
+                __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512(); /* chunks 0-3, 4-7 */
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) {
+                    int32_t xc; /* the token's elements 32u + 4c .. + 3 */
+                    memcpy(&xc, xq + 4 * c, sizeof xc);
+                    if (c < 4)
+                        sa = _mm512_dpbusd_epi32(sa, wc[c], _mm512_set1_epi32(xc));
+                    else
+                        sb = _mm512_dpbusd_epi32(sb, wc[c], _mm512_set1_epi32(xc));
+                }
+                const __m512i add = by16 ? _mm512_add_epi32(_mm512_mullo_epi32(sa, sc[2 * u]),
+                                                            _mm512_mullo_epi32(sb, sc[2 * u + 1]))
+                                         : _mm512_mullo_epi32(_mm512_add_epi32(sa, sb), sc[u]);
+                is[t] = u == 0 ? add : _mm512_add_epi32(is[t], add);
+            }
+        }
+        const __m512 dw = load_pair_f16((const uint16_t *)wb0, (const uint16_t *)wb1); /* d[8] leads both blocks */
+        const uint16_t *dmin0 = wt == W_Q2_K ? ((const block_q2_Kx8 *)wb0)->dmin : ((const block_q4_Kx8 *)wb0)->dmin;
+        const uint16_t *dmin1 = wt == W_Q2_K ? ((const block_q2_Kx8 *)wb1)->dmin : ((const block_q4_Kx8 *)wb1)->dmin;
+        for (int64_t t = 0; t < n_tok; t++) {
+            const int32_t *sj = st + (t * K_WIN + b) * n_st; /* token t's d, sums */
+            float dx;
+            memcpy(&dx, sj, sizeof dx);
+            __m512i off = _mm512_setzero_si512(); /* the minimums' resp. the codes' offsets' sum */
+#pragma GCC unroll 8
+            for (int k = 0; k < n_st - 1; k++)
+                off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
+            const __m512 dxv = _mm512_set1_ps(dx);
+            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + t * y_stride);
+            if (wt == W_Q3_K || wt == W_Q6_K) {
+                const __m512i isum = _mm512_sub_epi32(is[t], _mm512_slli_epi32(off, off_shift));
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(isum), acc);
+            } else {
+                const __m512 mw = load_pair_f16(dmin0, dmin1);
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[t]), acc);
+                acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(off), acc);
+            }
+            _mm512_mask_storeu_ps(y + t * y_stride, lanes, acc);
+        }
     }
-    k16x8_tile4(w0, w1, lanes, x, x_stride, st, y, y_stride, nbw, first, wt, RN < 4 ? RN : 4);
-    if (RN > 4)
-        k16x8_tile4(w0, w1, lanes, x + 4 * x_stride, x_stride, st + 4 * K_WIN * K6_ST, y + 4 * y_stride, y_stride,
-                    nbw, first, wt, RN - 4);
 }
 
 /* The scales packed_gemm hands a tile for token t (x_t its row) and block b of a window
@@ -656,6 +652,21 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
                 const int pair = n_tok > 1 && g + 1 < n_groups;
                 const uint8_t *wg1 = pair ? wg0 + (size_t)nb * wbs : wg0;
                 const __mmask16 lanes = pair ? 0xFFFF : 0x00FF;
+                /* Q2_K, Q3_K, Q5_K, Q6_K: all the block's tokens in one call (Q4_K's tile of 8, whose
+                 * codes cost two ops a chunk, was 2-4% faster than the units at pp64, pp512;
+                 * Q5_K_M's pp512 +4-6% with Q5_K in units); a decode step's lone group alone */
+                if (k_quant && (wt != W_Q4_K || n_tok == 1)) {
+                    const uint8_t *xt = x + (size_t)t0 * x_stride + (size_t)b0 * xbs;
+                    const int32_t *st = (const int32_t *)sc;
+                    float *yt = y + t0 * y_stride + 8 * g;
+                    if (n_tok > 1)
+                        k_units_tile(wg0, wg1, lanes, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, t1 - t0, wt);
+                    else if (wt == W_Q4_K || wt == W_Q5_K)
+                        k4x8_tile(wg0, wg1, lanes, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, wt, 1);
+                    else
+                        k16x8_tile_1(wg0, xt, st, yt, nbw, b0 == 0, wt);
+                    continue;
+                }
 #define TILE(rn)                                                                                             \
     do {                                                                                                     \
         const uint8_t *xt = x + (size_t)t * x_stride + (size_t)b0 * xbs;                                     \
@@ -664,10 +675,8 @@ VNNI static INLINE void packed_gemm(const uint8_t *w, int64_t n_rows, const uint
         if (wt == W_Q8_0)                                                                                    \
             q8_0x8_tile((const block_q8_0x8 *)wg0, (const block_q8_0x8 *)wg1, lanes, xt, x_stride, st, yt,   \
                         y_stride, nbw, b0 == 0, rn);                                                         \
-        else if (wt == W_Q4_K || wt == W_Q5_K)                                                               \
+        else if (wt == W_Q4_K)                                                                               \
             k4x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
-        else if (wt == W_Q2_K || wt == W_Q3_K || wt == W_Q6_K)                                               \
-            k16x8_tile(wg0, wg1, lanes, xt, x_stride, (const int32_t *)st, yt, y_stride, nbw, b0 == 0, wt, rn); \
         else                                                                                                 \
             q4x8_tile(wg0, wg1, lanes, xt, x_stride, st, yt, y_stride, nbw, b0 == 0, wt, rn);                \
     } while (0)
