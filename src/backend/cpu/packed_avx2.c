@@ -374,28 +374,24 @@ AVX2 static INLINE void q4_gemm(const uint8_t *w, int64_t n_rows, const uint8_t 
     }
 }
 
+/* a cpu_gemm_fn over packed rows of one type (w_stride unused: packed rows) */
 #define PACKED_GEMM_FN(name, wt)                                                                                   \
     AVX2 static void name(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x, size_t x_stride,    \
                           int64_t n_tok, float *y, int64_t y_stride, int64_t n) {                                  \
         (void)w_stride;                                                                                            \
-        packed_gemm_avx2(w, n_rows, x, x_stride, n_tok, y, y_stride, n, wt);                                       \
+        if (wt == A_Q4_0 || wt == A_Q4_1)                                                                          \
+            q4_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, wt);                                            \
+        else                                                                                                       \
+            packed_gemm_avx2(w, n_rows, x, x_stride, n_tok, y, y_stride, n, wt);                                   \
     }
+PACKED_GEMM_FN(gemm_q4_0x8_q8_0_avx2, A_Q4_0)
+PACKED_GEMM_FN(gemm_q4_1x8_q8_1_avx2, A_Q4_1)
 PACKED_GEMM_FN(gemm_q2_Kx8_q8_K_avx2, A_Q2_K)
 PACKED_GEMM_FN(gemm_q3_Kx8_q8_K_avx2, A_Q3_K)
 PACKED_GEMM_FN(gemm_q4_Kx8_q8_K_avx2, A_Q4_K)
 PACKED_GEMM_FN(gemm_q5_Kx8_q8_K_avx2, A_Q5_K)
 PACKED_GEMM_FN(gemm_q6_Kx8_q8_K_avx2, A_Q6_K)
 #undef PACKED_GEMM_FN
-
-#define Q4_GEMM_FN(name, wt)                                                                                       \
-    AVX2 static void name(const uint8_t *w, size_t w_stride, int64_t n_rows, const uint8_t *x, size_t x_stride,    \
-                          int64_t n_tok, float *y, int64_t y_stride, int64_t n) {                                  \
-        (void)w_stride;                                                                                            \
-        q4_gemm(w, n_rows, x, x_stride, n_tok, y, y_stride, n, wt);                                                \
-    }
-Q4_GEMM_FN(gemm_q4_0x8_q8_0_avx2, A_Q4_0)
-Q4_GEMM_FN(gemm_q4_1x8_q8_1_avx2, A_Q4_1)
-#undef Q4_GEMM_FN
 
 cpu_gemm_fn cpu_gemm_packed_avx2(uint32_t type) {
     if (!cpu_has_avx2())
