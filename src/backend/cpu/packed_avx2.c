@@ -157,6 +157,7 @@ AVX2 static INLINE __m256 superblock_acc(const uint8_t *wb, const block_q8_K *xb
     return _mm256_fnmadd_ps(_mm256_mul_ps(mw, dxv), _mm256_cvtepi32_ps(off), acc);
 }
 
+/* the bytes of one packed super-block of 8 rows of type wt (a K-quant) */
 static inline size_t block_bytes(const int wt) {
     return wt == A_Q2_K   ? sizeof(block_q2_Kx8)
            : wt == A_Q3_K ? sizeof(block_q3_Kx8)
