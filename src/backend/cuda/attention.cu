@@ -174,6 +174,37 @@ static __device__ __forceinline__ void attend_keys(const float *q, const float *
     *l_out = l;
 }
 
+/* A block's share of head h's keys in both decode kernels: before the wait, what does not
+ * depend on this step's q, k and v (the first round of cached keys and values, which
+ * earlier steps wrote, the norm weights and the RoPE angles); after it, the new rows
+ * (decode_new_rows), the online softmax of each warp over keys jb0, jb0 + stride, ...
+ * below j_end (attend_keys), and the warps merged into the block's state (block_state:
+ * *bm, *bl, and block_acc's accumulator). */
+template <int DPL, int KV>
+static __device__ __forceinline__ void attend_share(const cuda_attn_params &p, const float *qkv, void *k_cache,
+                                                    void *v_cache, int h, int pos, bool writer, int jb0, int stride,
+                                                    int j_end, float *q, float *k_new, float *v_new, float *w_m,
+                                                    float *w_l, float (*w_acc)[32 * DPL], float *bm, float *bl) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hd = p.head_dim, kvh = h / (p.n_head / p.n_head_kv), kv_dim = p.n_head_kv * hd;
+    __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
+    uint32_t kv[KB][DPL], vv[KB][DPL]; /* kv_raw */
+    float nw[DPL];
+    float2 cs[(DPL + 1) / 2];
+    load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, j_end, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
+    load_rope<DPL>(p, pos, lane, cs);
+    pdl_wait();
+
+    decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
+                             lane);
+    __syncthreads();
+    float m, l, acc[DPL];
+    attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, stride, j_end, pos, kv_dim, kvh * hd, hd,
+                         lane, kv, vv, &m, &l, acc);
+    block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, bm, bl);
+}
+
 /* Thread-block clusters (sm_90): the blocks of one head share their partial results
  * through distributed shared memory, without a round trip through global memory. */
 static __device__ __forceinline__ void cluster_sync(void) {
@@ -204,10 +235,7 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     /* every block's merged state, stored there by the blocks (in rank 0's) */
     __shared__ float c_m[ATT_CLUSTER], c_l[ATT_CLUSTER], c_acc[ATT_CLUSTER][32 * DPL];
     const int h = blockIdx.x, s = blockIdx.y;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group;
-    const int kv_dim = p.n_head_kv * hd;
-    __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
+    const int warp = threadIdx.x >> 5, group = p.n_head / p.n_head_kv;
     pdl_launch_next(); /* at once: the next matvec copies its weights while this kernel runs */
     /* the position comes from the previous step (its commit), not from this one */
     const int pos = __ldcg(&state->pos);
@@ -215,30 +243,11 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     /* keys j0..pos: the warps' keys shifted by j0, so nothing below the window is read
      * and full attention (j0 = 0) pays a select and an add */
     const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
-    const int n_keys = pos + 1, stride = ATT_CLUSTER * ATT_WARPS * KB;
     const int jb0 = j0 + (s * ATT_WARPS + warp) * KB;
-    /* everything that does not depend on this step's q, k and v before the wait: the
-     * first round of cached keys and values (earlier steps wrote them), the norm weights
-     * and the RoPE angles */
-    uint32_t kv[KB][DPL], vv[KB][DPL]; /* kv_raw */
-    float nw[DPL];
-    float2 cs[(DPL + 1) / 2];
-    load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, n_keys, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
-    load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
-    load_rope<DPL>(p, pos, lane, cs);
-    pdl_wait();
-
-    decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
-                             lane);
-    __syncthreads();
-
-    float m, l, acc[DPL];
-    attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, stride, n_keys, pos, kv_dim, kvh * hd, hd,
-                         lane, kv, vv, &m, &l, acc);
-
-    /* merge the warps: thread i owns dims i, i + blockDim.x, ... */
     float bm, bl;
-    block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, &bm, &bl);
+    attend_share<DPL, KV>(p, qkv, k_cache, v_cache, h, pos, writer, jb0, ATT_CLUSTER * ATT_WARPS * KB, pos + 1, q,
+                          k_new, v_new, w_m, w_l, w_acc, &bm, &bl);
+    const int hd = p.head_dim;
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         cluster_store(&c_acc[s][i], 0, block_acc<DPL>(w_m, w_acc, bm, i));
     if (threadIdx.x == 0) {
@@ -283,9 +292,7 @@ k_attention_decode_split(const cuda_attn_params p, const float *__restrict__ qkv
     __shared__ float q[32 * DPL], k_new[32 * DPL], v_new[32 * DPL];
     __shared__ float w_m[ATT_WARPS], w_l[ATT_WARPS], w_acc[ATT_WARPS][32 * DPL];
     const int h = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int hd = p.head_dim, group = p.n_head / p.n_head_kv, kvh = h / group, kv_dim = p.n_head_kv * hd;
-    __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
+    const int warp = threadIdx.x >> 5, hd = p.head_dim, group = p.n_head / p.n_head_kv;
     pdl_launch_next();
     const int pos = __ldcg(&state->pos);
     const bool writer = h % group == 0 && s == 0;
@@ -293,23 +300,9 @@ k_attention_decode_split(const cuda_attn_params p, const float *__restrict__ qkv
     const int round = ATT_WARPS * KB, n_rounds = (pos + 1 - j0 + round - 1) / round;
     const int share = (n_rounds + n_split - 1) / n_split * round; /* keys per block */
     const int j_begin = j0 + s * share, j_end = min(pos + 1, j_begin + share);
-    const int jb0 = j_begin + warp * KB;
-    uint32_t kv[KB][DPL], vv[KB][DPL]; /* kv_raw */
-    float nw[DPL];
-    float2 cs[(DPL + 1) / 2];
-    load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, j_end, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
-    load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
-    load_rope<DPL>(p, pos, lane, cs);
-    pdl_wait();
-
-    decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
-                             lane);
-    __syncthreads();
-    float m, l, acc[DPL];
-    attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, round, j_end, pos, kv_dim, kvh * hd, hd,
-                         lane, kv, vv, &m, &l, acc);
     float bm, bl;
-    block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, &bm, &bl);
+    attend_share<DPL, KV>(p, qkv, k_cache, v_cache, h, pos, writer, j_begin + warp * KB, round, j_end, q, k_new, v_new,
+                          w_m, w_l, w_acc, &bm, &bl);
     float *ps = part + ((size_t)h * n_split + s) * (hd + 2); /* (hd + 2): m, l, acc */
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         ps[2 + i] = block_acc<DPL>(w_m, w_acc, bm, i);
