@@ -119,15 +119,17 @@ enum { CUDA_SMALL_PROMPT = 4 };
 
 /* Decode steps at this position or later split their attention over the context
  * (cuda_attention_decode_split); before it one cluster per head is faster. Measured on
- * the H200 (docs/perf-log.md, 2026-12-02; then the cluster folded in Qwen3-0.6B's wo,
- * deleted since: 0.6B's threshold is to be measured again), split
- * against cluster:
- * Qwen3-0.6B Q8_0 1,205 against 1,354 tok/s at 512, 1,183 against 1,164 at 1,024;
- * Qwen3-8B Q8_0 271 against 285 at 1,024, 264 against 259 at 2,048 (with the merge then
- * folded into the split kernel, a few us a layer slower than today's). The environment
- * variable EDGERUNNER_CUDA_SPLIT_MIN overrides it (0: always split), for tests and
- * measurements. */
-enum { CUDA_SPLIT_MIN = 1024 };
+ * the H200 (docs/perf-log.md, 2026-12-05; bench/gpu_depth.sh, decode tok/s over the 256
+ * steps from the depth), cluster against split:
+ *   Qwen3-0.6B Q8_0 1,741 / 1,669 at 256, 1,630 / 1,609 at 512, 1,464 / 1,611 at 768;
+ *   Qwen3-1.7B Q4_0 1,283 / 1,286 at 256, 1,183 / 1,295 at 512, 1,090 / 1,276 at 768;
+ *   Qwen3-4B Q4_0 695 / 645 at 384, 653 / 638 at 640;
+ *   Qwen3-8B Q4_0 563 / 533 at 256, 535 / 532 at 512, 523 / 535 at 640, 488 / 531 at 1,024.
+ * The crossover moves with the model (1.7B's near 256, 4B's past 640); 512 takes most of
+ * what splitting gains (+9-17% from 768 at 0.6B and 1.7B) for a few percent at 4B. The
+ * environment variable EDGERUNNER_CUDA_SPLIT_MIN overrides it (0: always split), for
+ * tests and measurements. */
+enum { CUDA_SPLIT_MIN = 512 };
 
 /* upload.c */
 er_status cuda_model_upload(const model_view *m, void **out);
