@@ -244,6 +244,28 @@ VNNI static INLINE __m512i shift_bit4(__m512i v, const int j) {
     return j <= 4 ? _mm512_slli_epi16(v, 4 - j) : _mm512_srli_epi16(v, j - 4);
 }
 
+/* packed.h's float steps of one K-quant super-block for 16 rows and one token (k4x8_tile,
+ * k_units_tile): sj the token's words (d, then its n_st - 1 sums of 32 resp. 16), off their
+ * sum times the pairs sp (vpdpwssd); then Q3_K, Q6_K: acc + d dx (is - off x the codes'
+ * offset, 4 or 32); Q2_K, Q4_K, Q5_K: acc + d dx is - dmin dx off (dw, mw: the rows' d and
+ * dmin) */
+VNNI static INLINE __m512 k_token_acc(__m512 acc, const int32_t *sj, const __m512i *sp, const int n_st, __m512i is,
+                                      __m512 dw, __m512 mw, const int wt) {
+    float dx;
+    memcpy(&dx, sj, sizeof dx);
+    __m512i off = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < n_st - 1; k++)
+        off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
+    const __m512 dxv = _mm512_set1_ps(dx);
+    if (wt == W_Q3_K || wt == W_Q6_K) {
+        const __m512i isum = _mm512_sub_epi32(is, _mm512_slli_epi32(off, wt == W_Q6_K ? 5 : 2));
+        return _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(isum), acc);
+    }
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is), acc);
+    return _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(off), acc);
+}
+
 /* Q4_K and Q5_K rows x Q8_K tokens, RN at a time (Q4_K's tiles; Q5_K's for one token, a
  * decode step's lone group: k_units_tile takes more): per super-block its scales unpacked
  * once (q4_Kx8_scales); per sub-block pair each chunk's nibbles once (low: sub-block 2p, high:
@@ -311,17 +333,8 @@ VNNI static INLINE void k4x8_tile(const uint8_t *w0, const uint8_t *w1, __mmask1
 #pragma GCC unroll 8
         for (int j = 0; j < RN; j++) {
             const int32_t *sj = st + (j * K_WIN + b) * K4_ST; /* token j's d, sums of 32 */
-            float dx;
-            memcpy(&dx, sj, sizeof dx);
-            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(sj[1]));
-            ms = _mm512_dpwssd_epi32(ms, mp[1], _mm512_set1_epi32(sj[2]));
-            ms = _mm512_dpwssd_epi32(ms, mp[2], _mm512_set1_epi32(sj[3]));
-            ms = _mm512_dpwssd_epi32(ms, mp[3], _mm512_set1_epi32(sj[4]));
-            const __m512 dxv = _mm512_set1_ps(dx);
-            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[j]), acc);
-            acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(ms), acc);
-            _mm512_mask_storeu_ps(y + j * y_stride, lanes, acc);
+            const __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + j * y_stride);
+            _mm512_mask_storeu_ps(y + j * y_stride, lanes, k_token_acc(acc, sj, mp, K4_ST, is[j], dw, mw, wt));
         }
     }
 }
@@ -359,6 +372,23 @@ VNNI static INLINE __m512i k16_scales(const uint8_t *b0, int j0, const uint8_t *
     const __m128i hi2 =
         _mm_and_si128(_mm_srlv_epi64(hi, _mm_set_epi64x(2 * (j1 & 3), 2 * (j0 & 3))), _mm_set1_epi8(0x03));
     return _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_or_si128(lo4, _mm_slli_epi16(hi2, 4))), _mm512_set1_epi32(32));
+}
+
+/* The scales of n sub-blocks of 16 a lane (k16_scales): sc[j] sub-block j of b0's rows
+ * (lanes 0..7) and j + d1 of b1's (8..15); sp[k] the int16 pairs of sub-blocks 2k, 2k + 1
+ * (Q2_K: their minimums) that multiply the token's sums of 16 (vpdpwssd) */
+VNNI static INLINE void k16_block_scales(const uint8_t *b0, const uint8_t *b1, const int d1, const int n, const int wt,
+                                         __m512i *sc, __m512i *sp) {
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+#pragma GCC unroll 16
+    for (int j = 0; j < n; j++)
+        sc[j] = k16_scales(b0, j, b1, j + d1, wt, 0);
+#pragma GCC unroll 8
+    for (int k = 0; k < n / 2; k++) {
+        const __m512i even = wt == W_Q2_K ? k16_scales(b0, 2 * k, b1, 2 * k + d1, wt, 1) : sc[2 * k];
+        const __m512i odd = wt == W_Q2_K ? k16_scales(b0, 2 * k + 1, b1, 2 * k + 1 + d1, wt, 1) : sc[2 * k + 1];
+        sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
+    }
 }
 
 /* The codes u of chunk c of half h0 of b0 (lanes 0..7) and of half h1 of b1 (8..15), for
@@ -418,7 +448,6 @@ VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const i
                        : wt == W_Q3_K ? sizeof(block_q3_Kx8)
                                       : sizeof(block_q2_Kx8);
     const int off_shift = wt == W_Q6_K ? 5 : 2;
-    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nbw; b++) {
         const uint8_t *wb = w + (size_t)b * wbs;
 #pragma GCC unroll 27
@@ -426,15 +455,7 @@ VNNI static INLINE void k16x8_tile_1(const uint8_t *w, const uint8_t *x, const i
             packed_prefetch((const char *)wb + PACKED_PREFETCH + 64 * l, 1);
         /* lanes 0..7: sub-block j's scale of the first half, 8..15: of the second (j + 8) */
         __m512i sc[8], sp[4];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            sc[j] = k16_scales(wb, j, wb, j + 8, wt, 0);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m512i even = wt == W_Q2_K ? k16_scales(wb, 2 * k, wb, 2 * k + 8, wt, 1) : sc[2 * k];
-            const __m512i odd = wt == W_Q2_K ? k16_scales(wb, 2 * k + 1, wb, 2 * k + 9, wt, 1) : sc[2 * k + 1];
-            sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
-        }
+        k16_block_scales(wb, wb, 8, 8, wt, sc, sp);
         const int8_t *xq = ((const block_q8_K *)x + b)->qs;
         __m512i is = _mm512_setzero_si512();
         for (int half = 0; half < 2; half++) {
@@ -506,22 +527,14 @@ VNNI static INLINE void k_units_tile(const uint8_t *w0, const uint8_t *w1, __mma
                        : wt == W_Q2_K ? sizeof(block_q2_Kx8)
                        : wt == W_Q5_K ? sizeof(block_q5_Kx8)
                                       : sizeof(block_q4_Kx8);
-    const int n_st = by16 ? K6_ST : K4_ST, off_shift = wt == W_Q6_K ? 5 : 2;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10), lo16 = _mm512_set1_epi32(0xFFFF);
+    const int n_st = by16 ? K6_ST : K4_ST;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     __m512i is[32]; /* (n_tok) 16 rows' sum over sub-blocks of scale x int32 sum */
     for (int64_t b = 0; b < nbw; b++) {
         const uint8_t *wb0 = w0 + (size_t)b * wbs, *wb1 = w1 + (size_t)b * wbs;
         __m512i sc[16], sp[8]; /* sub-block scales; the pairs that multiply the tokens' words */
         if (by16) {
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                sc[j] = k16_scales(wb0, j, wb1, j, wt, 0);
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; k++) {
-                const __m512i even = wt == W_Q2_K ? k16_scales(wb0, 2 * k, wb1, 2 * k, wt, 1) : sc[2 * k];
-                const __m512i odd = wt == W_Q2_K ? k16_scales(wb0, 2 * k + 1, wb1, 2 * k + 1, wt, 1) : sc[2 * k + 1];
-                sp[k] = _mm512_or_si512(_mm512_and_si512(even, lo16), _mm512_slli_epi32(odd, 16));
-            }
+            k16_block_scales(wb0, wb1, 0, 16, wt, sc, sp);
         } else {
             q4_Kx8_scales((const block_q4_Kx8 *)wb0, (const block_q4_Kx8 *)wb1, sc, sp);
         }
@@ -565,25 +578,11 @@ VNNI static INLINE void k_units_tile(const uint8_t *w0, const uint8_t *w1, __mma
         const __m512 dw = load_pair_f16((const uint16_t *)wb0, (const uint16_t *)wb1); /* d[8] leads both blocks */
         const uint16_t *dmin0 = wt == W_Q2_K ? ((const block_q2_Kx8 *)wb0)->dmin : ((const block_q4_Kx8 *)wb0)->dmin;
         const uint16_t *dmin1 = wt == W_Q2_K ? ((const block_q2_Kx8 *)wb1)->dmin : ((const block_q4_Kx8 *)wb1)->dmin;
+        const __m512 mw = wt == W_Q3_K || wt == W_Q6_K ? _mm512_setzero_ps() : load_pair_f16(dmin0, dmin1);
         for (int64_t t = 0; t < n_tok; t++) {
             const int32_t *sj = st + (t * K_WIN + b) * n_st; /* token t's d, sums */
-            float dx;
-            memcpy(&dx, sj, sizeof dx);
-            __m512i off = _mm512_setzero_si512(); /* the minimums' resp. the codes' offsets' sum */
-#pragma GCC unroll 8
-            for (int k = 0; k < n_st - 1; k++)
-                off = _mm512_dpwssd_epi32(off, sp[k], _mm512_set1_epi32(sj[1 + k]));
-            const __m512 dxv = _mm512_set1_ps(dx);
-            __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + t * y_stride);
-            if (wt == W_Q3_K || wt == W_Q6_K) {
-                const __m512i isum = _mm512_sub_epi32(is[t], _mm512_slli_epi32(off, off_shift));
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(isum), acc);
-            } else {
-                const __m512 mw = load_pair_f16(dmin0, dmin1);
-                acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(is[t]), acc);
-                acc = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dxv), _mm512_cvtepi32_ps(off), acc);
-            }
-            _mm512_mask_storeu_ps(y + t * y_stride, lanes, acc);
+            const __m512 acc = first && b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(lanes, y + t * y_stride);
+            _mm512_mask_storeu_ps(y + t * y_stride, lanes, k_token_acc(acc, sj, sp, n_st, is[t], dw, mw, wt));
         }
     }
 }
