@@ -26,39 +26,38 @@
 
 /* ---- dequantization -------------------------------------------------------------- */
 
-void to_f32_q2_K_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q2_K_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q2_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = er_f16_to_f32(b[i].d), dmin = er_f16_to_f32(b[i].dmin);
         for (int j = 0; j < QK_K / 16; j++) {
             const uint8_t sc = b[i].scales[j];
             const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
-            for (int t = 0; t < 16; t++) {
-                const int e = 16 * j + t, h = e / 128, s = (e / 32) % 4, l = e % 32;
-                const int q = (b[i].qs[32 * h + l] >> (2 * s)) & 3;
-                dst[e] = dl * (float)q - ml;
-            }
+            const int h = j / 8, s = (j / 2) % 4; /* of element e = 16 j + t: e / 128, (e / 32) % 4 */
+            const uint8_t *q = b[i].qs + 32 * h + 16 * (j % 2); /* q[t]: qs[32 h + e % 32] */
+            for (int t = 0; t < 16; t++)
+                dst[16 * j + t] = dl * (float)((q[t] >> (2 * s)) & 3) - ml;
         }
     }
 }
 
-void to_f32_q3_K_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q3_K_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q3_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = er_f16_to_f32(b[i].d);
         for (int j = 0; j < QK_K / 16; j++) {
             const float dl = d * (float)(q3_K_scale(b[i].scales, j) - 32);
+            const int h = j / 8, s = (j / 2) % 4, l0 = 16 * (j % 2); /* as in to_f32_q2_K_ref */
+            const uint8_t *q = b[i].qs + 32 * h + l0, *hm = b[i].hmask + l0;
             for (int t = 0; t < 16; t++) {
-                const int e = 16 * j + t, h = e / 128, s = (e / 32) % 4, l = e % 32;
-                const int low = (b[i].qs[32 * h + l] >> (2 * s)) & 3;
-                const int high = (b[i].hmask[l] >> (4 * h + s)) & 1;
-                dst[e] = dl * (float)(low - (high ? 0 : 4));
+                const int low = (q[t] >> (2 * s)) & 3, high = (hm[t] >> (4 * h + s)) & 1;
+                dst[16 * j + t] = dl * (float)(low - (high ? 0 : 4));
             }
         }
     }
 }
 
-void to_f32_q4_K_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q4_K_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q4_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = er_f16_to_f32(b[i].d), dmin = er_f16_to_f32(b[i].dmin);
@@ -74,7 +73,7 @@ void to_f32_q4_K_ref(const void *src, float *dst, int64_t n) {
     }
 }
 
-void to_f32_q5_K_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q5_K_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q5_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = er_f16_to_f32(b[i].d), dmin = er_f16_to_f32(b[i].dmin);
@@ -92,24 +91,23 @@ void to_f32_q5_K_ref(const void *src, float *dst, int64_t n) {
     }
 }
 
-void to_f32_q6_K_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q6_K_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q6_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = er_f16_to_f32(b[i].d);
         for (int j = 0; j < QK_K / 16; j++) {
             const float dl = d * (float)b[i].scales[j];
+            const int h = j / 8, s = (j / 2) % 4, l0 = 16 * (j % 2); /* as in to_f32_q2_K_ref */
+            const uint8_t *ql = b[i].ql + 64 * h + 32 * (s & 1) + l0, *qh = b[i].qh + 32 * h + l0;
             for (int t = 0; t < 16; t++) {
-                const int e = 16 * j + t, h = e / 128, s = (e / 32) % 4, l = e % 32;
-                const uint8_t lb = b[i].ql[64 * h + 32 * (s & 1) + l];
-                const int low = s < 2 ? lb & 0xF : lb >> 4;
-                const int high = (b[i].qh[32 * h + l] >> (2 * s)) & 3;
-                dst[e] = dl * (float)((low | high << 4) - 32);
+                const int low = (ql[t] >> (s < 2 ? 0 : 4)) & 0xF, high = (qh[t] >> (2 * s)) & 3;
+                dst[16 * j + t] = dl * (float)((low | high << 4) - 32);
             }
         }
     }
 }
 
-void to_f32_q8_K_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q8_K_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q8_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K)
         for (int j = 0; j < QK_K; j++)

@@ -22,7 +22,7 @@
 
 /* ---- dequantization -------------------------------------------------------------- */
 
-void to_f32_q4_0_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q4_0_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q4_0 *b = src;
     for (int64_t i = 0; i < n / QK4_0; i++, dst += QK4_0) {
         const float d = er_f16_to_f32(b[i].d);
@@ -33,7 +33,7 @@ void to_f32_q4_0_ref(const void *src, float *dst, int64_t n) {
     }
 }
 
-void to_f32_q4_1_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q4_1_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q4_1 *b = src;
     for (int64_t i = 0; i < n / QK4_1; i++, dst += QK4_1) {
         const float d = er_f16_to_f32(b[i].d), m = er_f16_to_f32(b[i].m);
@@ -48,7 +48,7 @@ static uint32_t load_u32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void to_f32_q5_0_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q5_0_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q5_0 *b = src;
     for (int64_t i = 0; i < n / QK5_0; i++, dst += QK5_0) {
         const float d = er_f16_to_f32(b[i].d);
@@ -62,7 +62,7 @@ void to_f32_q5_0_ref(const void *src, float *dst, int64_t n) {
     }
 }
 
-void to_f32_q5_1_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q5_1_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q5_1 *b = src;
     for (int64_t i = 0; i < n / QK5_1; i++, dst += QK5_1) {
         const float d = er_f16_to_f32(b[i].d), m = er_f16_to_f32(b[i].m);
@@ -76,7 +76,7 @@ void to_f32_q5_1_ref(const void *src, float *dst, int64_t n) {
     }
 }
 
-void to_f32_q8_0_ref(const void *src, float *dst, int64_t n) {
+void to_f32_q8_0_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const block_q8_0 *b = src;
     for (int64_t i = 0; i < n / QK8_0; i++, dst += QK8_0) {
         const float d = er_f16_to_f32(b[i].d);

@@ -12,11 +12,11 @@
 #include "core/fp16.h"
 #include "quant/quants.h"
 
-static void f32_to_f32_ref(const void *src, float *dst, int64_t n) {
+static void f32_to_f32_ref(const void *restrict src, float *restrict dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-static void bf16_to_f32_ref(const void *src, float *dst, int64_t n) {
+static void bf16_to_f32_ref(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++) {
         uint16_t h;
