@@ -706,7 +706,8 @@ static void test_fast_matmul(void) {
             uint8_t *wd = malloc((size_t)n_out * rs);
             float *f = malloc((size_t)n_in * sizeof *f), *x = malloc((size_t)(n_tok * n_in) * sizeof *x);
             float *yr = malloc((size_t)(n_tok * n_out) * sizeof *yr), *yf = malloc((size_t)(n_tok * n_out) * sizeof *yf);
-            float *y1 = malloc((size_t)(n_tok * n_out) * sizeof *y1), *row = malloc((size_t)(3 * n_in) * sizeof *row);
+            float *y1 = malloc((size_t)(n_tok * n_out) * sizeof *y1),
+                  *row = malloc((size_t)cpu_matmul_scratch(n_in, 1) * sizeof *row);
             void *act = aligned_alloc(64, (cpu_fast_act_size(n_tok, n_in, 3) + 63) / 64 * 64);
             for (int64_t r = 0; r < n_out; r++) {
                 for (int64_t i = 0; i < n_in; i++)
@@ -861,17 +862,20 @@ static void test_model_paths(void) {
 
 
 /* The reference's matmul (every weight type, output rows not a multiple of the thread
- * count, one token and several) and attention (GQA, windows, a cached prefix) on pools
- * of 1 to 4 threads: bit-identical to the calling thread alone. */
+ * count, one token and several, past one slab of 64) and attention (GQA, windows, a
+ * cached prefix) on pools of 1 to 4 threads: bit-identical to the calling thread alone.
+ * And each matmul output is its definition, bit for bit: the type's own dot_f32 of the
+ * row and the token, which is the dequantized row's products added in order. */
 static void test_reference_ops_threads(void) {
     static const uint32_t types[] = {ER_TYPE_F32,  ER_TYPE_F16,  ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0,
                                      ER_TYPE_Q4_1, ER_TYPE_Q5_0, ER_TYPE_Q5_1, ER_TYPE_Q2_K, ER_TYPE_Q3_K,
                                      ER_TYPE_Q4_K, ER_TYPE_Q5_K, ER_TYPE_Q6_K};
-    static const int64_t shapes[][3] = {{256, 1, 1}, {256, 37, 1}, {512, 7, 5}, {256, 64, 3}}; /* n_in, n_out, n_tok */
+    static const int64_t shapes[][3] = {{256, 1, 1},  {256, 37, 1},  {512, 7, 5},
+                                        {256, 64, 3}, {256, 21, 19}, {256, 9, 70}}; /* n_in, n_out, n_tok */
     cpu_pool *pools[4] = {NULL, NULL, NULL, NULL};
     for (int p = 0; p < 4; p++)
         cpu_pool_create(p + 1, &pools[p]);
-    int n_same = 0, n_cases = 0;
+    int n_same = 0, n_cases = 0, n_defined = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const er_type_traits *tr = er_type_get(types[ti]);
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -879,7 +883,8 @@ static void test_reference_ops_threads(void) {
             const size_t rs = er_type_row_size(tr, n_in), y_bytes = (size_t)(n_tok * n_out) * sizeof(float);
             uint8_t *wd = malloc((size_t)n_out * rs);
             float *f = malloc((size_t)n_in * sizeof *f), *x = malloc((size_t)(n_tok * n_in) * sizeof *x);
-            float *y1 = malloc(y_bytes), *y = malloc(y_bytes), *row = malloc((size_t)(4 * n_in) * sizeof *row);
+            float *y1 = malloc(y_bytes), *y = malloc(y_bytes),
+                  *row = malloc((size_t)cpu_matmul_scratch(n_in, 4) * sizeof *row);
             for (int64_t r = 0; r < n_out; r++) {
                 for (int64_t i = 0; i < n_in; i++)
                     f[i] = frand();
@@ -889,6 +894,20 @@ static void test_reference_ops_threads(void) {
                 x[i] = frand();
             const er_weight w = {wd, types[ti], tr, n_in, n_out, rs, NULL};
             cpu_matmul(NULL, &w, x, n_tok, y1, n_out, row);
+            int defined = 1;
+            for (int64_t o = 0; o < n_out; o++) {
+                tr->to_f32(wd + (size_t)o * rs, f, n_in);
+                for (int64_t t = 0; t < n_tok; t++) {
+                    float sum = 0.0f;
+                    for (int64_t i = 0; i < n_in; i++)
+                        sum += f[i] * x[t * n_in + i];
+                    const float own = tr->dot_f32(wd + (size_t)o * rs, x + t * n_in, n_in), got = y1[t * n_out + o];
+                    defined &= !memcmp(&got, &sum, sizeof sum) && !memcmp(&got, &own, sizeof own);
+                }
+            }
+            CHECK(defined, "reference matmul %s %lldx%lld x %lld tokens: each output the row's dot_f32, bit for bit",
+                  tr->name, (long long)n_out, (long long)n_in, (long long)n_tok);
+            n_defined += defined;
             for (int p = 0; p < 4; p++) {
                 memset(y, 0xff, y_bytes); /* NaNs: an output no thread writes shows */
                 cpu_matmul(pools[p], &w, x, n_tok, y, n_out, row);
@@ -936,7 +955,8 @@ static void test_reference_ops_threads(void) {
         free(out);
         free(scores);
     }
-    printf("       reference matmul and attention on 1-4 threads: %d of %d cases bit-identical\n", n_same, n_cases);
+    printf("       reference matmul and attention on 1-4 threads: %d of %d cases bit-identical; %d matmuls as "
+           "defined\n", n_same, n_cases, n_defined);
     for (int p = 0; p < 4; p++)
         cpu_pool_free(pools[p]);
 }

@@ -60,7 +60,7 @@ typedef struct cpu_context {
     float *gate;   /* (n_batch, n_ff) */
     float *up;     /* (n_batch, n_ff) */
     float *scores; /* (n_threads, n_ctx) attention weights of one head per thread */
-    float *row;    /* (n_threads, max row length) reference: one dequantized weight row per thread */
+    float *row;    /* (cpu_matmul_scratch(max row length, n_threads)) reference: cpu_matmul's scratch */
     cpu_span *spans;      /* (n_batch) the current batch's sequences */
     int64_t *run_n;       /* (n_batch) rows of each run of a matmul (forward.c) */
     int8_t *run_big;      /* (n_batch) whether each run takes the f32 path */

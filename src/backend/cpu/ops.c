@@ -7,10 +7,13 @@
  * Threads: matmul and attention split their outputs over the context's pool, so that
  * every output element is computed by one thread, by the same code and in the same
  * order as on one thread: matmul ranges of output rows, attention (token, head) pairs,
- * each taken from a counter by whichever thread is free (threadpool.h). The results are bit-identical for any thread count
- * (tests/unit/test_cpu.c). The other operations are cheap beside these and stay serial.
+ * each taken from a counter by whichever thread is free (threadpool.h). The results are
+ * bit-identical for any thread count (tests/unit/test_cpu.c). The other operations are
+ * cheap beside these and stay serial.
  */
 #include "backend/cpu/ops.h"
+
+#include "quant/blocks.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -36,29 +39,117 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
     return sum;
 }
 
-static void matmul_rows(const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
-                        float *row, int64_t o_begin, int64_t o_end) {
-    for (int64_t o = o_begin; o < o_end; o++) {
-        const uint8_t *wrow = w->data + (size_t)o * w->row_size;
-        if (n_tokens == 1) {
-            y[o] = w->traits->dot_f32(wrow, x, w->n_in);
-            continue;
+/* Dot products computed side by side: several tokens' (dots) or several rows' (row_dots),
+ * each sum still one chain in dot_f32's order, so that the add's latency (a sum waiting
+ * on its last add) is paid once for many sums. cpu_matmul interleaves the tokens of a
+ * slab of up to SLAB at a time, DOTS side by side; one token takes ROWS rows at a time,
+ * CHUNK elements of each dequantized at once, so that they stay in L1. Measured on a
+ * 2-core Zen 4 VM, a random Qwen3-0.6B Q8_0 on 2 threads, a 256-token prompt: 49.4 s one
+ * sum at a time, 8.6 s with 8 tokens side by side, 5.8 s with 16, 6.4 s with 32; one
+ * token's rows interleaved as the tokens are (a store a float) took longer than the
+ * products, hence row_dots. */
+enum { DOTS = 16, SLAB = 64, ROWS = 8, CHUNK = 256 };
+_Static_assert(CHUNK % QK_K == 0, "a chunk is whole blocks of every type");
+
+/* acc[u] += the products of column u of t (n, DOTS) and v (n), for u < DOTS, added in
+ * element order: dot_f32's sums (a multiply, then an add: C11 contracts no FMA), carried
+ * on from acc, so the bits are dot_f32's over the elements summed so far; side by side in
+ * t's rows, the compiler keeps the DOTS sums in vector registers. */
+static void dots(const float *t, const float *v, int64_t n, float acc[DOTS]) {
+    float a[DOTS];
+    memcpy(a, acc, sizeof a);
+    for (int64_t i = 0; i < n; i++) {
+        const float vi = v[i];
+#pragma GCC unroll 32 /* the sums in registers (rolled, GCC keeps DOTS of 16 in memory) */
+        for (int u = 0; u < DOTS; u++)
+            a[u] += t[i * DOTS + u] * vi;
+    }
+    memcpy(acc, a, sizeof a);
+}
+
+/* dots for rows as they are: acc[u] += the products of row u of rows (ROWS, n) and v
+ * (n), in element order. ROWS sums fit the registers of a scalar loop. */
+static void row_dots(const float *rows, const float *v, int64_t n, float acc[ROWS]) {
+    float a[ROWS];
+    memcpy(a, acc, sizeof a);
+    for (int64_t i = 0; i < n; i++) {
+        const float vi = v[i];
+#pragma GCC unroll 8
+        for (int u = 0; u < ROWS; u++)
+            a[u] += rows[u * n + i] * vi;
+    }
+    memcpy(acc, a, sizeof a);
+}
+
+/* column u of t (n, DOTS) = src (n) */
+static void put_column(float *t, int u, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        t[i * DOTS + u] = src[i];
+}
+
+/* xt (groups of DOTS tokens, each (n, DOTS)) = the k tokens of x (k, n) side by side;
+ * the last group's columns past k zero */
+static void interleave(float *xt, const float *x, int64_t k, int64_t n) {
+    for (int64_t t0 = 0; t0 < k; t0 += DOTS)
+        for (int u = 0; u < DOTS; u++) {
+            if (t0 + u < k)
+                put_column(xt + t0 * n, u, x + (t0 + u) * n, n);
+            else
+                for (int64_t i = 0; i < n; i++)
+                    xt[t0 * n + i * DOTS + u] = 0.0f;
         }
-        /* several tokens: dequantize the row once; the reference dot products compute
-         * the same sums in the same order, so results match the n_tokens == 1 path */
-        w->traits->to_f32(wrow, row, w->n_in);
-        for (int64_t t = 0; t < n_tokens; t++)
-            y[t * y_stride + o] = dot_f32(row, x + t * w->n_in, w->n_in);
+}
+
+int64_t cpu_matmul_scratch(int64_t n_in, int n_threads) { return (SLAB + (int64_t)n_threads * ROWS) * n_in; }
+
+/* Output rows o_begin..o_end of n_tokens tokens, each output dot_f32 of its dequantized
+ * row (to_f32: the values the type's dot_f32 multiplies) and its token, whatever
+ * n_tokens: one token (x), ROWS rows at a time, CHUNK elements of each dequantized into
+ * mine, the sums carried from chunk to chunk; several (xt: groups of DOTS tokens, each
+ * (n, DOTS)), a row dequantized once into mine, then against each group. mine: this
+ * thread's scratch, ROWS n floats. */
+static void matmul_rows(const er_weight *w, const float *x, const float *xt, int64_t n_tokens, float *y,
+                        int64_t y_stride, float *mine, int64_t o_begin, int64_t o_end) {
+    const int64_t n = w->n_in;
+    if (n_tokens == 1) {
+        const size_t chunk_bytes = (size_t)(CHUNK / w->traits->block_size) * w->traits->type_size;
+        for (int64_t o = o_begin; o < o_end; o += ROWS) {
+            const int k = o_end - o < ROWS ? (int)(o_end - o) : ROWS;
+            float acc[ROWS] = {0};
+            for (int64_t i0 = 0; i0 < n; i0 += CHUNK) { /* n - i0: whole blocks */
+                const int64_t len = n - i0 < CHUNK ? n - i0 : CHUNK;
+                for (int u = 0; u < ROWS; u++) { /* mine: (ROWS, len) */
+                    if (u < k)
+                        w->traits->to_f32(w->data + (size_t)(o + u) * w->row_size + (size_t)(i0 / CHUNK) * chunk_bytes,
+                                          mine + u * len, len);
+                    else /* past the range: zeros, not stale floats */
+                        memset(mine + u * len, 0, (size_t)len * sizeof *mine);
+                }
+                row_dots(mine, x + i0, len, acc);
+            }
+            for (int u = 0; u < k; u++)
+                y[o + u] = acc[u];
+        }
+        return;
+    }
+    for (int64_t o = o_begin; o < o_end; o++) {
+        w->traits->to_f32(w->data + (size_t)o * w->row_size, mine, n);
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += DOTS) {
+            float acc[DOTS] = {0};
+            dots(xt + t0 * n, mine, n, acc);
+            for (int64_t u = 0; u < DOTS && t0 + u < n_tokens; u++)
+                y[(t0 + u) * y_stride + o] = acc[u];
+        }
     }
 }
 
 typedef struct matmul_task {
     const er_weight *w;
-    const float *x;
+    const float *x, *xt; /* x (n_tokens == 1), or xt: the tokens interleaved (matmul_rows) */
     int64_t n_tokens;
     float *y;
     int64_t y_stride;
-    float *row; /* (threads, n_in) */
+    float *scratch; /* (threads, ROWS n_in) */
     int64_t chunk; /* output rows per work item */
     atomic_llong next; /* the next item's first row */
 } matmul_task;
@@ -69,20 +160,29 @@ static void matmul_worker(void *arg, int ith, int nth) {
     const int64_t n_out = j->w->n_out;
     (void)nth;
     for (int64_t r0; (r0 = atomic_fetch_add(&j->next, j->chunk)) < n_out;)
-        matmul_rows(j->w, j->x, j->n_tokens, j->y, j->y_stride, j->row + (size_t)ith * (size_t)j->w->n_in, r0,
+        matmul_rows(j->w, j->x, j->xt, j->n_tokens, j->y, j->y_stride,
+                    j->scratch + (size_t)ith * (size_t)(ROWS * j->w->n_in), r0,
                     r0 + j->chunk < n_out ? r0 + j->chunk : n_out);
 }
 
 void cpu_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
-                float *row) {
+                float *scratch) {
+    const int64_t n = w->n_in;
     /* 16-row multiples (no shared 64-byte lines of y), about 4 per thread */
     const int64_t per = 4 * (int64_t)cpu_pool_size(pool);
-    matmul_task j = {w, x, n_tokens, y, y_stride, row, ((w->n_out + per - 1) / per + 15) / 16 * 16, 0};
-    atomic_init(&j.next, 0);
-    if (cpu_pool_size(pool) == 1)
-        matmul_worker(&j, 0, 1);
-    else
-        cpu_pool_run(pool, matmul_worker, &j);
+    float *xt = scratch; /* (SLAB / DOTS groups, n, DOTS) */
+    for (int64_t s0 = 0; s0 < n_tokens; s0 += SLAB) { /* one pass over the weights a slab */
+        const int64_t k = n_tokens - s0 < SLAB ? n_tokens - s0 : SLAB;
+        if (k > 1)
+            interleave(xt, x + s0 * n, k, n);
+        matmul_task j = {w, x + s0 * n, xt, k, y + s0 * y_stride, y_stride, scratch + SLAB * n,
+                         ((w->n_out + per - 1) / per + 15) / 16 * 16, 0};
+        atomic_init(&j.next, 0);
+        if (cpu_pool_size(pool) == 1)
+            matmul_worker(&j, 0, 1);
+        else
+            cpu_pool_run(pool, matmul_worker, &j);
+    }
 }
 
 void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y) {
@@ -104,6 +204,26 @@ void cpu_rope(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int ne
     }
 }
 
+/* scores[j] = dot_f32(q, key j) * scale for j0 <= j <= pos, key j (hd) at kh + j * stride:
+ * KEYS keys' sums side by side (dots' reason), each in dot_f32's order. Eight, not DOTS:
+ * their rows are apart, one scalar load each, and sixteen sums spilled registers. */
+enum { KEYS = 8 };
+static void key_scores(float *scores, const float *q, const float *kh, int64_t stride, int64_t hd, int64_t j0,
+                       int64_t pos, float scale) {
+    int64_t j = j0;
+    for (; j + KEYS <= pos + 1; j += KEYS) {
+        float a[KEYS] = {0};
+        for (int64_t d = 0; d < hd; d++)
+#pragma GCC unroll 8 /* the sums in registers */
+            for (int u = 0; u < KEYS; u++)
+                a[u] += q[d] * kh[(j + u) * stride + d];
+        for (int u = 0; u < KEYS; u++)
+            scores[j + u] = a[u] * scale;
+    }
+    for (; j <= pos; j++)
+        scores[j] = dot_f32(q, kh + j * stride, hd) * scale;
+}
+
 /* One head h of one token at position pos over cache rows j0..pos: out_h (head_dim_v)
  * from q (n_head * head_dim), scores scratch (pos + 1). */
 static void attention_head(float *out, const float *q, const float *k_cache, const float *v_cache, int64_t pos,
@@ -114,12 +234,11 @@ static void attention_head(float *out, const float *q, const float *k_cache, con
     const int64_t kvh = h / (c->n_head / c->n_head_kv);
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     const float *qh = q + h * c->head_dim;
+    key_scores(scores, qh, k_cache + kvh * c->head_dim, kv_stride, c->head_dim, j0, pos, scale);
     float max = -INFINITY;
-    for (int64_t j = j0; j <= pos; j++) {
-        scores[j] = dot_f32(qh, k_cache + j * kv_stride + kvh * c->head_dim, c->head_dim) * scale;
+    for (int64_t j = j0; j <= pos; j++)
         if (scores[j] > max)
             max = scores[j];
-    }
     float sum = 0.0f;
     for (int64_t j = j0; j <= pos; j++) {
         scores[j] = expf(scores[j] - max);

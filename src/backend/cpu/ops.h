@@ -19,11 +19,15 @@
 void cpu_rmsnorm(float *y, const float *x, const float *weight, int64_t n_rows, int64_t n, float eps);
 
 /* y (n_tokens, y_stride)[:, 0..n_out) = x (n_tokens, n_in) @ W^T, ranges of output rows
- * shared out over the pool's threads. `row` is scratch for one dequantized row per
- * thread (pool size, n_in). The result for a token depends neither on n_tokens nor on
- * the thread count: prefill and decode give bit-identical logits. */
+ * shared out over the pool's threads; scratch: cpu_matmul_scratch(n_in, pool size)
+ * floats. Each output is the f32 dot product of the dequantized row and the token, its
+ * products added in order: the result for a token depends neither on n_tokens nor on
+ * the thread count, so prefill and decode give bit-identical logits. */
 void cpu_matmul(cpu_pool *pool, const er_weight *w, const float *x, int64_t n_tokens, float *y, int64_t y_stride,
-                float *row);
+                float *scratch);
+
+/* floats of cpu_matmul's scratch for rows of n_in on n_threads threads */
+int64_t cpu_matmul_scratch(int64_t n_in, int n_threads);
 
 /* y[i] = embedding row tokens[i] (n_embd floats each) */
 void cpu_get_rows(const er_weight *embd, const int32_t *tokens, int64_t n_tokens, float *y);
