@@ -862,7 +862,8 @@ static void test_model_paths(void) {
 
 
 /* The reference's matmul (every weight type, output rows not a multiple of the thread
- * count, one token and several, past one slab of 64) and attention (GQA, windows, a
+ * count, one token (rows of one and of three pieces of 256) and several, past one slab
+ * of 64) and attention (GQA, windows, a
  * cached prefix) on pools of 1 to 4 threads: bit-identical to the calling thread alone.
  * And each matmul output is its definition, bit for bit: the type's own dot_f32 of the
  * row and the token, which is the dequantized row's products added in order. */
@@ -870,7 +871,7 @@ static void test_reference_ops_threads(void) {
     static const uint32_t types[] = {ER_TYPE_F32,  ER_TYPE_F16,  ER_TYPE_BF16, ER_TYPE_Q8_0, ER_TYPE_Q4_0,
                                      ER_TYPE_Q4_1, ER_TYPE_Q5_0, ER_TYPE_Q5_1, ER_TYPE_Q2_K, ER_TYPE_Q3_K,
                                      ER_TYPE_Q4_K, ER_TYPE_Q5_K, ER_TYPE_Q6_K};
-    static const int64_t shapes[][3] = {{256, 1, 1},  {256, 37, 1},  {512, 7, 5},
+    static const int64_t shapes[][3] = {{256, 1, 1},  {256, 37, 1},  {768, 13, 1}, {512, 7, 5},
                                         {256, 64, 3}, {256, 21, 19}, {256, 9, 70}}; /* n_in, n_out, n_tok */
     cpu_pool *pools[4] = {NULL, NULL, NULL, NULL};
     for (int p = 0; p < 4; p++)
