@@ -116,6 +116,12 @@ static void matmul_rows(const er_weight *w, const float *x, const float *xt, int
         for (int64_t o = o_begin; o < o_end; o += ROWS) {
             const int k = o_end - o < ROWS ? (int)(o_end - o) : ROWS;
             float acc[ROWS] = {0};
+            if (o + ROWS < o_end) { /* the next rows towards the cache while these are summed */
+                const uint8_t *next = w->data + (size_t)(o + ROWS) * w->row_size;
+                const size_t next_bytes = (size_t)(o_end - o - ROWS < ROWS ? o_end - o - ROWS : ROWS) * w->row_size;
+                for (size_t b = 0; b < next_bytes; b += 64)
+                    __builtin_prefetch(next + b);
+            }
             for (int64_t i0 = 0; i0 < n; i0 += CHUNK) { /* n - i0: whole blocks */
                 const int64_t len = n - i0 < CHUNK ? n - i0 : CHUNK;
                 for (int u = 0; u < ROWS; u++) { /* mine: (ROWS, len) */
