@@ -141,8 +141,9 @@ run() {
         b=$(basename "$f" .gguf)
         "$lb" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -o json > "$OUT/llamacpp-$b.json" 2> "$OUT/llamacpp-$b.err" || true
         # N: our greedy tokens per run; fewer for larger files (by name: qwen3-SIZE-...),
-        # where the CPU reference that checks them costs up to a second a token on the GPU
-        # machine's 16 cores
+        # where the CPU reference that checks them cost up to a second a token on the GPU
+        # machine's 16 cores (before 6703697 and 4114cdd, which made its decode 2.2-3.6x
+        # faster on a 2-core VM: not yet measured there, so the counts stay)
         case "$b" in
         *-4b-*) n=${N:-64} ;;
         *-8b-* | *-14b-* | *-32b-*) n=${N:-32} ;;
