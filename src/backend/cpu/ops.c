@@ -90,14 +90,12 @@ static void put_column(float *t, int u, const float *src, int64_t n) {
 /* xt (groups of DOTS tokens, each (n, DOTS)) = the k tokens of x (k, n) side by side;
  * the last group's columns past k zero */
 static void interleave(float *xt, const float *x, int64_t k, int64_t n) {
-    for (int64_t t0 = 0; t0 < k; t0 += DOTS)
-        for (int u = 0; u < DOTS; u++) {
-            if (t0 + u < k)
-                put_column(xt + t0 * n, u, x + (t0 + u) * n, n);
-            else
-                for (int64_t i = 0; i < n; i++)
-                    xt[t0 * n + i * DOTS + u] = 0.0f;
-        }
+    for (int64_t t0 = 0; t0 < k; t0 += DOTS) {
+        if (k - t0 < DOTS)
+            memset(xt + t0 * n, 0, (size_t)(DOTS * n) * sizeof *xt);
+        for (int u = 0; u < DOTS && t0 + u < k; u++)
+            put_column(xt + t0 * n, u, x + (t0 + u) * n, n);
+    }
 }
 
 int64_t cpu_matmul_scratch(int64_t n_in, int n_threads) { return (SLAB + (int64_t)n_threads * ROWS) * n_in; }
