@@ -928,7 +928,9 @@ static void test_reference_ops_threads(void) {
     }
     /* heads, kv heads, hd, hd_v, tokens, cached prefix, window */
     static const int64_t cases[][7] = {{4, 2, 64, 40, 50, 7, 0}, {2, 1, 8, 8, 9, 7, 0}, {4, 2, 64, 64, 1, 40, 0},
-                                       {6, 3, 16, 16, 5, 20, 0}, {4, 2, 32, 32, 40, 10, 16}, {4, 2, 64, 64, 1, 30, 8}};
+                                       {6, 3, 16, 16, 5, 20, 0}, {4, 2, 32, 32, 40, 10, 16}, {4, 2, 64, 64, 1, 30, 8},
+                                       {8, 2, 256, 256, 17, 100, 0}, {2, 2, 128, 128, 8, 0, 0},
+                                       {4, 1, 16, 24, 24, 3, 5}, {3, 3, 40, 8, 33, 61, 70}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         model_config c = attn_config(cases[ci]);
         const int64_t n_tok = cases[ci][4], pos0 = cases[ci][5], window = cases[ci][6], n_ctx = pos0 + n_tok + 5;
@@ -937,7 +939,8 @@ static void test_reference_ops_threads(void) {
         const size_t o_bytes = (size_t)(n_tok * o_dim) * sizeof(float);
         float *q = malloc((size_t)(n_tok * q_dim) * sizeof(float));
         float *k = malloc((size_t)nk * sizeof(float)), *v = malloc((size_t)nv * sizeof(float));
-        float *ref = malloc(o_bytes), *out = malloc(o_bytes), *scores = malloc((size_t)(4 * n_ctx) * sizeof(float));
+        float *ref = malloc(o_bytes), *out = malloc(o_bytes);
+        float *scores = malloc((size_t)(4 * cpu_attention_scratch(&c, n_ctx)) * sizeof(float)); /* 4 threads' */
         random_qkv(q, n_tok * q_dim, k, nk, v, nv);
         for (int64_t t = 0; t < n_tok; t++)
             cpu_attention_window(ref + t * o_dim, q + t * q_dim, k, v, pos0 + t, &c, scores, window);

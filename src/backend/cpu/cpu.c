@@ -103,7 +103,7 @@ static er_status context_create(const model_view *m, int reference, const backen
     cc->attn = alloc_floats(p->n_batch, c->n_head, c->head_dim_v);
     cc->gate = alloc_floats(p->n_batch, c->n_ff, 1);
     cc->up = alloc_floats(p->n_batch, c->n_ff, 1);
-    cc->scores = alloc_floats(p->n_threads, p->n_ctx, 1);
+    cc->scores = alloc_floats(p->n_threads, reference ? cpu_attention_scratch(c, p->n_ctx) : p->n_ctx, 1);
     cc->row = alloc_floats(cpu_matmul_scratch(max_in, (int)p->n_threads), 1, 1);
     cc->spans = alloc_elems(p->n_batch, 1, 1, sizeof(cpu_span));
     cc->run_n = alloc_elems(p->n_batch, 1, 1, sizeof(int64_t));

@@ -59,7 +59,8 @@ typedef struct cpu_context {
     float *attn;   /* (n_batch, n_head * head_dim_v) attention output */
     float *gate;   /* (n_batch, n_ff) */
     float *up;     /* (n_batch, n_ff) */
-    float *scores; /* (n_threads, n_ctx) attention weights of one head per thread */
+    float *scores; /* (n_threads, n_ctx) attention weights of one head per thread; the reference's
+                      (n_threads, cpu_attention_scratch(config, n_ctx)), a tile's */
     float *row;    /* (cpu_matmul_scratch(max row length, n_threads)) reference: cpu_matmul's scratch */
     cpu_span *spans;      /* (n_batch) the current batch's sequences */
     int64_t *run_n;       /* (n_batch) rows of each run of a matmul (forward.c) */

@@ -6,13 +6,14 @@
  *
  * Threads: matmul and attention split their outputs over the context's pool, so that
  * every output element is computed by one thread, by the same code and in the same
- * order as on one thread: matmul ranges of output rows, attention (token, head) pairs,
- * each taken from a counter by whichever thread is free (threadpool.h). The results are
- * bit-identical for any thread count (tests/unit/test_cpu.c). The other operations are
- * cheap beside these and stay serial.
+ * order as on one thread: matmul ranges of output rows, attention (tile of tokens, head)
+ * pairs, each taken from a counter by whichever thread is free (threadpool.h). The
+ * results are bit-identical for any thread count (tests/unit/test_cpu.c). The other
+ * operations are cheap beside these and stay serial.
  */
 #include "backend/cpu/ops.h"
 
+#include "backend/cpu/x86.h"
 #include "quant/blocks.h"
 
 #include <math.h>
@@ -249,11 +250,14 @@ static void add_values(float *restrict acc, const float *restrict v, int64_t str
             acc[d] += p[k] * v[k * stride + d];
 }
 
+/* first cache row a token at pos sees (window 0: all) */
+static int64_t first_row(int64_t pos, int64_t window) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
+
 /* One head h of one token at position pos over cache rows j0..pos: out_h (head_dim_v)
  * from q (n_head * head_dim), scores scratch (pos + 1). */
 static void attention_head(float *out, const float *q, const float *k_cache, const float *v_cache, int64_t pos,
                            const model_config *c, float *scores, int64_t window, int64_t h) {
-    const int64_t j0 = window > 0 && pos >= window ? pos - window + 1 : 0; /* first row seen */
+    const int64_t j0 = first_row(pos, window);
     const int64_t kv_stride = c->n_head_kv * c->head_dim;
     const int64_t v_stride = c->n_head_kv * c->head_dim_v;
     const int64_t kvh = h / (c->n_head / c->n_head_kv);
@@ -292,34 +296,170 @@ void cpu_attention_window(float *out, const float *q, const float *k_cache, cons
         attention_head(out, q, k_cache, v_cache, pos, c, scores, window, h);
 }
 
+/* A prompt's attention by tiles: TILE consecutive tokens of one head side by side.
+ * attention_head reads every key and value row once per token, and its scores take a
+ * strided load a product; a tile reads the rows once per TILE tokens, and its products
+ * are vector lanes, a lane a token. Each output is still attention_head's, bit for bit:
+ * every score, exp, sum, weight and add of a token in its order. Measured on a 2-core Zen
+ * 4 VM, one thread, a 1,024-token prompt at Qwen3-0.6B's heads: 55.6 ns a (token, key)
+ * pair token by token, 21.6 in tiles of plain C (SSE2), 14.6 with AVX2. */
+enum { TILE = CPU_ATTENTION_TILE, COLS = 4, COLS_AVX2 = 8, VALUE_BLOCK = 32 };
+
+/* acc[c * TILE + u] += x[r * TILE + u] * y[r * y_row + c * y_col] for u < TILE and
+ * c < N_COLS, r = 0..n_r - 1 in order: TILE * N_COLS sums side by side, each one chain
+ * of adds in r's order. Unrolled (N_COLS a constant), the sums stay in registers: 4
+ * columns are 8 SSE2 registers, 8 columns 8 AVX2 ones (4 would wait on the adds' latency).
+ * A tile's scores are these sums over the elements r of N_COLS keys (x: the queries
+ * (head_dim, TILE)); its values, over the keys r for N_COLS elements of the value rows
+ * (x: the weights (keys, TILE)). */
+#define LANES_BODY(N_COLS)                                                                                     \
+    float a[(N_COLS) * TILE];                                                                               \
+    memcpy(a, acc, sizeof a);                                                                               \
+    for (int64_t r = 0; r < n_r; r++) {                                                                     \
+        _Pragma("GCC unroll 64") for (int i = 0; i < (N_COLS) * TILE; i++) a[i] +=                          \
+            x[r * TILE + i % TILE] * y[r * y_row + i / TILE * y_col];                                       \
+    }                                                                                                       \
+    memcpy(acc, a, sizeof a);
+typedef void lanes_fn(float *acc, const float *x, const float *y, int64_t n_r, int64_t y_row, int64_t y_col);
+static void lanes_cols(float *acc, const float *x, const float *y, int64_t n_r, int64_t y_row, int64_t y_col) {
+    LANES_BODY(COLS)
+}
+static void lanes_col(float *acc, const float *x, const float *y, int64_t n_r, int64_t y_row, int64_t y_col) {
+    LANES_BODY(1)
+}
+#if CPU_X86
+/* the same C for AVX2's wider registers: its multiplies and adds round as SSE2's (no FMA:
+ * C11 contracts none), so the bits do not depend on the instruction set */
+__attribute__((target("avx2"))) static void lanes_cols_avx2(float *acc, const float *x, const float *y, int64_t n_r,
+                                                            int64_t y_row, int64_t y_col) {
+    LANES_BODY(COLS_AVX2)
+}
+#endif
+#undef LANES_BODY
+
+/* lane u's adds of attention_head's values over rows j0..j1: acc (hd_v, TILE) column u
+ * += w[j * TILE + u] * row j of vh (rows `stride` apart) */
+static void lane_values(float *acc, int u, const float *w, const float *vh, int64_t stride, int64_t hd_v,
+                        int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j <= j1; j++)
+        for (int64_t d = 0; d < hd_v; d++)
+            acc[d * TILE + u] += w[j * TILE + u] * vh[j * stride + d];
+}
+
+/* Head h of the TILE tokens at positions pos..pos + TILE - 1 (out, q: the first token's
+ * rows; tokens n_head * head_dim_v and n_head * head_dim apart) over their cache rows.
+ * scratch: cpu_attention_scratch(c, pos + TILE) floats. */
+static void attention_tile(float *out, const float *q, const float *k_cache, const float *v_cache, int64_t pos,
+                           const model_config *c, float *scratch, int64_t window, int64_t h) {
+    const int64_t hd = c->head_dim, hd_v = c->head_dim_v;
+    const int64_t kv_stride = c->n_head_kv * hd, v_stride = c->n_head_kv * hd_v;
+    const int64_t kvh = h / (c->n_head / c->n_head_kv);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *kh = k_cache + kvh * hd, *vh = v_cache + kvh * hd_v;
+    lanes_fn *wide = lanes_cols;
+    int64_t cols = COLS;
+#if CPU_X86
+    if (cpu_has_avx2())
+        wide = lanes_cols_avx2, cols = COLS_AVX2;
+#endif
+    float *qt = scratch;          /* (hd, TILE) the queries */
+    float *acc = qt + TILE * hd;  /* (hd_v, TILE) the outputs */
+    float *w = acc + TILE * hd_v; /* (pos + TILE, TILE) row j: the tokens' scores, then weights, of key j */
+    for (int64_t d = 0; d < hd; d++)
+        for (int u = 0; u < TILE; u++)
+            qt[d * TILE + u] = q[u * c->n_head * hd + h * hd + d];
+    /* token u sees rows lo[u]..pos + u; every token rows lo[TILE - 1]..pos */
+    int64_t lo[TILE];
+    for (int u = 0; u < TILE; u++)
+        lo[u] = first_row(pos + u, window);
+    const int64_t last = pos + TILE - 1;
+    memset(w + lo[0] * TILE, 0, (size_t)((last + 1 - lo[0]) * TILE) * sizeof *w);
+    int64_t j = lo[0];
+    for (; j + cols <= last + 1; j += cols)
+        wide(w + j * TILE, qt, kh + j * kv_stride, hd, 1, kv_stride);
+    for (; j <= last; j++)
+        lanes_col(w + j * TILE, qt, kh + j * kv_stride, hd, 1, kv_stride);
+    for (int u = 0; u < TILE; u++) { /* attention_head's softmax, over the rows token u sees */
+        float max = -INFINITY;
+        for (j = lo[u]; j <= pos + u; j++) {
+            w[j * TILE + u] *= scale;
+            if (w[j * TILE + u] > max)
+                max = w[j * TILE + u];
+        }
+        float sum = 0.0f;
+        for (j = lo[u]; j <= pos + u; j++) {
+            w[j * TILE + u] = expf(w[j * TILE + u] - max);
+            sum += w[j * TILE + u];
+        }
+        const float inv = 1.0f / sum;
+        for (j = lo[u]; j <= pos + u; j++)
+            w[j * TILE + u] *= inv;
+    }
+    /* the values: each token's rows before the shared ones, the shared ones side by side
+     * (VALUE_BLOCK rows through every column while they are in cache), then each token's
+     * after them; none shared (a window under TILE): each token's all, one by one */
+    memset(acc, 0, (size_t)(TILE * hd_v) * sizeof *acc);
+    const int64_t shared0 = lo[TILE - 1], shared1 = pos;
+    for (int u = 0; u < TILE; u++)
+        lane_values(acc, u, w, vh, v_stride, hd_v, lo[u], shared0 <= shared1 ? shared0 - 1 : pos + u);
+    if (shared0 <= shared1) {
+        for (int64_t b = shared0; b <= shared1; b += VALUE_BLOCK) {
+            const int64_t n = shared1 + 1 - b < VALUE_BLOCK ? shared1 + 1 - b : VALUE_BLOCK;
+            int64_t d = 0;
+            for (; d + cols <= hd_v; d += cols)
+                wide(acc + d * TILE, w + b * TILE, vh + b * v_stride + d, n, v_stride, 1);
+            for (; d < hd_v; d++)
+                lanes_col(acc + d * TILE, w + b * TILE, vh + b * v_stride + d, n, v_stride, 1);
+        }
+        for (int u = 0; u < TILE; u++)
+            lane_values(acc, u, w, vh, v_stride, hd_v, shared1 + 1, pos + u);
+    }
+    for (int u = 0; u < TILE; u++)
+        for (int64_t d = 0; d < hd_v; d++)
+            out[u * c->n_head * hd_v + h * hd_v + d] = acc[d * TILE + u];
+}
+
+int64_t cpu_attention_scratch(const model_config *c, int64_t n_ctx) {
+    return TILE * (c->head_dim + c->head_dim_v + n_ctx);
+}
+
 typedef struct attention_task {
     float *out;
     const float *q;
     const float *k_cache, *v_cache;
     int64_t pos0, n_tokens;
     const model_config *c;
-    float *scores; /* (threads, n_ctx) */
+    float *scratch; /* (threads, cpu_attention_scratch(c, n_ctx)) */
     int64_t n_ctx, window;
-    atomic_llong next; /* the next (token, head) pair */
+    atomic_llong next; /* the next work item: a (tile, head) pair, then a (token, head) pair */
 } attention_task;
 
-/* (token, head) pairs one at a time from a counter (later tokens cost more: no ranges). */
+/* Items one at a time from a counter (later tokens cost more: no ranges): the whole tiles'
+ * (tile, head) pairs, then the (token, head) pairs of the tokens past them. */
 static void attention_worker(void *arg, int ith, int nth) {
     attention_task *a = arg;
     const model_config *c = a->c;
-    float *scores = a->scores + (size_t)ith * (size_t)a->n_ctx;
+    float *scratch = a->scratch + (size_t)ith * (size_t)cpu_attention_scratch(c, a->n_ctx);
+    const int64_t q_row = c->n_head * c->head_dim, o_row = c->n_head * c->head_dim_v; /* a token's */
+    const int64_t n_tiled = a->n_tokens / TILE * TILE, n_items = (n_tiled / TILE + a->n_tokens - n_tiled) * c->n_head;
     (void)nth;
-    for (int64_t p; (p = atomic_fetch_add(&a->next, 1)) < a->n_tokens * c->n_head;) {
-        const int64_t t = p / c->n_head, h = p % c->n_head;
-        attention_head(a->out + t * c->n_head * c->head_dim_v, a->q + t * c->n_head * c->head_dim, a->k_cache,
-                       a->v_cache, a->pos0 + t, c, scores, a->window, h);
+    for (int64_t p; (p = atomic_fetch_add(&a->next, 1)) < n_items;) {
+        const int64_t h = p % c->n_head, i = p / c->n_head;
+        if (i < n_tiled / TILE)
+            attention_tile(a->out + i * TILE * o_row, a->q + i * TILE * q_row, a->k_cache, a->v_cache,
+                           a->pos0 + i * TILE, c, scratch, a->window, h);
+        else {
+            const int64_t t = n_tiled + i - n_tiled / TILE;
+            attention_head(a->out + t * o_row, a->q + t * q_row, a->k_cache, a->v_cache, a->pos0 + t, c, scratch,
+                           a->window, h);
+        }
     }
 }
 
 void cpu_attention_tokens(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
-                          int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
+                          int64_t pos0, int64_t n_tokens, const model_config *c, float *scratch, int64_t n_ctx,
                           int64_t window) {
-    attention_task a = {out, q, k_cache, v_cache, pos0, n_tokens, c, scores, n_ctx, window, 0};
+    attention_task a = {out, q, k_cache, v_cache, pos0, n_tokens, c, scratch, n_ctx, window, 0};
     atomic_init(&a.next, 0);
     if (cpu_pool_size(pool) == 1)
         attention_worker(&a, 0, 1);

@@ -48,12 +48,18 @@ void cpu_attention_window(float *out, const float *q, const float *k_cache, cons
                           int64_t pos, const model_config *c, float *scores, int64_t window);
 
 /* cpu_attention_window of n_tokens queries at positions pos0.. (q (n_tokens, n_head *
- * head_dim), out (n_tokens, n_head * head_dim_v)), their (token, head) pairs dealt over
- * the pool's threads, each computed exactly as cpu_attention_window computes it;
- * scores: scratch (pool size, n_ctx), n_ctx > pos0 + n_tokens - 1. */
+ * head_dim), out (n_tokens, n_head * head_dim_v)), each computed exactly as
+ * cpu_attention_window computes it: CPU_ATTENTION_TILE tokens of a head at a time, their
+ * (tile, head) pairs dealt over the pool's threads; scratch (pool size,
+ * cpu_attention_scratch(c, n_ctx)), n_ctx > pos0 + n_tokens - 1. */
 void cpu_attention_tokens(cpu_pool *pool, float *out, const float *q, const float *k_cache, const float *v_cache,
-                          int64_t pos0, int64_t n_tokens, const model_config *c, float *scores, int64_t n_ctx,
+                          int64_t pos0, int64_t n_tokens, const model_config *c, float *scratch, int64_t n_ctx,
                           int64_t window);
+
+enum { CPU_ATTENTION_TILE = 8 };
+
+/* floats of a thread's cpu_attention_tokens scratch */
+int64_t cpu_attention_scratch(const model_config *c, int64_t n_ctx);
 
 /* gate[i] = silu(gate[i]) * up[i] */
 void cpu_swiglu(float *gate, const float *up, int64_t n);
