@@ -52,21 +52,35 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
 enum { DOTS = 16, SLAB = 64, ROWS = 8, CHUNK = 256 };
 _Static_assert(CHUNK % QK_K == 0, "a chunk is whole blocks of every type");
 
-/* acc[u] += the products of column u of t (n, DOTS) and v (n), for u < DOTS, added in
- * element order: dot_f32's sums (a multiply, then an add: C11 contracts no FMA), carried
- * on from acc, so the bits are dot_f32's over the elements summed so far; side by side in
- * t's rows, the compiler keeps the DOTS sums in vector registers. */
-static void dots(const float *t, const float *v, int64_t n, float acc[DOTS]) {
-    float a[DOTS];
-    memcpy(a, acc, sizeof a);
-    for (int64_t i = 0; i < n; i++) {
-        const float vi = v[i];
-#pragma GCC unroll 32 /* the sums in registers (rolled, GCC keeps DOTS of 16 in memory) */
-        for (int u = 0; u < DOTS; u++)
-            a[u] += t[i * DOTS + u] * vi;
-    }
+/* acc[(r * N_GROUPS + g) * DOTS + u] += the products of column u of group g of t
+ * (N_GROUPS groups of (n, DOTS), n * DOTS floats apart) and row r of v (N_ROWS, n), for
+ * u < DOTS, added in element order: dot_f32's sums (a multiply, then an add: C11
+ * contracts no FMA), carried on from acc, so the bits are dot_f32's over the elements
+ * summed so far; side by side in t's rows, the compiler keeps the sums in vector
+ * registers (unrolled; rolled, GCC keeps 16 in memory). One row and group are 4 SSE2
+ * registers. AVX2 takes 2 rows and 2 groups, 8 registers: 8 chains of adds in flight
+ * rather than 2, and each load of t (from L2: a slab is n * SLAB floats) used twice. */
+#define DOTS_BODY(N_ROWS, N_GROUPS)                                                                           \
+    float a[(N_ROWS) * (N_GROUPS) * DOTS];                                                                  \
+    memcpy(a, acc, sizeof a);                                                                               \
+    for (int64_t i = 0; i < n; i++) {                                                                       \
+        _Pragma("GCC unroll 2") for (int r = 0; r < (N_ROWS); r++) {                                        \
+            const float vi = v[r * n + i];                                                                  \
+            _Pragma("GCC unroll 2") for (int g = 0; g < (N_GROUPS); g++)                                    \
+                _Pragma("GCC unroll 16") for (int u = 0; u < DOTS; u++) a[(r * (N_GROUPS) + g) * DOTS + u] += \
+                    t[g * DOTS * n + i * DOTS + u] * vi;                                                    \
+        }                                                                                                   \
+    }                                                                                                       \
     memcpy(acc, a, sizeof a);
+static void dots(const float *t, const float *v, int64_t n, float *acc) { DOTS_BODY(1, 1) }
+#if CPU_X86
+/* the same C for AVX2 (its multiplies and adds round as SSE2's: the bits do not depend on
+ * the instruction set) */
+__attribute__((target("avx2"))) static void dots_avx2(const float *t, const float *v, int64_t n, float *acc) {
+    DOTS_BODY(2, 2)
 }
+#endif
+#undef DOTS_BODY
 
 /* dots for rows as they are: acc[u] += the products of row u of rows (ROWS, n) and v
  * (n), in element order. ROWS sums fit the registers of a scalar loop. */
@@ -137,13 +151,31 @@ static void matmul_rows(const er_weight *w, const float *x, const float *xt, int
         }
         return;
     }
-    for (int64_t o = o_begin; o < o_end; o++) {
-        w->traits->to_f32(w->data + (size_t)o * w->row_size, mine, n);
-        for (int64_t t0 = 0; t0 < n_tokens; t0 += DOTS) {
-            float acc[DOTS] = {0};
-            dots(xt + t0 * n, mine, n, acc);
-            for (int64_t u = 0; u < DOTS && t0 + u < n_tokens; u++)
-                y[(t0 + u) * y_stride + o] = acc[u];
+#if CPU_X86
+    const int wide = cpu_has_avx2(); /* dots_avx2: 2 rows and 2 groups at once */
+#endif
+    for (int64_t o = o_begin, n_rows; o < o_end; o += n_rows) {
+        n_rows = 1;
+#if CPU_X86
+        if (wide && o_end - o >= 2)
+            n_rows = 2;
+#endif
+        for (int64_t r = 0; r < n_rows; r++) /* mine: (n_rows, n) */
+            w->traits->to_f32(w->data + (size_t)(o + r) * w->row_size, mine + r * n, n);
+        for (int64_t t0 = 0, k; t0 < n_tokens; t0 += k) {
+            float acc[2 * 2 * DOTS] = {0}; /* (rows, groups, DOTS) */
+            k = DOTS; /* tokens this step */
+#if CPU_X86
+            if (n_rows == 2 && n_tokens - t0 > DOTS) {
+                dots_avx2(xt + t0 * n, mine, n, acc);
+                k = 2 * DOTS;
+            } else
+#endif
+                for (int64_t r = 0; r < n_rows; r++)
+                    dots(xt + t0 * n, mine + r * n, n, acc + r * 2 * DOTS);
+            for (int64_t r = 0; r < n_rows; r++)
+                for (int64_t u = 0; u < k && t0 + u < n_tokens; u++)
+                    y[(t0 + u) * y_stride + o + r] = acc[r * 2 * DOTS + u];
         }
     }
 }
