@@ -121,6 +121,7 @@ debug:
 # good and hostile files, then the independent oracles (transformers, llama.cpp, gguf).
 test: all $(BUILD)/unit_tests debug
 	$(BUILD)/unit_tests
+	EDGERUNNER_CPU_ISA=avx2 $(BUILD)/unit_tests cpu
 	EDGERUNNER_CPU_ISA=c $(BUILD)/unit_tests cpu
 	build/debug/unit_tests
 	tests/tokenizer/run.sh $(BUILD)

@@ -929,7 +929,7 @@ static void test_reference_ops_threads(void) {
     /* heads, kv heads, hd, hd_v, tokens, cached prefix, window */
     static const int64_t cases[][7] = {{4, 2, 64, 40, 50, 7, 0}, {2, 1, 8, 8, 9, 7, 0}, {4, 2, 64, 64, 1, 40, 0},
                                        {6, 3, 16, 16, 5, 20, 0}, {4, 2, 32, 32, 40, 10, 16}, {4, 2, 64, 64, 1, 30, 8},
-                                       {8, 2, 256, 256, 17, 100, 0}, {2, 2, 128, 128, 8, 0, 0},
+                                       {8, 2, 256, 256, 17, 100, 0}, {2, 2, 128, 128, 16, 0, 0},
                                        {4, 1, 16, 24, 24, 3, 5}, {3, 3, 40, 8, 33, 61, 70}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         model_config c = attn_config(cases[ci]);

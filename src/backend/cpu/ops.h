@@ -56,7 +56,7 @@ void cpu_attention_tokens(cpu_pool *pool, float *out, const float *q, const floa
                           int64_t pos0, int64_t n_tokens, const model_config *c, float *scratch, int64_t n_ctx,
                           int64_t window);
 
-enum { CPU_ATTENTION_TILE = 8 };
+enum { CPU_ATTENTION_TILE = 16 };
 
 /* floats of a thread's cpu_attention_tokens scratch */
 int64_t cpu_attention_scratch(const model_config *c, int64_t n_ctx);
