@@ -119,8 +119,8 @@ int64_t cpu_matmul_scratch(int64_t n_in, int n_threads) { return (SLAB + (int64_
  * row (to_f32: the values the type's dot_f32 multiplies) and its token, whatever
  * n_tokens: one token (x), ROWS rows at a time, CHUNK elements of each dequantized into
  * mine, the sums carried from chunk to chunk; several (xt: groups of DOTS tokens, each
- * (n, DOTS)), a row dequantized once into mine, then against each group. mine: this
- * thread's scratch, ROWS n floats. */
+ * (n, DOTS)), a row (with AVX2 two) dequantized once into mine, then against each group
+ * (with AVX2 two at a time). mine: this thread's scratch, ROWS n floats. */
 static void matmul_rows(const er_weight *w, const float *x, const float *xt, int64_t n_tokens, float *y,
                         int64_t y_stride, float *mine, int64_t o_begin, int64_t o_end) {
     const int64_t n = w->n_in;
