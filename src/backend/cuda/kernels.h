@@ -65,6 +65,9 @@ cudaError_t cuda_matvec(const cuda_weight *w, int mode, const float *x, const fl
  * for the types of cuda_wtype_int8_dot while int8 is on). For the unit tests, which run every
  * shape both ways. */
 void cuda_matvec_set_stream_min(size_t bytes);
+/* Tests: 3 forces three rows a warp and pass on every ungated streamed matrix of int8
+ * input (k_matvec_stream), 0 two, 1 the rule (matvec.cu), -1 EDGERUNNER_CUDA_STREAM_R3. */
+void cuda_matvec_set_stream_rows(int mode);
 /* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0, Q8_0) may multiply the input
  * quantized to int8 per block of 32 (d = max |x| / 127, q = round(x / d), as the batch
  * GEMM's int8 tensor cores and the CPU fast path quantize it) instead of in f32: yes

@@ -590,27 +590,28 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
             a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
 }
 
-/* The two rows warp pass r of k_matvec_stream takes, and their scales: SwiGLU/GeGLU gate
- * row r and up row r; else rows r and r + G (past the end: r again, dropped). Returns the
- * second row. */
-template <int MODE>
-static __device__ __forceinline__ int pass_rows(const uint8_t *w, const __half *d, size_t rb, size_t sb, int r,
-                                                int n_logical, int n_warps, const uint8_t *rows[2],
-                                                const __half *scales[2]) {
-    const int r1 = gated(MODE) ? n_logical + r : (r + n_warps < n_logical ? r + n_warps : r);
-    rows[0] = w + (size_t)r * rb;
-    rows[1] = w + (size_t)r1 * rb;
-    scales[0] = d + (size_t)r * (sb / 2);
-    scales[1] = d + (size_t)r1 * (sb / 2);
-    return r1;
+/* The R rows warp pass r of k_matvec_stream takes, and their scales: SwiGLU/GeGLU (R 2)
+ * gate row r and up row r; else rows r, r + G, ..., r + (R - 1) G (past the end: r again,
+ * dropped). */
+template <int MODE, int R>
+static __device__ __forceinline__ void pass_rows(const uint8_t *w, const __half *d, size_t rb, size_t sb, int r,
+                                                 int n_logical, int n_warps, const uint8_t *rows[R],
+                                                 const __half *scales[R]) {
+#pragma unroll
+    for (int k = 0; k < R; k++) {
+        const int rk = gated(MODE) ? (k ? n_logical + r : r) : (r + k * n_warps < n_logical ? r + k * n_warps : r);
+        rows[k] = w + (size_t)rk * rb;
+        scales[k] = d + (size_t)rk * (sb / 2);
+    }
 }
 
 /* A matrix too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES), every mode
  * but the head's: a resident grid stages the input once per block, then warp g of G
- * takes logical rows g, g + G, ...: two at a time, or the gate and up rows of one (SwiGLU,
- * GeGLU), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
- * where it writes it. Rows of whole 16-byte chunks only. */
-template <int WT, int MODE, bool I8>
+ * takes logical rows g, g + G, ...: R at a time, or the gate and up rows of one (SwiGLU,
+ * GeGLU; R 2), streamed from global memory (rows_dot_stream). MV_ADD reads the residual row
+ * where it writes it. Rows of whole 16-byte chunks only. R 3 where it makes two passes
+ * one (launch_stream says why). */
+template <int WT, int MODE, bool I8, int R>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
                 const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
@@ -633,12 +634,15 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     /* the first pass's rows do not depend on the previous kernel: on their way to L2
      * while this block waits for it and stages the input, where they are few
      * (STREAM_PREFETCH_MAX) */
-    constexpr int STEP = gated(MODE) ? 1 : 2; /* logical rows per warp and pass */
-    const size_t first_pass_bytes = (size_t)min(n_logical, STEP * n_warps) * parts * rb;
+    static_assert(R == 2 || (R == 3 && !gated(MODE)), "rows per warp and pass");
+    constexpr int STEP = gated(MODE) ? 1 : R; /* logical rows per warp and pass */
+    const size_t first_pass_bytes = (size_t)min(n_logical, ((pre & 2) ? 2 : STEP) * n_warps) * parts * rb;
     if (first_pass_bytes <= STREAM_PREFETCH_MAX && gw < n_logical) {
-        const int r1 = gated(MODE) ? n_logical + gw : gw + n_warps;
-        for (int k = 0; k < (gated(MODE) || r1 < n_logical ? 2 : 1); k++) {
-            const uint8_t *row = w + (size_t)(k ? r1 : gw) * rb;
+        for (int k = 0; k < R; k++) {
+            const int rk = gated(MODE) ? (k ? n_logical + gw : gw) : gw + k * n_warps;
+            if (rk >= n_logical * parts)
+                break;
+            const uint8_t *row = w + (size_t)rk * rb;
             for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128)
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
         }
@@ -647,13 +651,13 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
      * registers before the wait, so that the first dot products need not wait for HBM
      * after the input is staged (stream_chunks) */
     constexpr bool CAN_PRE = WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0;
-    stream_batch<2, STREAM_PRE_CHUNKS> first;
-    const bool have_first = CAN_PRE && pre && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
+    stream_batch<R, STREAM_PRE_CHUNKS> first;
+    const bool have_first = CAN_PRE && (pre & 1) && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
     if (have_first) {
-        const uint8_t *rows[2];
-        const __half *scales[2];
-        pass_rows<MODE>(w, d, rb, sb, gw, n_logical, n_warps, rows, scales);
-        stream_chunks<WT, 2, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
+        const uint8_t *rows[R];
+        const __half *scales[R];
+        pass_rows<MODE, R>(w, d, rb, sb, gw, n_logical, n_warps, rows, scales);
+        stream_chunks<WT, R, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
     }
     constexpr int G = STREAM_GROUPS(norm);
     float4 w0[2 * G]; /* I8: the norm weights of stage_quant's first round */
@@ -671,28 +675,27 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     __syncthreads();
 
     for (int r = gw; r < n_logical; r += STEP * n_warps) {
-        const uint8_t *rows[2];
-        const __half *scales[2];
-        const int r1 = pass_rows<MODE>(w, d, rb, sb, r, n_logical, n_warps, rows, scales);
-        float a[2];
-        rows_dot_stream<WT, I8, 2, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a, first, have_first && r == gw);
-        a[0] *= scale;
-        a[1] *= scale;
+        const uint8_t *rows[R];
+        const __half *scales[R];
+        pass_rows<MODE, R>(w, d, rb, sb, r, n_logical, n_warps, rows, scales);
+        float a[R];
+        rows_dot_stream<WT, I8, R, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a, first, have_first && r == gw);
         if (lane == 0) {
             if (MODE == MV_NORM_SWIGLU) {
-                y[r] = silu(a[0]) * a[1];
+                y[r] = silu(a[0] * scale) * (a[1] * scale);
             } else if (MODE == MV_NORM_GEGLU) {
-                y[r] = gelu_tanh(a[0]) * a[1];
+                y[r] = gelu_tanh(a[0] * scale) * (a[1] * scale);
             } else {
-                const bool second = r + n_warps < n_logical;
-                if (MODE == MV_ADD) {
-                    const float v0 = __ldcg(y + r), v1 = second ? __ldcg(y + r1) : 0.0f;
-                    a[0] += v0;
-                    a[1] += v1;
+#pragma unroll
+                for (int k = 0; k < R; k++) {
+                    const int rk = r + k * n_warps;
+                    if (rk >= n_logical)
+                        break;
+                    float v = a[k] * scale;
+                    if (MODE == MV_ADD)
+                        v += __ldcg(y + rk);
+                    y[rk] = v;
                 }
-                y[r] = a[0];
-                if (second)
-                    y[r1] = a[1];
             }
         }
     }
@@ -724,29 +727,61 @@ static int stream_pre(void) {
     return pre;
 }
 
+/* Rows per warp and pass of an ungated k_matvec_stream: 3 where two passes of 2 would not
+ * cover the matrix and one pass of 3 does (Qwen3-4B's and 8B's qkv, 6,144 rows on the
+ * H200's 2,112 warps), unless EDGERUNNER_CUDA_STREAM_R3=0 (read once; for comparison). A
+ * pass costs a warp about one round trip of its loads, whether it holds a whole row or
+ * part of one (docs/perf-log.md, nineteenth session): two passes of two rows, on a third
+ * of the warps, cost a second round trip that a third row in flight does not. */
+static int stream_r3 = -1; /* cuda_matvec_set_stream_rows; -1: from the environment */
+static int stream_r3_mode(void) {
+    if (stream_r3 < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_STREAM_R3");
+        stream_r3 = env && *env ? atoi(env) : 1;
+    }
+    return stream_r3;
+}
+static int stream_rows(int n_logical, int n_warps) {
+    const int mode = stream_r3_mode();
+    return mode == 3 || (mode && n_logical > 2 * n_warps && n_logical <= 3 * n_warps) ? 3 : 2;
+}
+
+extern "C" void cuda_matvec_set_stream_rows(int mode) { stream_r3 = mode; }
+
 /* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
  * pass of rows */
-template <int WT, int MODE, bool I8>
-static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
-                                 cudaStream_t stream) {
+template <int WT, int MODE, bool I8, int R>
+static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+                                   cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
     const size_t smem =
         staged_x_bytes(WT, I8, n_in) + (norm && !I8 ? staged_bytes((size_t)n_in * sizeof(float)) : 0);
     int per_sm = 0;
-    cudaError_t e = allow_smem(k_matvec_stream<WT, MODE, I8>, smem);
+    cudaError_t e = allow_smem(k_matvec_stream<WT, MODE, I8, R>, smem);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_matvec_stream<WT, MODE, I8>, STREAM_THREADS, smem);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_matvec_stream<WT, MODE, I8, R>, STREAM_THREADS,
+                                                          smem);
     if (e != cudaSuccess)
         return e;
-    const int rows_per_pass = gated(MODE) ? 1 : 2, n_logical = n_out / (gated(MODE) ? 2 : 1);
+    const int rows_per_pass = gated(MODE) ? 1 : R, n_logical = n_out / (gated(MODE) ? 2 : 1);
     const int wanted = (n_logical + STREAM_WARPS * rows_per_pass - 1) / (STREAM_WARPS * rows_per_pass);
     int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
     n_blocks = n_blocks < wanted ? n_blocks : wanted;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE, I8>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
-                              n_out, x, norm_w, eps, y, stream_pre());
+    return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE, I8, R>, (const uint8_t *)w->w, (const __half *)w->d,
+                              n_in, n_out, x, norm_w, eps, y, stream_pre() | (R == 3 && stream_r3_mode() == 2 ? 2 : 0));
+}
+
+/* R 3 only for the types of int8 input (the matrices of 8B and the like; fewer instances) */
+template <int WT, int MODE, bool I8>
+static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+                                 cudaStream_t stream) {
+    if constexpr (I8 && !gated(MODE))
+        if (stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3)
+            return launch_stream_r<WT, MODE, I8, 3>(w, x, norm_w, eps, y, stream);
+    return launch_stream_r<WT, MODE, I8, 2>(w, x, norm_w, eps, y, stream);
 }
 
 /* The weight bytes of a k_matvec slice on the int8 input, MV_SLICE_WEIGHTS_INT8 weights
