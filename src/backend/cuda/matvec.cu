@@ -636,7 +636,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
      * (STREAM_PREFETCH_MAX) */
     static_assert(R == 2 || (R == 3 && !gated(MODE)), "rows per warp and pass");
     constexpr int STEP = gated(MODE) ? 1 : R; /* logical rows per warp and pass */
-    const size_t first_pass_bytes = (size_t)min(n_logical, ((pre & 2) ? 2 : STEP) * n_warps) * parts * rb;
+    const size_t first_pass_bytes = (size_t)min(n_logical, STEP * n_warps) * parts * rb;
     if (first_pass_bytes <= STREAM_PREFETCH_MAX && gw < n_logical) {
         for (int k = 0; k < R; k++) {
             const int rk = gated(MODE) ? (k ? n_logical + gw : gw) : gw + k * n_warps;
@@ -652,7 +652,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
      * after the input is staged (stream_chunks) */
     constexpr bool CAN_PRE = WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0;
     stream_batch<R, STREAM_PRE_CHUNKS> first;
-    const bool have_first = CAN_PRE && (pre & 1) && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
+    const bool have_first = CAN_PRE && pre && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
     if (have_first) {
         const uint8_t *rows[R];
         const __half *scales[R];
@@ -734,16 +734,10 @@ static int stream_pre(void) {
  * part of one (docs/perf-log.md, nineteenth session): two passes of two rows, on a third
  * of the warps, cost a second round trip that a third row in flight does not. */
 static int stream_r3 = -1; /* cuda_matvec_set_stream_rows; -1: from the environment */
-static int stream_r3_mode(void) {
-    if (stream_r3 < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_STREAM_R3");
-        stream_r3 = env && *env ? atoi(env) : 1;
-    }
-    return stream_r3;
-}
 static int stream_rows(int n_logical, int n_warps) {
-    const int mode = stream_r3_mode();
-    return mode == 3 || (mode && n_logical > 2 * n_warps && n_logical <= 3 * n_warps) ? 3 : 2;
+    if (stream_r3 < 0)
+        stream_r3 = env_switch("EDGERUNNER_CUDA_STREAM_R3", 1);
+    return stream_r3 == 3 || (stream_r3 && n_logical > 2 * n_warps && n_logical <= 3 * n_warps) ? 3 : 2;
 }
 
 extern "C" void cuda_matvec_set_stream_rows(int mode) { stream_r3 = mode; }
@@ -771,7 +765,7 @@ static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const f
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE, I8, R>, (const uint8_t *)w->w, (const __half *)w->d,
-                              n_in, n_out, x, norm_w, eps, y, stream_pre() | (R == 3 && stream_r3_mode() == 2 ? 2 : 0));
+                              n_in, n_out, x, norm_w, eps, y, stream_pre());
 }
 
 /* R 3 only for the types of int8 input (the matrices of 8B and the like; fewer instances) */
