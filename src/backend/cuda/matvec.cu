@@ -36,7 +36,8 @@
  * 1,756 blocks of gate|up each read and normalized the 16 KB input: half as many bytes
  * again as the weights, through L2) and each waited for all its copies before computing;
  * the 8B step's matvecs ran at 0.7-1.0 TB/s. Each lane of it loads its first chunks into
- * registers before it waits (stream_chunks).
+ * registers before it waits (stream_chunks); the next bytes of its first pass go to L2
+ * after the wait, while the input is staged (stream_l2).
  *
  * Data that earlier kernels of the step wrote is read with __ldcg (L2, not L1): a
  * block that became resident early shares its multiprocessor's L1 with kernels that
@@ -501,6 +502,11 @@ static __device__ __forceinline__ uint4 stream_load(const uint8_t *row, int c) {
     return v;
 }
 
+/* Sends bytes [p, p + n) towards L2 (one instruction; p and n multiples of 16). */
+static __device__ __forceinline__ void l2_prefetch_bulk(const uint8_t *p, unsigned int n) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+}
+
 /* U 16-byte chunks of R rows for each lane, and their scales (stream_chunks; Q8_0 and
  * Q4_0: one scale a chunk) */
 template <int R, int U>
@@ -615,7 +621,7 @@ template <int WT, int MODE, bool I8, int R>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
                 const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-                int pre) {
+                int pre, int l2) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
     const bool norm = MODE == MV_NORM_STORE || gated(MODE);
@@ -631,13 +637,10 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
                     : nullptr;
     cp_async_commit();
     cp_async_commit(); /* (empty) stage_input waits for all groups but the last */
-    /* the first pass's rows do not depend on the previous kernel: on their way to L2
-     * while this block waits for it and stages the input, where they are few
-     * (STREAM_PREFETCH_MAX) */
+    /* l2 < 0: the first pass's rows, which do not depend on the previous kernel, on their
+     * way to L2 while this block waits for it and stages the input (stream_l2) */
     static_assert(R == 2 || (R == 3 && !gated(MODE)), "rows per warp and pass");
-    constexpr int STEP = gated(MODE) ? 1 : R; /* logical rows per warp and pass */
-    const size_t first_pass_bytes = (size_t)min(n_logical, STEP * n_warps) * parts * rb;
-    if (first_pass_bytes <= STREAM_PREFETCH_MAX && gw < n_logical) {
+    if (l2 < 0 && gw < n_logical) {
         for (int k = 0; k < R; k++) {
             const int rk = gated(MODE) ? (k ? n_logical + gw : gw) : gw + k * n_warps;
             if (rk >= n_logical * parts)
@@ -665,6 +668,19 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
     pdl_wait();
     pdl_launch_next();
+    /* l2 > 0: up to that many bytes of each first-pass row (past the chunks in `first`),
+     * and its scales, on their way to L2 while the input is staged (stream_l2) */
+    if constexpr (CAN_PRE)
+        if (l2 > 0 && gw < n_logical && lane < R) {
+            const int rk = gated(MODE) ? (lane ? n_logical + gw : gw) : gw + lane * n_warps;
+            const size_t from = have_first ? (size_t)STREAM_PRE_CHUNKS * 32 * 16 : 0;
+            if (rk < n_logical * parts && from < rb) {
+                const size_t n = rb - from < (size_t)l2 ? rb - from : (size_t)l2;
+                l2_prefetch_bulk(w + (size_t)rk * rb + from, (unsigned int)n);
+                if (sb % 16 == 0) /* (n_in a multiple of 256; else the scales stay as they are) */
+                    l2_prefetch_bulk(reinterpret_cast<const uint8_t *>(d) + (size_t)rk * sb, (unsigned int)sb);
+            }
+        }
     float scale = 1.0f; /* I8: the RMSNorm's 1 / rms, left out of the quants */
     if constexpr (I8)
         scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, (const float *)norm_w, norm, eps, n_in, sx.xq,
@@ -674,6 +690,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     cp_async_wait_all();
     __syncthreads();
 
+    constexpr int STEP = gated(MODE) ? 1 : R; /* logical rows per warp and pass */
     for (int r = gw; r < n_logical; r += STEP * n_warps) {
         const uint8_t *rows[R];
         const __half *scales[R];
@@ -727,6 +744,33 @@ static int stream_pre(void) {
     return pre;
 }
 
+/* k_matvec_stream's l2 for a first pass of first_rows rows of rb bytes: -1 (the whole pass
+ * to L2 before the wait) where it is at most STREAM_PREFETCH_MAX, else the bytes of each
+ * row (a multiple of 16) that go to L2 after the wait, while the input is staged: the
+ * rows' share of STREAM_POST_MB megabytes (EDGERUNNER_CUDA_STREAM_POST_MB, read once, for
+ * comparison; 0: none). HBM has little else to do then, and the previous kernel's tail
+ * is over (before the wait, bytes beyond the pass's first chunks slowed that tail:
+ * eleventh and thirteenth sessions). Measured on an H100 (docs/perf-log.md,
+ * thirty-second session), Qwen3-8B Q4_0 decode 495.3-495.5 -> 500.4-501.3 tok/s with 4 MB
+ * (qkv 672 bytes a row, down 1,024), 32B Q4_0 129.4 -> 129.7; 8 MB and more were slower
+ * (16: qkv 6.60 -> 7.04 us, down 13.82 -> 14.17); 1 KB a row of down alone, in another
+ * call: 494.6-495.1 -> 495.8-496.4. */
+#ifndef STREAM_POST_MB
+#define STREAM_POST_MB 4.0
+#endif
+static int stream_l2(int first_rows, size_t rb) {
+    static double mb = -1.0;
+    if (mb < 0.0) {
+        const char *env = getenv("EDGERUNNER_CUDA_STREAM_POST_MB");
+        mb = env && *env ? atof(env) : STREAM_POST_MB;
+        mb = mb > 0.0 && mb < 4096.0 ? mb : 0.0;
+    }
+    if ((size_t)first_rows * rb <= STREAM_PREFETCH_MAX)
+        return -1;
+    const double per_row = mb * (1 << 20) / first_rows;
+    return per_row < (double)rb ? (int)per_row & ~15 : (int)rb;
+}
+
 /* Rows per warp and pass of an ungated k_matvec_stream: 3 where two passes of 2 would not
  * cover the matrix and one pass of 3 does (Qwen3-4B's and 8B's qkv, 6,144 rows on the
  * H200's 2,112 warps), unless EDGERUNNER_CUDA_STREAM_R3=0 (read once; for comparison). A
@@ -762,10 +806,13 @@ static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const f
     const int wanted = (n_logical + STREAM_WARPS * rows_per_pass - 1) / (STREAM_WARPS * rows_per_pass);
     int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
     n_blocks = n_blocks < wanted ? n_blocks : wanted;
+    /* the first pass's rows, as the kernel counts them (its L2 prefetch before the wait) */
+    const int first_rows = min(n_logical, rows_per_pass * n_blocks * STREAM_WARPS) * (gated(MODE) ? 2 : 1);
+    const int l2 = stream_l2(first_rows, cuda_row_bytes(WT, n_in));
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec_stream<WT, MODE, I8, R>, (const uint8_t *)w->w, (const __half *)w->d,
-                              n_in, n_out, x, norm_w, eps, y, stream_pre());
+                              n_in, n_out, x, norm_w, eps, y, stream_pre(), l2);
 }
 
 /* R 3 only for the types of int8 input (the matrices of 8B and the like; fewer instances) */
