@@ -596,16 +596,23 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
             a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
 }
 
-/* The R rows warp pass r of k_matvec_stream takes, and their scales: SwiGLU/GeGLU (R 2)
- * gate row r and up row r; else rows r, r + G, ..., r + (R - 1) G (past the end: r again,
- * dropped). */
+/* Row k of warp pass r of k_matvec_stream: SwiGLU/GeGLU (R 2) gate row r and up row r
+ * (n_logical + r); else r + k G, which may be past the matrix. */
+template <int MODE>
+static __device__ __forceinline__ int pass_row(int r, int k, int n_logical, int n_warps) {
+    return gated(MODE) ? (k ? n_logical + r : r) : r + k * n_warps;
+}
+
+/* The R rows warp pass r of k_matvec_stream takes (pass_row; past the end: r again,
+ * dropped), and their scales. */
 template <int MODE, int R>
 static __device__ __forceinline__ void pass_rows(const uint8_t *w, const __half *d, size_t rb, size_t sb, int r,
                                                  int n_logical, int n_warps, const uint8_t *rows[R],
                                                  const __half *scales[R]) {
 #pragma unroll
     for (int k = 0; k < R; k++) {
-        const int rk = gated(MODE) ? (k ? n_logical + r : r) : (r + k * n_warps < n_logical ? r + k * n_warps : r);
+        int rk = pass_row<MODE>(r, k, n_logical, n_warps);
+        rk = gated(MODE) || rk < n_logical ? rk : r;
         rows[k] = w + (size_t)rk * rb;
         scales[k] = d + (size_t)rk * (sb / 2);
     }
@@ -642,7 +649,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     static_assert(R == 2 || (R == 3 && !gated(MODE)), "rows per warp and pass");
     if (l2 < 0 && gw < n_logical) {
         for (int k = 0; k < R; k++) {
-            const int rk = gated(MODE) ? (k ? n_logical + gw : gw) : gw + k * n_warps;
+            const int rk = pass_row<MODE>(gw, k, n_logical, n_warps);
             if (rk >= n_logical * parts)
                 break;
             const uint8_t *row = w + (size_t)rk * rb;
@@ -672,7 +679,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
      * and its scales, on their way to L2 while the input is staged (stream_l2) */
     if constexpr (CAN_PRE)
         if (l2 > 0 && gw < n_logical && lane < R) {
-            const int rk = gated(MODE) ? (lane ? n_logical + gw : gw) : gw + lane * n_warps;
+            const int rk = pass_row<MODE>(gw, lane, n_logical, n_warps);
             const size_t from = have_first ? (size_t)STREAM_PRE_CHUNKS * 32 * 16 : 0;
             if (rk < n_logical * parts && from < rb) {
                 const size_t n = rb - from < (size_t)l2 ? rb - from : (size_t)l2;
@@ -705,7 +712,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
             } else {
 #pragma unroll
                 for (int k = 0; k < R; k++) {
-                    const int rk = r + k * n_warps;
+                    const int rk = pass_row<MODE>(r, k, n_logical, n_warps);
                     if (rk >= n_logical)
                         break;
                     float v = a[k] * scale;
