@@ -55,7 +55,7 @@ PREFILL_BOUND = 1e-2
 # decode bound (of the largest), as they were in a CPU stand-in for CUDA (the reference
 # with K and V perturbed by 2e-6 before the rounding: gemma3-hd256, Q8_0, token 47).
 BOUNDS = {"f32": (BOUND, PREFILL_BOUND), "f16": (1e-3, 1e-2), "q8_0": (2e-2, 5e-2)}  # (decode, prefill)
-# The decode's Q4_0 head, and its layer matrices where they stream, multiply int8 activations
+# The decode's head and layer matrices in Q4_0, Q8_0, Q4_K, Q5_K and Q6_K multiply int8 activations
 # (src/backend/cuda/matvec.cu, unless EDGERUNNER_CUDA_MV_INT8=0): their input rounded per
 # block of 32 to 1/254 of its block's largest, which moves the logits far more than the
 # sums' order.
@@ -68,6 +68,9 @@ BOUNDS = {"f32": (BOUND, PREFILL_BOUND), "f16": (1e-3, 1e-2), "q8_0": (2e-2, 5e-
 # moves logits by their own size. Files whose matrices are all of other types keep the
 # bounds above; the prefill (its GEMMs, F16 tiles) keeps its own.
 INT8_BOUND = 4e-2
+# the types of those matrices (wtypes.cuh, cuda_wtype_int8_dot; Q8_0 was missing here since
+# its matvecs took the int8 input, sixteenth session)
+INT8_TYPES = ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
 N_GREEDY = 128
 
 
@@ -90,7 +93,7 @@ def logits(exe, model, backend, ids, tmp, kv):
 
 def model_info(exe, model):
     """(rows of token_embd.weight, whether CUDA's decode multiplies int8 activations: a
-    layer matrix or the output head (token_embd when tied) in Q4_0, see INT8_BOUND: whether
+    layer matrix or the output head (token_embd when tied) in INT8_TYPES, see INT8_BOUND: whether
     the matrix streams is left to the bound, an upper one), from `edgerunner info` (no
     Python GGUF reader needed)."""
     out = subprocess.run([exe, "info", "-m", model], capture_output=True, text=True, check=True).stdout
@@ -105,7 +108,7 @@ def model_info(exe, model):
     head = "output.weight" if "output.weight" in types else "token_embd.weight"
     layer = (".attn_q.", ".attn_k.", ".attn_v.", ".attn_output.", ".ffn_gate.", ".ffn_up.", ".ffn_down.")
     int8 = os.environ.get("EDGERUNNER_CUDA_MV_INT8", "").strip() != "0" and any(
-        t == "Q4_0" for name, t in types.items() if name == head or any(k in name for k in layer))
+        t in INT8_TYPES for name, t in types.items() if name == head or any(k in name for k in layer))
     return n_vocab, int8
 
 

@@ -3,9 +3,10 @@
  * random inputs: every weight type of the device layout (wtypes.cuh), every matvec mode
  * (plain, residual add, RMSNorm folded in, SwiGLU, the head's argmax), at the shapes of
  * Qwen3-0.6B, of the output head, and at small odd shapes that take the fallbacks
- * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned), Q4_0 and Q8_0 with
- * the input in f32 and, where the kernel takes it so (takes_int8: every decode matvec
- * of those types while int8 is on), quantized to int8 (the host quantizes its own
+ * (rows not a whole number of 16-byte chunks, slices not 16-byte aligned), the types of
+ * cuda_wtype_int8_dot (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) with the input in f32 and, where the
+ * kernel takes it so (takes_int8: every decode matvec of those types while int8 is on),
+ * quantized to int8 (the host quantizes its own
  * alike; run_case's bound allows one rounding apart); and the fused decode attention
  * (Q/K norm, RoPE, cache write, GQA over 1 to 3,001 positions, one or several rounds of
  * its cluster, sliding windows) and the prefill's attention (also with windows) and

@@ -27,7 +27,7 @@
  * (stage_quant: an RMSNorm's 1 / rms left out of the quants, the row's sum scaled by it
  * at the end), and the products are chunk_isum's.
  *
- * Q8_0 and Q4_0 (cuda_wtype_int8_dot), one type for the whole chain; rows whose quants
+ * Q8_0 and Q4_0 (cuda_wtype_int8_one_scale), one type for the whole chain; rows whose quants
  * and scales are whole 16-byte units (n_in a multiple of 256).
  */
 
@@ -300,7 +300,7 @@ extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
     for (int i = 0; i < n; i++) {
         const cuda_weight *w = links[i].w;
         const int mode = links[i].mode;
-        if (w->type != wt || !cuda_wtype_int8_dot(wt) || w->next || w->n_in % 256 != 0 || w->n_in > (1 << 20) ||
+        if (w->type != wt || !cuda_wtype_int8_one_scale(wt) || w->next || w->n_in % 256 != 0 || w->n_in > (1 << 20) ||
             w->n_out > (1 << 24) || ((uintptr_t)w->w & 15) || ((uintptr_t)w->d & 15) ||
             ((uintptr_t)links[i].x & 15) || ((uintptr_t)links[i].norm_w & 15) ||
             (mode != MV_ADD && mode != MV_NORM_STORE && !gated(mode)))

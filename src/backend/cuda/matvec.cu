@@ -54,8 +54,12 @@
  * to floats, FFMAs, 8 LDS.128 of inputs), and at Qwen3-8B the Q4_0 kernels were bound by
  * them at ~2 TB/s (docs/perf-log.md, "where an 8B step goes"); in int8 its 32 products
  * are 8 dp4a on 2 LDS.128 of quants, and a Q8_0 chunk's 16 are 4 dp4a on one (wtypes.cuh
- * gives Q8_0's figures). Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every other
- * type: the switch is a template argument, I8, of each kernel). The block
+ * gives Q8_0's figures). So do Q4_K, Q5_K and Q6_K, the types of the _K_M files
+ * (chunk_qsum: a chunk is one input block, its sub-block scale and offset applied to
+ * the integer sums; their f32 dot decoded every element to a float, as Q4_0's did).
+ * Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every other type; the K types alone
+ * with EDGERUNNER_CUDA_MV_INT8_K=0: the switch is a template argument, I8, of each
+ * kernel). The block
  * quantizes the input as it loads it (stage_quant, as chain.cu): x times the norm
  * weights, the RMSNorm's 1 / rms left out of the quants and multiplied into each row's
  * sum, so that the block reduction runs beside the quantization; into xq, swizzled as
@@ -172,8 +176,12 @@ static __device__ __forceinline__ void chunk_dots_sc(const uint4 *v, const chunk
             xq[q] = x.xq[xq_slot<WT>(c, q)];
         const xq_block xb = x.xb[c * CHUNK_ELEMS(WT) / 32];
 #pragma unroll
-        for (int k = 0; k < R; k++)
-            a[k] += (float)chunk_isum<WT>(v[k], xq, xb.sum) * (sc[k].d[0] * xb.d);
+        for (int k = 0; k < R; k++) {
+            if constexpr (cuda_wtype_int8_one_scale(WT))
+                a[k] += (float)chunk_isum<WT>(v[k], xq, xb.sum) * (sc[k].d[0] * xb.d);
+            else
+                a[k] += chunk_qsum<WT>(v[k], sc[k], xq, xb.sum) * xb.d;
+        }
     } else {
         float4 xv[CHUNK_ELEMS(WT) / 4];
         load_x<WT>(reinterpret_cast<const float4 *>(x.xs), c, xv);
@@ -660,7 +668,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     /* Q8_0 and Q4_0 (unless pre is 0): the first chunks of the first two rows in
      * registers before the wait, so that the first dot products need not wait for HBM
      * after the input is staged (stream_chunks) */
-    constexpr bool CAN_PRE = WT == CUDA_W_Q8_0 || WT == CUDA_W_Q4_0;
+    constexpr bool CAN_PRE = cuda_wtype_int8_one_scale(WT);
     stream_batch<R, STREAM_PRE_CHUNKS> first;
     const bool have_first = CAN_PRE && pre && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
     if (have_first) {
@@ -849,14 +857,21 @@ static size_t slice_bytes_int8(int wt) {
     return cuda_row_bytes(wt, MV_SLICE_WEIGHTS_INT8) + scale_row_bytes(wt, MV_SLICE_WEIGHTS_INT8);
 }
 
+/* Whether matrices of this type take the int8 input where their kernel allows:
+ * cuda_matvec_int8 and the type (cuda_wtype_int8_dot); the K types unless
+ * EDGERUNNER_CUDA_MV_INT8_K=0 (read once; for comparison: then in f32, as before). */
+static bool int8_type(int type) {
+    static const int k_on = env_switch("EDGERUNNER_CUDA_MV_INT8_K", 1);
+    return cuda_matvec_int8() && cuda_wtype_int8_dot(type) && (k_on || cuda_wtype_int8_one_scale(type));
+}
+
 /* Whether w's matvec in this mode takes k_matvec_stream (else k_matvec) */
 static bool streams(const cuda_weight *w, int mode) {
     const int parts = gated(mode) ? 2 : 1;
     const size_t row_bytes = parts * (cuda_row_bytes(w->type, w->n_in) + scale_row_bytes(w->type, (int)w->n_in));
     size_t min_bytes = stream_min_bytes;
     if (!min_bytes)
-        min_bytes = cuda_matvec_int8() && cuda_wtype_int8_dot(w->type)
-                        ? (size_t)multiprocessors() * slice_bytes_int8(w->type)
+        min_bytes = int8_type(w->type) ? (size_t)multiprocessors() * slice_bytes_int8(w->type)
                         : MV_STREAM_MIN_BYTES;
     return cuda_row_bytes(w->type, w->n_in) % 16 == 0 && (size_t)(w->n_out / parts) * row_bytes > min_bytes;
 }
@@ -933,7 +948,7 @@ static int slice_int8(void) {
 }
 
 extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
-    if (!cuda_matvec_int8() || !cuda_wtype_int8_dot(w->type))
+    if (!int8_type(w->type))
         return 0;
     return mode == MV_NORM_ARGMAX || streams(w, mode) || slice_int8();
 }

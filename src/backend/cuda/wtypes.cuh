@@ -188,7 +188,21 @@ CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0; }
  * 0.6B (the head alone streams) 1,681 -> 1,702; the layer's matvecs (gpu_matvec_bench)
  * 8B 65.2 -> 64.4 us, 4B 47.7 -> 45.7, 1.7B 28.2 -> 26.6. (Before, at 72.2 against
  * 72.4 us, it was not worth its rounding.) */
-CUDA_WT_FN int cuda_wtype_int8_dot(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
+CUDA_WT_FN int cuda_wtype_int8_dot(int type) {
+    return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0 || type == CUDA_W_Q4_K || type == CUDA_W_Q5_K ||
+           type == CUDA_W_Q6_K;
+}
+/* Of those, the ones whose chunk has one scale and no offset (chunk_isum): the chain
+ * (chain.cu) and the streaming matvec's loads before its wait (stream_chunks) keep only
+ * that scale. Q4_K, Q5_K and Q6_K (the types of the _K_M files people run) take the int8
+ * input through chunk_qsum, a sub-block's scale and offset, or two sub-blocks' scales;
+ * in f32 their plane decode took as many instructions as Q4_0's. Measured on an H100
+ * (docs/perf-log.md, thirty-third session; f32 -> int8, alternated, random Qwen3 with
+ * llama.cpp's _K_M recipes): decode (edgerunner bench -n 128) 0.6B Q4_K_M 1,518-1,520
+ * -> 1,862-1,863 tok/s, Q5_K_M 1,474-1,475 -> 1,762-1,767, Q6_K 1,544-1,549 ->
+ * 1,820-1,831, 8B Q4_K_M 339-341 -> 410; gpu_matvec_bench's 8B layer Q4_K 66.9 -> 53.1
+ * us, Q6_K 80.1 -> 71.8. */
+CUDA_WT_FN int cuda_wtype_int8_one_scale(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
 
 #ifdef __CUDACC__
 /* ---- The device part: how the kernels read each type ---------------------------------- */
@@ -248,7 +262,7 @@ CUDA_WT_FN int cuda_wtype_int8_dot(int type) { return type == CUDA_W_Q4_0 || typ
  * Upload: repack_block, one thread per file block.
  *
  * How the kernels read them: the six functions below, a branch per type in each (and
- * chunk_isum, the int8 dot, for the types of cuda_wtype_int8_dot alone). They
+ * chunk_isum and chunk_qsum, the int8 dots, for the types of cuda_wtype_int8_dot alone). They
  * stay branches of one template, not one function per type (explicit specializations):
  * the optimizer's choices depend on that shape, and with Q4_0's elem on its own the
  * GEMM's code changed (16-bit nibble selects became 32-bit ones), while the kernels must
@@ -376,7 +390,7 @@ static __device__ __forceinline__ float chunk_dot(uint4 v, const chunk_sc &s, co
 }
 
 /* The int8 dot of chunk v of a row in the device layout, for the types of
- * cuda_wtype_int8_dot, with the input quantized per block of 32: xq[0] the 16 int8
+ * cuda_wtype_int8_one_scale, with the input quantized per block of 32: xq[0] the 16 int8
  * inputs of the chunk's first 16 elements, xq[1] (Q4_0) those of the next 16, xsum the
  * sum of the block's 32 input quants. Q4_0: a chunk is a block, byte j holds element j in
  * the low nibble and j + 16 in the high one, each q + 8. Q8_0: a chunk is half a block,
@@ -385,7 +399,7 @@ static __device__ __forceinline__ float chunk_dot(uint4 v, const chunk_sc &s, co
  * weight's and the input's block scales. */
 template <int WT>
 static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xsum) {
-    static_assert(WT == CUDA_W_Q4_0 || WT == CUDA_W_Q8_0, "cuda_wtype_int8_dot's types");
+    static_assert(cuda_wtype_int8_one_scale(WT), "cuda_wtype_int8_one_scale's types");
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
     const int x0[4] = {xq[0].x, xq[0].y, xq[0].z, xq[0].w};
     if (WT == CUDA_W_Q8_0) {
@@ -403,6 +417,36 @@ static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xs
         s = __dp4a((int)((words[i] >> 4) & 0x0f0f0f0fu), x1[i], s);
     }
     return s;
+}
+
+/* The int8 dot of chunk v of a Q4_K, Q5_K or Q6_K row (scales s: chunk_scale) with the
+ * input quantized per block of 32 (xq, xsum as chunk_isum's), in units of the input
+ * block's scale. The chunk is the block: word i holds elements 4 i .. 4 i + 3 in its low
+ * nibbles (group 0, xq[0]) and 16 + 4 i .. in its high ones (group 1, xq[1]), with the
+ * high bits of word_vals. Q4_K and Q5_K: one sub-block, value = d q + m, so the dot is d
+ * times the integer sum plus m times the input's; Q6_K: two sub-blocks of 16 (groups 0
+ * and 1), value = d_g (q - 32), q - 32 a signed byte (__vsub4) for dp4a. */
+template <int WT>
+static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, const int4 *xq, int xsum) {
+    static_assert(WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K || WT == CUDA_W_Q6_K, "the K types of cuda_wtype_int8_dot");
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    const int xg[2][4] = {{xq[0].x, xq[0].y, xq[0].z, xq[0].w}, {xq[1].x, xq[1].y, xq[1].z, xq[1].w}};
+    int sum[2] = {0, 0};
+#pragma unroll
+    for (int g = 0; g < 2; g++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t q = (words[i] >> (4 * g)) & 0x0f0f0f0fu;
+            if (WT == CUDA_W_Q5_K)
+                q |= ((s.h[0] >> (4 * g + i)) << 4) & 0x10101010u;
+            if (WT == CUDA_W_Q6_K)
+                q = __vsub4(q | (((word_high_bits<WT>(s, i) >> (4 * (i >> 1) + 2 * g)) << 4) & 0x30303030u),
+                            0x20202020u);
+            sum[g] = __dp4a((int)q, xg[g][i], sum[g]);
+        }
+    if (WT == CUDA_W_Q6_K)
+        return s.d[0] * (float)sum[0] + s.d[1] * (float)sum[1];
+    return s.d[0] * (float)(sum[0] + sum[1]) + s.m[0] * (float)xsum;
 }
 
 /* 32-bit word at byte offset `at` (a multiple of 4) of a row's scales */
