@@ -540,7 +540,8 @@ static __device__ __forceinline__ void stream_chunks(const uint8_t *const *row, 
 #pragma unroll
         for (int k = 0; k < R; k++) {
             b.v[u][k] = stream_load(row[k], c + 32 * u);
-            b.d[u][k] = chunk_scale<WT>(d[k], c + 32 * u).d[0];
+            if constexpr (cuda_wtype_int8_one_scale(WT)) /* (Q4_K, Q5_K: their scales after the wait) */
+                b.d[u][k] = chunk_scale<WT>(d[k], c + 32 * u).d[0];
         }
 }
 
@@ -578,7 +579,7 @@ static __device__ __forceinline__ void rows_dot_stream(const uint8_t *const *row
             chunk_sc sc[R];
 #pragma unroll
             for (int k = 0; k < R; k++) {
-                if (u < STREAM_PRE_CHUNKS && pre) {
+                if (u < STREAM_PRE_CHUNKS && pre && cuda_wtype_int8_one_scale(WT)) {
                     sc[k] = {};
                     sc[k].d[0] = first.d[u < STREAM_PRE_CHUNKS ? u : 0][k];
                 } else {
@@ -665,10 +666,10 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
         }
     }
-    /* Q8_0 and Q4_0 (unless pre is 0): the first chunks of the first two rows in
-     * registers before the wait, so that the first dot products need not wait for HBM
-     * after the input is staged (stream_chunks) */
-    constexpr bool CAN_PRE = cuda_wtype_int8_one_scale(WT);
+    /* the types of cuda_wtype_stream_pre (unless pre is 0): the first chunks of the first
+     * two rows in registers before the wait, so that the first dot products need not wait
+     * for HBM after the input is staged (stream_chunks) */
+    constexpr bool CAN_PRE = cuda_wtype_stream_pre(WT, I8);
     stream_batch<R, STREAM_PRE_CHUNKS> first;
     const bool have_first = CAN_PRE && pre && gw < n_logical && n_in / CHUNK_ELEMS(WT) >= 32 * STREAM_CHUNKS;
     if (have_first) {

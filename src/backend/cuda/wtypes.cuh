@@ -203,6 +203,19 @@ CUDA_WT_FN int cuda_wtype_int8_dot(int type) {
  * 1,820-1,831, 8B Q4_K_M 339-341 -> 410; gpu_matvec_bench's 8B layer Q4_K 66.9 -> 53.1
  * us, Q6_K 80.1 -> 71.8. */
 CUDA_WT_FN int cuda_wtype_int8_one_scale(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
+/* The types whose streaming matvec (matvec.cu, stream_chunks) loads the first chunks of
+ * its first pass before it waits for the previous kernel, and sends the rest of that
+ * pass to L2 after (stream_l2): Q8_0 and Q4_0, and on the int8 input Q4_K and Q5_K (their
+ * scales read after the wait). Measured (docs/perf-log.md, thirty-third session;
+ * gpu_matvec_bench's 8B layer without / with): H200 Q4_K 45.19-45.26 / 44.34-44.35 us,
+ * Q5_K 51.89-51.92 / 50.84-50.85; H100 Q4_K 53.04 / 50.82. Random Qwen3-8B Q4_K_M decode
+ * (edgerunner bench -n 128, alternated): H100 410.7-411.4 / 422.9-423.1 tok/s; H200
+ * 486.6-487.3 / 491.5-491.6 with Q6_K's loads before the wait too. Not Q6_K: H200
+ * 59.61-59.66 / 60.57-60.64 (gate|up and down slower; its instances of three rows a pass
+ * spilled). */
+CUDA_WT_FN int cuda_wtype_stream_pre(int type, int int8) {
+    return cuda_wtype_int8_one_scale(type) || (int8 && (type == CUDA_W_Q4_K || type == CUDA_W_Q5_K));
+}
 
 #ifdef __CUDACC__
 /* ---- The device part: how the kernels read each type ---------------------------------- */
