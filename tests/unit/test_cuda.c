@@ -1613,7 +1613,7 @@ void test_cuda(void) {
     /* (n_out, n_in): Qwen3-0.6B's qkv, wo, gate|up, down; small and odd shapes; rows of
      * Qwen3-4B's and 8B's inputs (2,560, 9,728, 12,288), whose chunks are not always a
      * whole number of the streaming kernel's 32-chunk items; last, a matrix whose slices
-     * pass 64 KB a multiprocessor in Q4_0 and Q8_0 (k_matvec's slices on the int8 input go
+     * pass 64 KB a multiprocessor in the types of int8 input (k_matvec's slices on it go
      * to 120K weights: this one's are exactly that), for those types only (big_shape) */
     static const int shapes[][2] = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}, {64, 64},
                                     {300, 96}, {38, 160}, {2, 32}, {37, 768}, {5, 256},

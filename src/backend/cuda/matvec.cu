@@ -19,8 +19,8 @@
  *      tok/s (Q8_0) and 1,980 against 1,783 (Q4_0), fifteenth session; blocks of 256
  *      threads, two a multiprocessor, 1,700 against 1,557 (Q8_0) and 1,996 against 1,572
  *      (Q4_0), seventeenth session: qkv and gate|up gained, wo and down lost more);
- *   3. stages the input vector (normalized; Q4_0 and Q8_0 quantize it to int8, below,
- *      and take 40-56 registers) and does the dot products out of shared memory.
+ *   3. stages the input vector (normalized; the types of cuda_wtype_int8_dot quantize it
+ *      to int8, below, and take 40-58 registers) and does the dot products out of shared memory.
  * The step's critical path is then mostly the chain of small dependent pieces (wait,
  * stage, reduce, store). Letting the next kernel launch before the wait, so that
  * several kernels' copies are in flight, measured slower (710 against 677 us per
@@ -29,7 +29,7 @@
  * The output head (151,936 rows for Qwen3) is too large for that: k_head streams it
  * with every warp of a resident grid walking rows, folding in the argmax. So do the
  * layer matrices too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES; for
- * Q8_0 and Q4_0 on the int8 input, one slice of MV_SLICE_WEIGHTS_INT8 weights: none of
+ * the types on the int8 input, one slice of MV_SLICE_WEIGHTS_INT8 weights: none of
  * Qwen3-0.6B's, 1.7B's gate|up, 4B's gate|up and down, all of 8B's; and the gate|up of
  * F16/F32 models from 0.6B on, whose speed there is not measured yet): k_matvec_stream.
  * With slices, their many waves of blocks each staged the input again (at Qwen3-8B
