@@ -19,8 +19,9 @@
  *      tok/s (Q8_0) and 1,980 against 1,783 (Q4_0), fifteenth session; blocks of 256
  *      threads, two a multiprocessor, 1,700 against 1,557 (Q8_0) and 1,996 against 1,572
  *      (Q4_0), seventeenth session: qkv and gate|up gained, wo and down lost more);
- *   3. stages the input vector (normalized; the types of cuda_wtype_int8_dot quantize it
- *      to int8, below, and take 40-58 registers) and does the dot products out of shared memory.
+ *   3. stages the input vector (normalized; the types of cuda_wtype_int8_dot quantize
+ *      it to int8, below, and take 40-58 registers) and does the dot products out of
+ *      shared memory.
  * The step's critical path is then mostly the chain of small dependent pieces (wait,
  * stage, reduce, store). Letting the next kernel launch before the wait, so that
  * several kernels' copies are in flight, measured slower (710 against 677 us per

@@ -187,21 +187,22 @@ CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0; }
  * (H200, sixteenth session, docs/perf-log.md): Qwen3-8B decode 371.4 -> 383.2 tok/s,
  * 0.6B (the head alone streams) 1,681 -> 1,702; the layer's matvecs (gpu_matvec_bench)
  * 8B 65.2 -> 64.4 us, 4B 47.7 -> 45.7, 1.7B 28.2 -> 26.6. (Before, at 72.2 against
- * 72.4 us, it was not worth its rounding.) */
+ * 72.4 us, it was not worth its rounding.)
+ * Q4_K, Q5_K and Q6_K too (the types of the _K_M files people run), through chunk_qsum: a
+ * sub-block's scale and offset, or two sub-blocks' scales, applied to the integer sums;
+ * in f32 their plane decode (word_vals) took as many instructions as Q4_0's. Measured
+ * on an H100 (docs/perf-log.md, thirty-third session; f32 -> int8, alternated, random
+ * Qwen3 with llama.cpp's _K_M recipes): decode (edgerunner bench -n 128) 0.6B Q4_K_M
+ * 1,518-1,520 -> 1,862-1,863 tok/s, Q5_K_M 1,474-1,475 -> 1,762-1,767, Q6_K 1,544-1,549
+ * -> 1,820-1,831, 8B Q4_K_M 339-341 -> 410; gpu_matvec_bench's 8B layer Q4_K 66.9 ->
+ * 53.1 us, Q6_K 80.1 -> 71.8. */
 CUDA_WT_FN int cuda_wtype_int8_dot(int type) {
     return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0 || type == CUDA_W_Q4_K || type == CUDA_W_Q5_K ||
            type == CUDA_W_Q6_K;
 }
 /* Of those, the ones whose chunk has one scale and no offset (chunk_isum): the chain
- * (chain.cu) and the streaming matvec's loads before its wait (stream_chunks) keep only
- * that scale. Q4_K, Q5_K and Q6_K (the types of the _K_M files people run) take the int8
- * input through chunk_qsum, a sub-block's scale and offset, or two sub-blocks' scales;
- * in f32 their plane decode took as many instructions as Q4_0's. Measured on an H100
- * (docs/perf-log.md, thirty-third session; f32 -> int8, alternated, random Qwen3 with
- * llama.cpp's _K_M recipes): decode (edgerunner bench -n 128) 0.6B Q4_K_M 1,518-1,520
- * -> 1,862-1,863 tok/s, Q5_K_M 1,474-1,475 -> 1,762-1,767, Q6_K 1,544-1,549 ->
- * 1,820-1,831, 8B Q4_K_M 339-341 -> 410; gpu_matvec_bench's 8B layer Q4_K 66.9 -> 53.1
- * us, Q6_K 80.1 -> 71.8. */
+ * (chain.cu) and the streaming matvec's scales loaded before its wait (stream_chunks)
+ * keep only that scale. */
 CUDA_WT_FN int cuda_wtype_int8_one_scale(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
 /* The types whose streaming matvec (matvec.cu, stream_chunks) loads the first chunks of
  * its first pass before it waits for the previous kernel, and sends the rest of that
