@@ -339,11 +339,10 @@ CUDA_WT_FN int plane_bias(int wt) {
     return wt == CUDA_W_Q5_0 ? 16 : wt == CUDA_W_Q6_K ? 32 : wt == CUDA_W_Q3_K ? 4 : 0;
 }
 
-/* Plane types: the values of elements 16 g + 4 i + 0..3 of a chunk from its word i, u,
- * with the group's scale d and offset m and the word's high bits hb (H, or G / M of
- * word i). Codes go into the mantissa of 2^23 as in q4_byte, then one FMA each. */
+/* Plane types: the codes (q + bias, one a byte) of elements 16 g + 4 i + 0..3 of a chunk
+ * from its word i, u, and the word's high bits hb (H, or G / M of word i). */
 template <int WT>
-static __device__ __forceinline__ float4 word_vals(uint32_t u, float d, float m, uint32_t hb, int g, int i) {
+static __device__ __forceinline__ uint32_t word_codes(uint32_t u, uint32_t hb, int g, int i) {
     uint32_t q;
     if (cuda_wtype_quant_elems(WT) == 2) { /* 4-bit plane */
         q = (u >> (4 * g)) & 0x0f0f0f0fu;
@@ -356,6 +355,15 @@ static __device__ __forceinline__ float4 word_vals(uint32_t u, float d, float m,
         if (WT == CUDA_W_Q3_K)
             q |= ((hb >> (4 * (i >> 1) + g)) << 2) & 0x04040404u;
     }
+    return q;
+}
+
+/* Plane types: the values of elements 16 g + 4 i + 0..3 of a chunk from its word i, u,
+ * with the group's scale d and offset m and the word's high bits hb (word_codes). Codes
+ * go into the mantissa of 2^23 as in q4_byte, then one FMA each. */
+template <int WT>
+static __device__ __forceinline__ float4 word_vals(uint32_t u, float d, float m, uint32_t hb, int g, int i) {
+    const uint32_t q = word_codes<WT>(u, hb, g, i);
     const float magic = 8388608.0f + (float)plane_bias(WT);
     float4 v;
     v.x = fmaf(d, __int_as_float((int)__byte_perm(q, 0x4B000000u, 0x7540u)) - magic, m);
@@ -437,12 +445,13 @@ static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xs
  * input quantized per block of 32 (xq, xsum as chunk_isum's), in units of the input
  * block's scale. The chunk is the block: word i holds elements 4 i .. 4 i + 3 in its low
  * nibbles (group 0, xq[0]) and 16 + 4 i .. in its high ones (group 1, xq[1]), with the
- * high bits of word_vals. Q4_K and Q5_K: one sub-block, value = d q + m, so the dot is d
+ * high bits of word_codes. Q4_K and Q5_K: one sub-block, value = d q + m, so the dot is d
  * times the integer sum plus m times the input's; Q6_K: two sub-blocks of 16 (groups 0
  * and 1), value = d_g (q - 32), q - 32 a signed byte (__vsub4) for dp4a. */
 template <int WT>
 static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, const int4 *xq, int xsum) {
-    static_assert(WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K || WT == CUDA_W_Q6_K, "the K types of cuda_wtype_int8_dot");
+    static_assert(cuda_wtype_int8_dot(WT) && !cuda_wtype_int8_one_scale(WT) && cuda_wtype_quant_elems(WT) == 2,
+                  "the 4-bit plane types of cuda_wtype_int8_dot");
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
     const int xg[2][4] = {{xq[0].x, xq[0].y, xq[0].z, xq[0].w}, {xq[1].x, xq[1].y, xq[1].z, xq[1].w}};
     int sum[2] = {0, 0};
@@ -450,12 +459,9 @@ static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, c
     for (int g = 0; g < 2; g++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t q = (words[i] >> (4 * g)) & 0x0f0f0f0fu;
-            if (WT == CUDA_W_Q5_K)
-                q |= ((s.h[0] >> (4 * g + i)) << 4) & 0x10101010u;
+            uint32_t q = word_codes<WT>(words[i], word_high_bits<WT>(s, i), g, i);
             if (WT == CUDA_W_Q6_K)
-                q = __vsub4(q | (((word_high_bits<WT>(s, i) >> (4 * (i >> 1) + 2 * g)) << 4) & 0x30303030u),
-                            0x20202020u);
+                q = __vsub4(q, 0x20202020u); /* q - 32 */
             sum[g] = __dp4a((int)q, xg[g][i], sum[g]);
         }
     if (WT == CUDA_W_Q6_K)
