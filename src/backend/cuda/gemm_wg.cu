@@ -1,7 +1,8 @@
 /*
  * gemm_wg.cu - the prefill's large matrix products on Hopper's warpgroup tensor cores
- * (wgmma, sm_90a):  Y (T, ldy) f32 (+)= X (T, K) f16 . W (N, K)^T  for Q8_0 and Q4_0
- * weights, K a multiple of 64 and N of 128 (every Qwen3 matrix), many tokens.
+ * (wgmma, sm_90a):  Y (T, ldy) f32 (+)= X (T, K) f16 . W (N, K)^T  for Q8_0, Q4_0 and
+ * the K types of the _K_M files (Q4_K, Q5_K, Q6_K: wg_plane), K a multiple of 64 and N
+ * of 128 (every Qwen3 matrix), many tokens.
  *
  * gemm.cu's tiles (mma.sync, 4 warps, 128 x 64) reach ~160 TFLOP/s at Qwen3-8B's shapes
  * and 512 tokens, where the prefill is ~95% GEMM. Here a block of two warpgroups takes
@@ -107,11 +108,22 @@ static __device__ __forceinline__ void wgmma_k16(float d[BN / 2], uint64_t desc_
 /* Element offset of the 16-byte chunk c of row r in a swizzled tile. */
 static __device__ __forceinline__ int swz(int r, int c) { return r * WG_BK + ((c ^ (r & 7)) << 3); }
 
+/* The types of 4-bit planes with a K super-block (wtypes.cuh): a quant block of 32 is one
+ * 16-byte chunk, as Q4_0's, whose scales (chunk_scale: a sub-block's scale and minimum,
+ * Q5_K's and Q6_K's high bits) come from the row's super-block header. Its thread reads
+ * them from global memory (L2) a stage before it converts the chunk: they would not fit
+ * the ring's one word (Q6_K's 84 bytes a super-block are not 16-byte units). */
+#define WG_PLANE(WT) ((WT) == CUDA_W_Q4_K || (WT) == CUDA_W_Q5_K || (WT) == CUDA_W_Q6_K)
+
 /* Stage s's quants and scales of this thread's block (row at wq, its scales at wd) into
- * the ring. */
+ * the ring (WG_PLANE: the quants alone). */
 template <int WT, int BN, int R>
 static __device__ __forceinline__ void wg_load_w(wg_smem<BN, R> &sm, const uint8_t *wq, const __half *wd, int w_blk, int s) {
     const int slot = s % R, tid = threadIdx.x;
+    if (WG_PLANE(WT)) {
+        cp_async16(&sm.raw[slot][tid][0], wq + s * (WG_BK / 2) + 16 * w_blk, 16);
+        return;
+    }
     if (WT == CUDA_W_Q8_0) {
         cp_async16(&sm.raw[slot][tid][0], wq + s * WG_BK + 32 * w_blk, 16);
         cp_async16(&sm.raw[slot][tid][1], wq + s * WG_BK + 32 * w_blk + 16, 16);
@@ -135,24 +147,47 @@ static __device__ __forceinline__ void wg_load_x(wg_smem<BN, R> &sm, const __hal
 }
 
 /* This thread's quant block of stage s (row w_row, block w_blk) as F16 into W tile s % 2,
- * four 16-byte chunks, rounded as gemm.cu rounds it (gemm_half). */
+ * four 16-byte chunks, rounded as gemm.cu rounds it (gemm_half); WG_PLANE: with the
+ * chunk's scales pc (wg_plane_scales), its groups of 16 as gemm.cu's parts. */
 template <int WT, int BN, int R>
-static __device__ __forceinline__ void wg_convert(wg_smem<BN, R> &sm, int w_row, int w_blk, int s) {
+static __device__ __forceinline__ void wg_convert(wg_smem<BN, R> &sm, int w_row, int w_blk, int s,
+                                                  const chunk_sc &pc) {
     const int slot = s % R, tid = threadIdx.x;
-    const uint32_t sc = sm.scale[slot][tid];
     w_regs r;
-    r.d = __ushort_as_half((unsigned short)(w_blk ? sc >> 16 : sc & 0xffff));
     uint32_t h[16];
     r.raw[0] = sm.raw[slot][tid][0];
-    gemm_half<WT>(r, 0, h);
-    if (WT == CUDA_W_Q8_0)
-        r.raw[0] = sm.raw[slot][tid][1];
-    gemm_half<WT>(r, WT == CUDA_W_Q8_0 ? 0 : 1, h + 8);
+    if constexpr (WG_PLANE(WT)) {
+        r.h0 = pc.h[0];
+        r.h1 = pc.h[1];
+#pragma unroll
+        for (int g = 0; g < 2; g++) {
+            r.g = g;
+            r.sd = pc.d[g];
+            r.sm = pc.m[g];
+            gemm_half<WT>(r, g, h + 8 * g);
+        }
+    } else {
+        const uint32_t sc = sm.scale[slot][tid];
+        r.d = __ushort_as_half((unsigned short)(w_blk ? sc >> 16 : sc & 0xffff));
+        gemm_half<WT>(r, 0, h);
+        if (WT == CUDA_W_Q8_0)
+            r.raw[0] = sm.raw[slot][tid][1];
+        gemm_half<WT>(r, WT == CUDA_W_Q8_0 ? 0 : 1, h + 8);
+    }
     __half *tile = sm.w[s & 1];
 #pragma unroll
     for (int c = 0; c < 4; c++)
         *reinterpret_cast<uint4 *>(&tile[swz(w_row, 4 * w_blk + c)]) =
             make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
+}
+
+/* WG_PLANE: the scales of this thread's chunk of stage s (chunk 2 s + w_blk of its row,
+ * whose scales start at wd); others: none. */
+template <int WT>
+static __device__ __forceinline__ chunk_sc wg_plane_scales(const __half *wd, int w_blk, int s) {
+    if constexpr (WG_PLANE(WT))
+        return chunk_scale<WT>(wd, 2 * s + w_blk);
+    return chunk_sc{};
 }
 
 /* grid (ceil(T / BN), N / WG_BM), WG_THREADS threads, dynamic shared memory
@@ -170,7 +205,7 @@ k_gemm_wg(const cuda_weight w, const __half *__restrict__ X, int T, float *__res
     /* W: row w_row of the tile, quant block w_blk of each stage */
     const int w_row = tid >> 1, w_blk = tid & 1;
     const uint8_t *wq = (const uint8_t *)w.w + (size_t)(n0 + w_row) * cuda_row_bytes(WT, K);
-    const __half *wd = (const __half *)w.d + (size_t)(n0 + w_row) * (K / 32);
+    const __half *wd = (const __half *)w.d + (size_t)(n0 + w_row) * SCALE_HALVES(WT, K);
     /* X: chunk x_chunk of tokens x_row + 32 j */
     const int x_chunk = tid & 7, x_row = tid >> 3;
 
@@ -186,8 +221,11 @@ k_gemm_wg(const cuda_weight w, const __half *__restrict__ X, int T, float *__res
             wg_load_x<BN, R>(sm, X, T, K, t0, x_row, x_chunk, s);
         cp_async_commit();
     }
+    chunk_sc pc = wg_plane_scales<WT>(wd, w_blk, 0); /* WG_PLANE: the next stage's scales */
     cp_async_wait<R - 2>();
-    wg_convert<WT, BN, R>(sm, w_row, w_blk, 0);
+    wg_convert<WT, BN, R>(sm, w_row, w_blk, 0, pc);
+    if (n_steps > 1)
+        pc = wg_plane_scales<WT>(wd, w_blk, 1);
     fence_async_smem();
     __syncthreads();
 
@@ -207,7 +245,9 @@ k_gemm_wg(const cuda_weight w, const __half *__restrict__ X, int T, float *__res
         wg_wait<1>();
         if (s + 1 < n_steps) {
             cp_async_wait<R - 3>(); /* this thread's copies of stage s + 1 */
-            wg_convert<WT, BN, R>(sm, w_row, w_blk, s + 1);
+            wg_convert<WT, BN, R>(sm, w_row, w_blk, s + 1, pc);
+            if (s + 2 < n_steps) /* a stage of mma to arrive in */
+                pc = wg_plane_scales<WT>(wd, w_blk, s + 2);
         }
         fence_async_smem();
         __syncthreads(); /* stage s + 1 complete; every warpgroup past stage s - 1 */
@@ -278,7 +318,8 @@ static cudaError_t launch_wg_bn(const cuda_weight *w, const __half *X, int T, fl
 
 extern "C" int cuda_gemm_wg_fits(const cuda_weight *w, int n_tokens) {
 #ifdef ER_CUDA_WGMMA
-    return (w->type == CUDA_W_Q8_0 || w->type == CUDA_W_Q4_0) && w->n_in % WG_BK == 0 && w->n_out % WG_BM == 0 &&
+    return (w->type == CUDA_W_Q8_0 || w->type == CUDA_W_Q4_0 || WG_PLANE(w->type)) && w->n_in % WG_BK == 0 &&
+           w->n_in % cuda_wtype_block(w->type) == 0 && w->n_out % WG_BM == 0 &&
            n_tokens >= 1 && (n_tokens + 127) / 128 <= 65535 && w->n_out / WG_BM <= 65535;
 #else
     (void)w;
@@ -309,9 +350,14 @@ extern "C" cudaError_t cuda_gemm_wg(const cuda_weight *w, const uint16_t *x, int
         return cudaErrorInvalidValue;
 #ifdef ER_CUDA_WGMMA
     const __half *X = reinterpret_cast<const __half *>(x);
-    return w->type == CUDA_W_Q8_0
-               ? launch_wg_bn<CUDA_W_Q8_0>(w, X, n_tokens, y, ldy, accumulate, block_tokens, stream)
-               : launch_wg_bn<CUDA_W_Q4_0>(w, X, n_tokens, y, ldy, accumulate, block_tokens, stream);
+    switch (w->type) {
+    case CUDA_W_Q8_0: return launch_wg_bn<CUDA_W_Q8_0>(w, X, n_tokens, y, ldy, accumulate, block_tokens, stream);
+    case CUDA_W_Q4_0: return launch_wg_bn<CUDA_W_Q4_0>(w, X, n_tokens, y, ldy, accumulate, block_tokens, stream);
+    case CUDA_W_Q4_K: return launch_wg_bn<CUDA_W_Q4_K>(w, X, n_tokens, y, ldy, accumulate, block_tokens, stream);
+    case CUDA_W_Q5_K: return launch_wg_bn<CUDA_W_Q5_K>(w, X, n_tokens, y, ldy, accumulate, block_tokens, stream);
+    case CUDA_W_Q6_K: return launch_wg_bn<CUDA_W_Q6_K>(w, X, n_tokens, y, ldy, accumulate, block_tokens, stream);
+    }
+    return cudaErrorInvalidValue;
 #else
     (void)x;
     (void)y;

@@ -245,10 +245,10 @@ cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_tokens, flo
                       cudaStream_t stream);
 /* cuda_gemm on Hopper's warpgroup tensor cores (gemm_wg.cu), for one part of w (w->next
  * is not followed), block_tokens (128 or 256) tokens a block: the same F16 weights and F32
- * sums, summed in another order. Only where cuda_gemm_wg_fits (Q8_0 or Q4_0, n_in % 64
- * == 0, n_out % 128 == 0, a build for sm_90a). cuda_gemm takes it where
- * cuda_gemm_wg_tokens gives a block's tokens (0: it does not fit, or fewer than
- * CUDA_GEMM_WG_MIN_TOKENS tokens). */
+ * sums, summed in another order. Only where cuda_gemm_wg_fits (Q8_0, Q4_0, Q4_K, Q5_K or
+ * Q6_K, n_in a multiple of 64 and of the type's block, n_out of 128, a build for sm_90a).
+ * cuda_gemm takes it where cuda_gemm_wg_tokens gives a block's tokens (0: it does not fit,
+ * or fewer than CUDA_GEMM_WG_MIN_TOKENS tokens). */
 enum { CUDA_GEMM_WG_MIN_TOKENS = 65 };
 int cuda_gemm_wg_fits(const cuda_weight *w, int n_tokens);
 int cuda_gemm_wg_tokens(const cuda_weight *w, int n_tokens);
