@@ -501,12 +501,15 @@ static __device__ __forceinline__ chunk_sc chunk_scale(const __half *d_row, int 
         /* the 6-bit scale and minimum of sub-block j from the file's 12 bytes q (words
          * w0, w1, w2), as get_scale_min_k4 */
         const int base = (c >> 3) * SB, j = c & 7, k = j & 3;
-        const uint32_t a = byte_of(scale_word(d_row, base + 4), k), b = byte_of(scale_word(d_row, base + 8), k);
-        const uint32_t e = byte_of(scale_word(d_row, base + 12), k);
+        /* the super-block's first 16 bytes in one load (base and the rows' scales are
+         * 16-byte units): f16 d and dmin, then the 12 scale bytes */
+        const uint4 head = *reinterpret_cast<const uint4 *>(reinterpret_cast<const uint8_t *>(d_row) + base);
+        const uint32_t a = byte_of(head.y, k), b = byte_of(head.z, k), e = byte_of(head.w, k);
         const uint32_t sc = j < 4 ? a & 63 : (e & 15) | ((a >> 6) << 4);
         const uint32_t mn = j < 4 ? b & 63 : (e >> 4) | ((b >> 6) << 4);
-        s.d[0] = s.d[1] = scale_half(d_row, base) * (float)sc;
-        s.m[0] = s.m[1] = -(scale_half(d_row, base + 2) * (float)mn);
+        const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&head.x));
+        s.d[0] = s.d[1] = dm.x * (float)sc;
+        s.m[0] = s.m[1] = -(dm.y * (float)mn);
         if (WT == CUDA_W_Q5_K)
             s.h[0] = scale_word(d_row, base + 16 + 4 * j);
     } else if (WT == CUDA_W_Q6_K) {
