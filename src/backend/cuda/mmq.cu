@@ -1,5 +1,6 @@
 /*
- * mmq.cu - the batch GEMM of Q8_0 and Q4_0 weights on the int8 tensor cores (as llama.cpp's MMQ):
+ * mmq.cu - the batch GEMM of Q8_0, Q4_0 and K-quant (Q4_K, Q5_K, Q6_K) weights on the int8
+ * tensor cores (as llama.cpp's MMQ):
  * y (T, ldy) (+)= X (T, K) . W (N, K)^T with X quantized per block of 32 as the CPU's dot
  * quantizes it (d = max |x| / 127, q = round(x / d)), so that a block's product of
  * weight and input quants is an exact integer (mma.m16n8k32.s8, S32 sums) and only its
@@ -7,7 +8,7 @@
  *
  *   y[t][n] = sum over blocks b in order of  (float) isum(b, t, n) * (dw[n][b] * dx[t][b])
  *
- * (fmaf, block by block). That makes a token's row of y the same whatever else the
+ * (fmaf, block by block; the K types: mma_block_k). That makes a token's row of y the same whatever else the
  * batch holds, whatever the tile: the integer does not depend on the order of its 32
  * products, nor on which lane sums them, and the F32 chain is the same for every
  * token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each weight there is
@@ -89,6 +90,61 @@ static __device__ __forceinline__ void a_frag(uint2 a0, uint2 a1, int c, uint32_
         const int sh = (c >> 1) * 4;
         af[0] = __vsub4((a0.x >> sh) & 0x0f0f0f0fu, 0x08080808u), af[1] = __vsub4((a1.x >> sh) & 0x0f0f0f0fu, 0x08080808u);
         af[2] = __vsub4((a0.y >> sh) & 0x0f0f0f0fu, 0x08080808u), af[3] = __vsub4((a1.y >> sh) & 0x0f0f0f0fu, 0x08080808u);
+    }
+}
+
+/* The K types (the ring alone: their K is a multiple of 256). A block of 32 is a chunk
+ * of their 4-bit plane, laid out as Q4_0's, with its codes' high bits (Q5_K, Q6_K) and
+ * scales in the row's scale bytes (chunk_scale, read from L2 where the block is used):
+ * value = d q + m (Q4_K, Q5_K: one sub-block), d_g (q - 32) (Q6_K: g = the element's
+ * group of 16). Word i of this lane's 8 bytes (i = 2 (c & 1) + 0 or 1) holds elements
+ * 8c..8c+7 in group c >> 1 of word_codes, as a_frag's. */
+template <int WT>
+static __device__ __forceinline__ uint32_t k_word(uint32_t u, const chunk_sc &s, int c, int i) {
+    const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), c >> 1, i);
+    return WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q; /* q - 32 */
+}
+
+/* acc += one quant block's products for the K types: rows g and g + 8 (a lane's 8 bytes
+ * a0, a1 of each, their chunk scales s0, s1) and the warp's NT tiles of staged tokens, as
+ * mma_block. Q4_K, Q5_K: d isum + m xsum, xsum (the token's quants summed) from a second
+ * mma with every weight 1; Q6_K: two mmas, each with the other group's lanes zero (lanes
+ * c < 2 hold group 0), d_0 isum_0 + d_1 isum_1. Every term by fmaf in this order. */
+template <int WT, int NT>
+static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
+                                                   const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
+                                                   int c, float acc[NT][4]) {
+    const int i0 = 2 * (c & 1);
+    uint32_t af[4] = {k_word<WT>(a0.x, s0, c, i0), k_word<WT>(a1.x, s1, c, i0), k_word<WT>(a0.y, s0, c, i0 + 1),
+                      k_word<WT>(a1.y, s1, c, i0 + 1)};
+    uint32_t bf[4]; /* the second mma's A: Q6_K's other group, else ones */
+    const bool g0 = c < 2;
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        bf[r] = WT == CUDA_W_Q6_K ? (g0 ? 0u : af[r]) : 0x01010101u;
+        if (WT == CUDA_W_Q6_K && !g0)
+            af[r] = 0u;
+    }
+    /* the scales of the first and second integers, rows g and g + 8 */
+    const float ua0 = s0.d[0], ua1 = s1.d[0];
+    const float ub0 = WT == CUDA_W_Q6_K ? s0.d[1] : s0.m[0], ub1 = WT == CUDA_W_Q6_K ? s1.d[1] : s1.m[0];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
+        int sa[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC}, sb[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        mma_s8(sa, af, bx.x, bx.y);
+        mma_s8(sb, bf, bx.x, bx.y);
+        const float dx0 = xd[(8 * j + 2 * c) * xd_t], dx1 = xd[(8 * j + 2 * c + 1) * xd_t];
+        /* Q4_K/Q5_K: sb[0] = sb[2] (token 2c) and sb[1] = sb[3] (2c + 1), the sums of
+         * the tokens' quants */
+        acc[j][0] = fmaf(__int_as_float(sa[0]) - MQ_MAGIC_F, ua0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(__int_as_float(sa[1]) - MQ_MAGIC_F, ua0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(__int_as_float(sa[2]) - MQ_MAGIC_F, ua1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(__int_as_float(sa[3]) - MQ_MAGIC_F, ua1 * dx1, acc[j][3]);
+        acc[j][0] = fmaf(__int_as_float(sb[0]) - MQ_MAGIC_F, ub0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(__int_as_float(sb[1]) - MQ_MAGIC_F, ub0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(__int_as_float(sb[2]) - MQ_MAGIC_F, ub1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(__int_as_float(sb[3]) - MQ_MAGIC_F, ub1 * dx1, acc[j][3]);
     }
 }
 
@@ -310,7 +366,10 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
     const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(MQ_THREADS), 0, stream, &attr);
 #define CALL(WT) \
     return p.xq ? cudaLaunchKernelEx(&cfg, k_mmq<WT, NT, true>, *w, p) : cudaLaunchKernelEx(&cfg, k_mmq<WT, NT, false>, *w, p)
-    CUDA_WTYPE_SWITCH_INT8(w->type, CALL);
+    switch (w->type) { /* the K types take the ring alone (use_ring) */
+        CUDA_WT_CASE_(CALL, Q8_0)
+        CUDA_WT_CASE_(CALL, Q4_0)
+    }
 #undef CALL
     return cudaErrorInvalidValue;
 }
@@ -350,8 +409,9 @@ template <int WT, int THREADS>
 static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_t n_tile, int kb0, uint8_t *st) {
     const int K = (int)w.n_in, n_blocks = K / 32;
     const size_t row_bytes = cuda_row_bytes(WT, K);
-    /* quants: 64 rows x MR_CB blocks (Q8_0 128 bytes, 8 chunks of 16 a row; Q4_0 64, 4
-     * chunks, the rest of the row's MR_ROW unused): 64 PARTS / THREADS chunks a thread */
+    /* quants: 64 rows x MR_CB blocks (Q8_0 128 bytes, 8 chunks of 16 a row; Q4_0 and the
+     * K types 64, 4 chunks, the rest of the row's MR_ROW unused): 64 PARTS / THREADS
+     * chunks a thread */
     constexpr int LOG_PARTS = WT == CUDA_W_Q8_0 ? 3 : 2, PARTS = 1 << LOG_PARTS, BB = WT == CUDA_W_Q8_0 ? 32 : 16;
     static_assert(PARTS * 16 == MR_CB * BB && 64 * PARTS % THREADS == 0, "whole chunks of a stage a thread");
 #pragma unroll
@@ -360,8 +420,9 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
         cp_async16(st + r * MR_ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part, 16);
     }
-    /* scales: 64 rows x 4 halves, 4 bytes a thread of the first 128 */
-    if (THREADS == 128 || threadIdx.x < 128) {
+    /* scales (Q8_0, Q4_0; the K types read theirs where used): 64 rows x 4 halves, 4 bytes
+     * a thread of the first 128 */
+    if (cuda_wtype_int8_one_scale(WT) && (THREADS == 128 || threadIdx.x < 128)) {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
         cp_async4(st + ring_layout<1, true, 1>::w_d + r * MR_CB * 2 + 4 * part,
@@ -415,6 +476,15 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tw = threadIdx.x >> 7;
     const int g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
+    /* the K types: the scale bytes of this lane's rows g and g + 8 (rows past N: the last) */
+    const __half *k_scales[2] = {nullptr, nullptr};
+    if constexpr (!cuda_wtype_int8_one_scale(WT)) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t n = n_tile + warp * 16 + g + 8 * h, row = n < w.n_out ? n : w.n_out - 1;
+            k_scales[h] = (const __half *)w.d + row * SCALE_HALVES(WT, (int64_t)K);
+        }
+    }
 
     /* the first stages' weights load while the previous kernel ends; their input after it */
 #pragma unroll
@@ -463,12 +533,18 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
         }
         const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + mq_lane_offset<WT>(c);
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
-        const int bb = mq_block_bytes<WT>();
+        const int bb = mq_block_bytes<WT>(), kb = kb_begin + i * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
-            mma_block<WT, NTW>(*reinterpret_cast<const uint2 *>(wq + b * bb),
-                               *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * bb), __half2float(wd[b]),
-                               __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
+            const uint2 a0 = *reinterpret_cast<const uint2 *>(wq + b * bb);
+            const uint2 a1 = *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * bb);
+            if constexpr (cuda_wtype_int8_one_scale(WT)) {
+                mma_block<WT, NTW>(a0, a1, __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c,
+                                   MR_ROW, xd + b, MR_CB, g, c, acc);
+            } else {
+                const chunk_sc s0 = chunk_scale<WT>(k_scales[0], kb + b), s1 = chunk_scale<WT>(k_scales[1], kb + b);
+                mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
+            }
         }
     }
     cp_async_wait_all();
@@ -534,14 +610,15 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
 }
 
 /* Whether w's batch GEMMs take the ring: by its shape alone (a token's numbers may not
- * depend on the batch), unless EDGERUNNER_CUDA_MMQ_RING=0 (read once; for measurements). */
+ * depend on the batch), unless EDGERUNNER_CUDA_MMQ_RING=0 (read once; for measurements).
+ * The K types always (their K is a multiple of 256; k_mmq has no path for them). */
 static bool use_ring(const cuda_weight *w) {
     static int mode = -1;
     if (mode < 0) {
         const char *env = getenv("EDGERUNNER_CUDA_MMQ_RING");
         mode = env && *env ? atoi(env) != 0 : 1;
     }
-    return mode && w->n_in % (32 * MR_CB) == 0;
+    return (mode || !cuda_wtype_int8_one_scale(w->type)) && w->n_in % (32 * MR_CB) == 0;
 }
 
 /* NT tiles of 8 tokens a block, in the ring where w's shape allows it */

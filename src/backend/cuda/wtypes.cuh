@@ -172,13 +172,23 @@ CUDA_WTYPES(CUDA_WT_CHECK_, _)
 #define CUDA_WTYPE_SWITCH(type, CALL) \
     switch (type) { CUDA_WTYPES(CUDA_WT_CASE_, CALL) }
 
-/* The types whose quants go into the int8 tensor cores with no scale of their own inside a
- * block of 32 (mmq.cu: one 8-byte load a lane, row and block, made signed by one XOR a
- * word for Q8_0, by a mask, a shift and a subtraction for Q4_0's nibbles), and the switch
- * over them alone. */
-CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0; }
+/* The types whose batch GEMMs run on the int8 tensor cores (mmq.cu: a lane's 8 bytes of a
+ * row's block of 32, made signed int8 codes by one XOR a word for Q8_0, the nibbles of
+ * Q4_0 and the 4-bit planes of the K types by word_codes), and the switch over them
+ * alone. Q8_0 and Q4_0 scale a block's integer once; Q4_K and Q5_K add their offset times
+ * the input's sum, Q6_K scales two integers (mma_block_k). */
+CUDA_WT_FN int cuda_wtype_int8_mma(int type) {
+    return type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0 || type == CUDA_W_Q4_K || type == CUDA_W_Q5_K ||
+           type == CUDA_W_Q6_K;
+}
 #define CUDA_WTYPE_SWITCH_INT8(type, CALL) \
-    switch (type) { CUDA_WT_CASE_(CALL, Q8_0) CUDA_WT_CASE_(CALL, Q4_0) }
+    switch (type) {                        \
+        CUDA_WT_CASE_(CALL, Q8_0)          \
+        CUDA_WT_CASE_(CALL, Q4_0)          \
+        CUDA_WT_CASE_(CALL, Q4_K)          \
+        CUDA_WT_CASE_(CALL, Q5_K)          \
+        CUDA_WT_CASE_(CALL, Q6_K)          \
+    }
 
 /* The types whose decode matvecs (matvec.cu) multiply their quants by the input
  * quantized to int8 per block of 32 (dp4a, chunk_isum below), as llama.cpp's MMVQ: Q4_0,
