@@ -8,18 +8,18 @@
  *
  *   y[t][n] = sum over blocks b in order of  (float) isum(b, t, n) * (dw[n][b] * dx[t][b])
  *
- * (fmaf, block by block; the K types: mma_block_k). That makes a token's row of y the same whatever else the
- * batch holds, whatever the tile: the integer does not depend on the order of its 32
- * products, nor on which lane sums them, and the F32 chain is the same for every
- * token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each weight there is
- * converted to F16 before an mma that serves at most the batch's tokens, and those
- * conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants go into
- * the mma as they are (one XOR of their bias a word), Q4_0's nibbles after a mask, a
- * shift and a subtraction a word (a_frag).
+ * (fmaf, block by block; the K types: mma_block_k). That makes a token's row of y the
+ * same whatever else the batch holds, whatever the tile: the integer does not depend on
+ * the order of its 32 products, nor on which lane sums them, and the F32 chain is the
+ * same for every token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each
+ * weight there is converted to F16 before an mma that serves at most the batch's tokens,
+ * and those conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants
+ * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
+ * shift, a mask and at most a subtraction a word (a_word).
  *
- * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix) streams
- * the weights and inputs through a ring of cp.async stages in shared memory. k_mmq (the
- * rest): a block computes 64 weight rows (16 a warp) x 8 NT tokens, K in chunks of MQ_CB
+ * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
+ * type) streams the weights and inputs through a ring of cp.async stages in shared
+ * memory. k_mmq (the rest, Q8_0 and Q4_0): a block computes 64 weight rows (16 a warp) x 8 NT tokens, K in chunks of MQ_CB
  * quant blocks: each warp's lanes hold their rows' quants of the chunk in registers (8
  * contiguous bytes a lane, row and block; the next chunk's load in flight while the mmas
  * run on this one), the block stages its tokens' quantized X of the chunk in shared
@@ -75,36 +75,26 @@ static __device__ __forceinline__ int mq_lane_offset(int c) {
     return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
 }
 
-/* A lane's 8 bytes of a quant block in rows g (a0) and g + 8 (a1), as mq_lane_offset
- * places them, into the mma's A fragment: elements 8c..8c+3 at k 4c.., 8c+4..8c+7 at
- * 16 + 4c.., each a signed byte. */
+/* Word i of a lane's 8 bytes of a block (u; i = 2 (c & 1) + 0 or 1, as mq_lane_offset
+ * places them) as four signed int8 codes of the mma's A fragment: the block's elements
+ * 8c..8c+3 (the first word) or 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR. The
+ * others are 4-bit planes (byte e: element e in its low nibble, e + 16 in its high one;
+ * Q5_K's and Q6_K's high bits in s), elements 8c.. in group c >> 1 of word_codes; Q4_0's
+ * and Q6_K's codes less their bias (8, 32: the signed byte, by the wrap of __vsub4). */
 template <int WT>
-static __device__ __forceinline__ void a_frag(uint2 a0, uint2 a1, int c, uint32_t af[4]) {
-    if (WT == CUDA_W_Q8_0) {
-        /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
-        af[0] = a0.x ^ 0x80808080u, af[1] = a1.x ^ 0x80808080u;
-        af[2] = a0.y ^ 0x80808080u, af[3] = a1.y ^ 0x80808080u;
+static __device__ __forceinline__ uint32_t a_word(uint32_t u, const chunk_sc &s, int c, int i) {
+    if constexpr (WT == CUDA_W_Q8_0) {
+        return u ^ 0x80808080u;
     } else {
-        /* Q4_0: this lane's nibbles q, then q - 8 byte by byte (the wrap of __vsub4 is the
-         * signed byte) */
-        const int sh = (c >> 1) * 4;
-        af[0] = __vsub4((a0.x >> sh) & 0x0f0f0f0fu, 0x08080808u), af[1] = __vsub4((a1.x >> sh) & 0x0f0f0f0fu, 0x08080808u);
-        af[2] = __vsub4((a0.y >> sh) & 0x0f0f0f0fu, 0x08080808u), af[3] = __vsub4((a1.y >> sh) & 0x0f0f0f0fu, 0x08080808u);
+        const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), c >> 1, i);
+        return WT == CUDA_W_Q4_0 ? __vsub4(q, 0x08080808u) : WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q;
     }
 }
 
-/* The K types (the ring alone: their K is a multiple of 256). A block of 32 is a chunk
- * of their 4-bit plane, laid out as Q4_0's, with its codes' high bits (Q5_K, Q6_K) and
- * scales in the row's scale bytes (chunk_scale, read from L2 where the block is used):
+/* The K types (the ring alone: their K is a multiple of 256): a block of 32 is a chunk of
+ * their 4-bit plane, its scales (chunk_scale) read from L2 where the block is used:
  * value = d q + m (Q4_K, Q5_K: one sub-block), d_g (q - 32) (Q6_K: g = the element's
- * group of 16). Word i of this lane's 8 bytes (i = 2 (c & 1) + 0 or 1) holds elements
- * 8c..8c+7 in group c >> 1 of word_codes, as a_frag's. */
-template <int WT>
-static __device__ __forceinline__ uint32_t k_word(uint32_t u, const chunk_sc &s, int c, int i) {
-    const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), c >> 1, i);
-    return WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q; /* q - 32 */
-}
-
+ * group of 16). */
 /* acc += one quant block's products for the K types: rows g and g + 8 (a lane's 8 bytes
  * a0, a1 of each, their chunk scales s0, s1) and the warp's NT tiles of staged tokens, as
  * mma_block. Q4_K, Q5_K: d isum + m xsum, xsum (the token's quants summed) from a second
@@ -115,8 +105,8 @@ static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chu
                                                    const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
                                                    int c, float acc[NT][4]) {
     const int i0 = 2 * (c & 1);
-    uint32_t af[4] = {k_word<WT>(a0.x, s0, c, i0), k_word<WT>(a1.x, s1, c, i0), k_word<WT>(a0.y, s0, c, i0 + 1),
-                      k_word<WT>(a1.y, s1, c, i0 + 1)};
+    uint32_t af[4] = {a_word<WT>(a0.x, s0, c, i0), a_word<WT>(a1.x, s1, c, i0), a_word<WT>(a0.y, s0, c, i0 + 1),
+                      a_word<WT>(a1.y, s1, c, i0 + 1)};
     uint32_t bf[4]; /* the second mma's A: Q6_K's other group, else ones */
     const bool g0 = c < 2;
 #pragma unroll
@@ -251,14 +241,17 @@ typedef struct mmq_args {
 } mmq_args;
 
 /* acc += one quant block's products, for a warp's rows g and g + 8 (their quants a0, a1:
- * a lane's 8 bytes, a_frag's; their scales dw0, dw1) and its NT tiles of staged tokens
- * (token t's 8 bytes at xq + t x_row, its scale at xd[t xd_t]). The arithmetic both
- * kernels share: a token's numbers come out of it alike whatever its tile or kernel. */
+ * a lane's 8 bytes, as a_word reads them; their scales dw0, dw1) and its NT tiles of
+ * staged tokens (token t's 8 bytes at xq + t x_row, its scale at xd[t xd_t]). The
+ * arithmetic both kernels share: a token's numbers come out of it alike whatever its
+ * tile or kernel. */
 template <int WT, int NT>
 static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, float dw1, const int8_t *xq, int x_row,
                                                  const float *xd, int xd_t, int g, int c, float acc[NT][4]) {
-    uint32_t af[4];
-    a_frag<WT>(a0, a1, c, af);
+    const chunk_sc none = {}; /* Q8_0 and Q4_0 keep no high bits */
+    const int i0 = 2 * (c & 1);
+    const uint32_t af[4] = {a_word<WT>(a0.x, none, c, i0), a_word<WT>(a1.x, none, c, i0),
+                            a_word<WT>(a0.y, none, c, i0 + 1), a_word<WT>(a1.y, none, c, i0 + 1)};
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
@@ -418,7 +411,8 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
     for (int i = 0; i < 64 * PARTS / THREADS; i++) {
         const int j = i * THREADS + threadIdx.x, r = j >> LOG_PARTS, part = j & (PARTS - 1);
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async16(st + r * MR_ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part, 16);
+        const uint8_t *src = (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part;
+        cp_async16(st + r * MR_ROW + 16 * part, src, 16);
     }
     /* scales (Q8_0, Q4_0; the K types read theirs where used): 64 rows x 4 halves, 4 bytes
      * a thread of the first 128 */
