@@ -19,14 +19,14 @@
  *
  * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
  * type) streams the weights and inputs through a ring of cp.async stages in shared
- * memory. k_mmq (the rest, Q8_0 and Q4_0): a block computes 64 weight rows (16 a warp) x 8 NT tokens, K in chunks of MQ_CB
- * quant blocks: each warp's lanes hold their rows' quants of the chunk in registers (8
- * contiguous bytes a lane, row and block; the next chunk's load in flight while the mmas
- * run on this one), the block stages its tokens' quantized X of the chunk in shared
- * memory, and the warps run their mmas. A batch of a few tokens quantizes its X inside
- * each block (no extra launch); a larger one quantizes it once beforehand
- * (k_quantize_x), as every block of rows would quantize it again. Both round alike:
- * quant8 is the one arithmetic. The mma's k positions of a lane are
+ * memory. k_mmq (the rest, Q8_0 and Q4_0): a block computes 64 weight rows (16 a warp) x
+ * 8 NT tokens, K in chunks of MQ_CB quant blocks: each warp's lanes hold their rows'
+ * quants of the chunk in registers (8 contiguous bytes a lane, row and block; the next
+ * chunk's load in flight while the mmas run on this one), the block stages its tokens'
+ * quantized X of the chunk in shared memory, and the warps run their mmas. A batch of a
+ * few tokens quantizes its X inside each block (no extra launch); a larger one quantizes
+ * it once beforehand (k_quantize_x), as every block of rows would quantize it again.
+ * Both round alike: quant8 is the one arithmetic. The mma's k positions of a lane are
  * 4c..4c+3 and 16+4c..16+4c+3 (c = lane % 4); A and B both put elements 8c..8c+7 of the
  * block there, the same permutation of k on both sides, which leaves the integer as it is.
  */
