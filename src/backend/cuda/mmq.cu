@@ -138,6 +138,21 @@ static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chu
     }
 }
 
+/* The K types: the scale bytes of the super-block holding block kb, rows g and g + 8,
+ * sent to L1 (a stage of the ring is half a super-block), so that chunk_scale's reads of
+ * them a stage later wait for L1, not L2 or HBM. */
+template <int WT>
+static __device__ __forceinline__ void k_prefetch_scales(const __half *const k_scales[2], int kb) {
+    constexpr int SB = cuda_wtype_scale_bytes(WT);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(k_scales[h]) + (size_t)(kb >> 3) * SB;
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+        if (SB > 16) /* its last byte, where the super-block crosses a line */
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(p + SB - 1));
+    }
+}
+
 /* One quarter (8 elements, raw F16) of a block of 32, quantized with the block's scale
  * (quant8_f32, common.cuh): every lane of the warp must call this. */
 static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
@@ -238,6 +253,7 @@ typedef struct mmq_args {
     int64_t ldy;
     int accumulate;
     int split_steps;  /* K's blocks per share: n_split = gridDim.z shares */
+    int k_prefetch;   /* the K types' scales sent to L1 a stage ahead (k_prefetch_scales) */
 } mmq_args;
 
 /* acc += one quant block's products, for a warp's rows g and g + 8 (their quants a0, a1:
@@ -485,6 +501,11 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
     for (int s = 0; s < S - 1; s++)
         if (s < n_stages)
             ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + s * MR_CB, ring + s * L::stage);
+    if constexpr (!cuda_wtype_int8_one_scale(WT)) { /* the first two stages' scales */
+        if (p.k_prefetch)
+            for (int s = 0; s < 2 && s < n_stages; s++)
+                k_prefetch_scales<WT>(k_scales, kb_begin + s * MR_CB);
+    }
     pdl_wait();
     pdl_launch_next();
 #pragma unroll
@@ -496,6 +517,11 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
 
     float acc[NTW][4] = {};
     for (int i = 0; i < n_stages; i++) {
+        if constexpr (!cuda_wtype_int8_one_scale(WT)) { /* the scales of stage i + 2, where a super-block starts */
+            const int kb2 = kb_begin + (i + 2) * MR_CB;
+            if (p.k_prefetch && i + 2 < n_stages && (kb2 & 7) == 0)
+                k_prefetch_scales<WT>(k_scales, kb2);
+        }
         cp_async_wait<S - 2>(); /* this thread's copies of stage i */
         __syncthreads();                /* everyone's; and stage i - 1's slot is free */
         const int next = i + S - 1;
@@ -638,7 +664,14 @@ extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, c
     if (T <= 0 || w->n_in % 32 != 0 || n_split < 1 || n_split > w->n_in / 32 || !cuda_wtype_int8_mma(w->type) ||
         !xq != !xd)
         return cudaErrorInvalidValue;
-    const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, T, y, ldy, accumulate, 0};
+    /* EDGERUNNER_CUDA_MMQ_KPF=0 leaves the K types' scales to their reads (read once; for
+     * measurements) */
+    static int k_prefetch = -1;
+    if (k_prefetch < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_MMQ_KPF");
+        k_prefetch = env && *env ? atoi(env) != 0 : 1;
+    }
+    const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, T, y, ldy, accumulate, 0, k_prefetch};
     /* as few 8-token tiles a block as the batch needs: the mmas of tokens past T are
      * wasted, the weights are read once per block row of tokens */
     if (T <= 8)
