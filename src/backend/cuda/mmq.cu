@@ -62,10 +62,11 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* A quant block's bytes (Q8_0 32, Q4_0 16), and where lane c's 8 of them start (its
- * elements 8c..8c+7): Q8_0 byte e holds element e; Q4_0 byte e holds element e in its low
- * nibble and e + 16 in its high one, so elements 8c..8c+7 are the low (c < 2) or high
- * (c >= 2) nibbles of bytes 8 (c & 1)..+7, which lanes c and c ^ 2 both load. */
+/* A quant block's bytes (Q8_0 32; Q4_0 and the K types' 4-bit planes 16), and where lane
+ * c's 8 of them start (its elements 8c..8c+7): Q8_0 byte e holds element e; a plane's
+ * byte e holds element e in its low nibble and e + 16 in its high one, so elements
+ * 8c..8c+7 are the low (c < 2) or high (c >= 2) nibbles of bytes 8 (c & 1)..+7, which
+ * lanes c and c ^ 2 both load. */
 template <int WT>
 static __device__ __forceinline__ int mq_block_bytes(void) {
     return WT == CUDA_W_Q8_0 ? 32 : 16;
@@ -91,15 +92,14 @@ static __device__ __forceinline__ uint32_t a_word(uint32_t u, const chunk_sc &s,
     }
 }
 
-/* The K types (the ring alone: their K is a multiple of 256): a block of 32 is a chunk of
- * their 4-bit plane, its scales (chunk_scale) read from L2 where the block is used:
- * value = d q + m (Q4_K, Q5_K: one sub-block), d_g (q - 32) (Q6_K: g = the element's
- * group of 16). */
-/* acc += one quant block's products for the K types: rows g and g + 8 (a lane's 8 bytes
- * a0, a1 of each, their chunk scales s0, s1) and the warp's NT tiles of staged tokens, as
- * mma_block. Q4_K, Q5_K: d isum + m xsum, xsum (the token's quants summed) from a second
- * mma with every weight 1; Q6_K: two mmas, each with the other group's lanes zero (lanes
- * c < 2 hold group 0), d_0 isum_0 + d_1 isum_1. Every term by fmaf in this order. */
+/* acc += one quant block's products for the K types (the ring alone: their K is a
+ * multiple of 256), as mma_block: rows g and g + 8 (a lane's 8 bytes a0, a1 of each,
+ * their chunk scales s0, s1, read where the block is used) and the warp's NT tiles of
+ * staged tokens. A block of 32 is a chunk of their 4-bit plane: value = d q + m (Q4_K,
+ * Q5_K: one sub-block) or d_g (q - 32) (Q6_K: g = the element's group of 16). Q4_K, Q5_K:
+ * d isum + m xsum, xsum (the token's quants summed) from a second mma with every weight 1;
+ * Q6_K: two mmas, each with the other group's lanes zero (lanes c < 2 hold group 0),
+ * d_0 isum_0 + d_1 isum_1. Every term by fmaf in this order. */
 template <int WT, int NT>
 static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
                                                    const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
