@@ -2,8 +2,8 @@
  * reference of every type the upload repacks: rows quantized by quant/'s from_f32, each
  * file block through repack_block, then every element through elem (must equal to_f32),
  * every chunk through chunk_scale + chunk_dot (vs the dot in doubles), for the types of
- * cuda_wtype_int8_dot through chunk_isum with x quantized per block of 32 (vs the dot of
- * the quantized x in doubles), and every 16 elements through gemm_load + gemm_half (vs
+ * cuda_wtype_int8_dot through chunk_isum (Q8_0, Q4_0) or chunk_qsum (the K types) with x
+ * quantized per block of 32 (vs the dot of the quantized x in doubles), and every 16 elements through gemm_load + gemm_half (vs
  * to_f32 rounded to F16). A check of the
  * device layouts and their repack without a GPU; the kernels themselves are tested on
  * the GPU by tests/unit/test_cuda.c. Built and run by run.sh. */
@@ -53,10 +53,13 @@ template <int WT> static int check(int n_out, int n_in) {
             uint4 v; memcpy(&v, w_row + 16 * c, 16);
             float4 xv[CE / 4]; memcpy(xv, &x[c * CE], sizeof xv);
             dsum += chunk_dot<WT>(v, chunk_scale<WT>(d_row, c), xv);
-            if constexpr (cuda_wtype_int8_dot(WT)) {
+            if constexpr (cuda_wtype_int8_one_scale(WT)) {
                 int4 q[2]; memcpy(q, &xq[c * CE], CE); /* the chunk's 16 or 32 quants */
                 const int b = c * CE / 32;
                 dsum8 += (float)chunk_isum<WT>(v, q, xsum[b]) * (chunk_scale<WT>(d_row, c).d[0] * xd[b]);
+            } else if constexpr (cuda_wtype_int8_dot(WT)) { /* the K types: a chunk is a block */
+                int4 q[2]; memcpy(q, &xq[c * CE], CE);
+                dsum8 += chunk_qsum<WT>(v, chunk_scale<WT>(d_row, c), q, xsum[c]) * xd[c];
             }
         }
         e_dot = fmax(e_dot, fabs(dsum - dref) / mag);
@@ -72,7 +75,7 @@ template <int WT> static int check(int n_out, int n_in) {
         }
     }
     const int ok = e_elem <= 1e-6 * vmax && e_dot < 1e-6 && e_i8 < 1e-6 && e_gemm <= 1e-3;
-    printf("%-5s %d x %d: elem %.3g (of max %.3g), chunk_dot %.3g of sum|wx|, chunk_isum %.3g, gemm f16 rel %.3g  %s\n", cuda_wtype_name(WT), n_out, n_in, e_elem, vmax, e_dot, e_i8, e_gemm, ok ? "ok" : "FAIL");
+    printf("%-5s %d x %d: elem %.3g (of max %.3g), chunk_dot %.3g of sum|wx|, int8 dot %.3g, gemm f16 rel %.3g  %s\n", cuda_wtype_name(WT), n_out, n_in, e_elem, vmax, e_dot, e_i8, e_gemm, ok ? "ok" : "FAIL");
     return ok;
 }
 

@@ -38,5 +38,11 @@ static inline int __dp4a(int a, int b, int c) {
     for (int k = 0; k < 4; k++) c += (int8_t)(a >> (8 * k)) * (int8_t)(b >> (8 * k));
     return c;
 }
+/* per-byte subtraction, each byte modulo 256 (as the device's) */
+static inline uint32_t __vsub4(uint32_t a, uint32_t b) {
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) r |= (((a >> (8 * k)) - (b >> (8 * k))) & 0xffu) << (8 * k);
+    return r;
+}
 static inline float dot4(float4 a, float b0, float b1, float b2, float b3) { return fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, a.w * b3))); }
 static inline uint32_t half2_bits(float lo, float hi) { return (uint32_t)er_f32_to_f16(lo) | (uint32_t)er_f32_to_f16(hi) << 16; }
