@@ -15,7 +15,7 @@
  * weight there is converted to F16 before an mma that serves at most the batch's tokens,
  * and those conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants
  * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
- * shift, a mask and at most a subtraction a word (a_word).
+ * shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
  *
  * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
  * type) streams the weights and inputs through a ring of cp.async stages in shared
@@ -76,22 +76,6 @@ static __device__ __forceinline__ int mq_lane_offset(int c) {
     return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
 }
 
-/* Word i of a lane's 8 bytes of a block (u; i = 2 (c & 1) + 0 or 1, as mq_lane_offset
- * places them) as four signed int8 codes of the mma's A fragment: the block's elements
- * 8c..8c+3 (the first word) or 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR. The
- * others are 4-bit planes (byte e: element e in its low nibble, e + 16 in its high one;
- * Q5_K's and Q6_K's high bits in s), elements 8c.. in group c >> 1 of word_codes; Q4_0's
- * and Q6_K's codes less their bias (8, 32: the signed byte, by the wrap of __vsub4). */
-template <int WT>
-static __device__ __forceinline__ uint32_t a_word(uint32_t u, const chunk_sc &s, int c, int i) {
-    if constexpr (WT == CUDA_W_Q8_0) {
-        return u ^ 0x80808080u;
-    } else {
-        const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), c >> 1, i);
-        return WT == CUDA_W_Q4_0 ? __vsub4(q, 0x08080808u) : WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q;
-    }
-}
-
 /* acc += one quant block's products for the K types (the ring alone: their K is a
  * multiple of 256), as mma_block: rows g and g + 8 (a lane's 8 bytes a0, a1 of each,
  * their chunk scales s0, s1, read where the block is used) and the warp's NT tiles of
@@ -105,8 +89,8 @@ static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chu
                                                    const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
                                                    int c, float acc[NT][4]) {
     const int i0 = 2 * (c & 1);
-    uint32_t af[4] = {a_word<WT>(a0.x, s0, c, i0), a_word<WT>(a1.x, s1, c, i0), a_word<WT>(a0.y, s0, c, i0 + 1),
-                      a_word<WT>(a1.y, s1, c, i0 + 1)};
+    uint32_t af[4] = {mma_word<WT>(a0.x, s0, c, i0), mma_word<WT>(a1.x, s1, c, i0),
+                      mma_word<WT>(a0.y, s0, c, i0 + 1), mma_word<WT>(a1.y, s1, c, i0 + 1)};
     uint32_t bf[4]; /* the second mma's A: Q6_K's other group, else ones */
     const bool g0 = c < 2;
 #pragma unroll
@@ -257,7 +241,7 @@ typedef struct mmq_args {
 } mmq_args;
 
 /* acc += one quant block's products, for a warp's rows g and g + 8 (their quants a0, a1:
- * a lane's 8 bytes, as a_word reads them; their scales dw0, dw1) and its NT tiles of
+ * a lane's 8 bytes, as mma_word reads them; their scales dw0, dw1) and its NT tiles of
  * staged tokens (token t's 8 bytes at xq + t x_row, its scale at xd[t xd_t]). The
  * arithmetic both kernels share: a token's numbers come out of it alike whatever its
  * tile or kernel. */
@@ -266,8 +250,8 @@ static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, 
                                                  const float *xd, int xd_t, int g, int c, float acc[NT][4]) {
     const chunk_sc none = {}; /* Q8_0 and Q4_0 keep no high bits */
     const int i0 = 2 * (c & 1);
-    const uint32_t af[4] = {a_word<WT>(a0.x, none, c, i0), a_word<WT>(a1.x, none, c, i0),
-                            a_word<WT>(a0.y, none, c, i0 + 1), a_word<WT>(a1.y, none, c, i0 + 1)};
+    const uint32_t af[4] = {mma_word<WT>(a0.x, none, c, i0), mma_word<WT>(a1.x, none, c, i0),
+                            mma_word<WT>(a0.y, none, c, i0 + 1), mma_word<WT>(a1.y, none, c, i0 + 1)};
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
