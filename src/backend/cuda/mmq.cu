@@ -124,7 +124,7 @@ static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chu
 
 /* The K types: the scale bytes of the super-block holding block kb, rows g and g + 8,
  * sent to L1 (a stage of the ring is half a super-block), so that chunk_scale's reads of
- * them a stage later wait for L1, not L2 or HBM. */
+ * them two stages later wait for L1, not L2 or HBM. */
 template <int WT>
 static __device__ __forceinline__ void k_prefetch_scales(const __half *const k_scales[2], int kb) {
     constexpr int SB = cuda_wtype_scale_bytes(WT);
@@ -237,7 +237,7 @@ typedef struct mmq_args {
     int64_t ldy;
     int accumulate;
     int split_steps;  /* K's blocks per share: n_split = gridDim.z shares */
-    int k_prefetch;   /* the K types' scales sent to L1 a stage ahead (k_prefetch_scales) */
+    int k_prefetch;   /* the K types' scales sent to L1 two stages ahead (k_prefetch_scales) */
 } mmq_args;
 
 /* acc += one quant block's products, for a warp's rows g and g + 8 (their quants a0, a1:
@@ -378,8 +378,8 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
  * tokens: 92 us (2.2 TB/s) against k_mmq's 131 (docs/perf-log.md). */
 #define MR_CB 4                  /* quant blocks a stage */
 #define MR_ROW (MR_CB * 32 + 32) /* bytes between rows of a stage's quants: a half-warp's 8-byte
-                                    reads (4 rows x 4 lanes; Q4_0's lanes c and c ^ 2 read
-                                    the same 8 bytes) fall in distinct banks */
+                                    reads (4 rows x 4 lanes; a 4-bit plane's lanes c and c ^ 2
+                                    read the same 8 bytes) fall in distinct banks */
 
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
  * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW) and scales
