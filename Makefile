@@ -118,7 +118,8 @@ debug:
 	$(MAKE) BUILD=build/debug CUDA=0 OPT="$(DEBUG_FLAGS)" EXTRA_CFLAGS="-fsanitize=address,undefined" all build/debug/unit_tests
 
 # Every test: C unit tests (plain, then under the sanitizers), the CLI's behaviour on
-# good and hostile files, then the independent oracles (transformers, llama.cpp, gguf).
+# good and hostile files, then the independent oracles (transformers, llama.cpp, gguf),
+# and the CUDA weight layouts on the host (tests/wtypes).
 test: all $(BUILD)/unit_tests debug
 	$(BUILD)/unit_tests
 	EDGERUNNER_CPU_ISA=avx2 $(BUILD)/unit_tests cpu
@@ -133,6 +134,7 @@ test: all $(BUILD)/unit_tests debug
 	tests/quant/run.sh $(BUILD)
 	tests/sampler/run.sh $(BUILD)
 	tests/models/run.sh $(BUILD)
+	CXXFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" tests/wtypes/run.sh build/debug
 
 FUZZ_SECONDS ?= 600
 fuzz: $(addprefix fuzz-,$(FUZZ_TARGETS))
