@@ -435,31 +435,36 @@ void test_batch(void) {
             test_kept_logits(mc, CUDA);
         }
         er_model_free(mc);
-        /* Q8_0 weights: CUDA's batch GEMMs on the int8 tensor cores (mmq.cu, their inputs
-         * quantized per block of 32), against the CPU reference of the same weights.
-         * stories260K's rows of 64 take k_mmq; the ring (K % 128 == 0) is checked against
-         * doubles in the cuda_gemm suite and end to end by `bench --parallel`'s invariance */
-        er_model *m8 = NULL;
-        mp.type = "Q8_0";
-        mp.backend = ER_BACKEND_CPU;
-        CHECK(er_model_load(STORIES, &mp, &m8) == ER_OK, "load as Q8_0: %s", er_last_error());
-        if (m8)
-            test_invariance(m8, REFERENCE, NULL, reference_of);
-        er_model_free(m8);
-        m8 = NULL;
-        mp.backend = ER_BACKEND_CUDA;
-        CHECK(er_model_load(STORIES, &mp, &m8) == ER_OK, "load as Q8_0 on CUDA: %s", er_last_error());
+        /* Q8_0 and Q4_0 weights: CUDA's batch GEMMs on the int8 tensor cores (mmq.cu,
+         * their inputs quantized per block of 32), against the CPU reference of the same
+         * weights. stories260K's rows of 64 take k_mmq; the ring (K % 128 == 0) is checked
+         * against doubles in the cuda_gemm suite and end to end by `bench --parallel`'s
+         * invariance */
+        static const char *const int8_types[] = {"Q8_0", "Q4_0"};
+        for (size_t ti = 0; ti < sizeof int8_types / sizeof int8_types[0]; ti++) {
+            er_model *m8 = NULL;
+            mp.type = int8_types[ti];
+            mp.backend = ER_BACKEND_CPU;
+            CHECK(er_model_load(STORIES, &mp, &m8) == ER_OK, "load as %s: %s", mp.type, er_last_error());
+            if (m8)
+                test_invariance(m8, REFERENCE, NULL, reference_of);
+            er_model_free(m8);
+            m8 = NULL;
+            mp.backend = ER_BACKEND_CUDA;
+            CHECK(er_model_load(STORIES, &mp, &m8) == ER_OK, "load as %s on CUDA: %s", mp.type, er_last_error());
 #ifdef ER_HAVE_CUDA
-        cuda_gemm_set_mmq(1);
+            cuda_gemm_set_mmq(1);
 #endif
-        if (m8) {
-            test_invariance(m8, CUDA, reference_of, NULL);
-            test_chunks(m8, CUDA);
+            if (m8) {
+                test_invariance(m8, CUDA, reference_of, NULL);
+                test_chunks(m8, CUDA);
+            }
+#ifdef ER_HAVE_CUDA
+            cuda_gemm_set_mmq(-1);
+#endif
+            er_model_free(m8);
         }
-#ifdef ER_HAVE_CUDA
-        cuda_gemm_set_mmq(-1);
-#endif
-        er_model_free(m8);
+        mp.type = "Q8_0";
         /* heads of 64 (the attention with shares of the keys), Q8_0, against the CPU
          * reference of the same weights */
         char path[] = "/tmp/er-test-wide-XXXXXX";

@@ -1472,13 +1472,14 @@ void test_cuda_gemm(void) {
             free_matrix(&m);
         }
     }
-    /* the fused epilogues, on the int8 tensor cores (Q8_0; 40 tokens: quantized
+    /* the fused epilogues, on the int8 tensor cores (Q8_0, Q4_0; 40 tokens: quantized
      * beforehand) and F16 tiles (F16): (kind, T, n_out, n_in) */
     static const int ep[][4] = {{CUDA_EPI_GLU, 10, 192, 64}, {CUDA_EPI_GLU, 40, 256, 128},
                                 {CUDA_EPI_NORM, 10, 64, 128}, {CUDA_EPI_NORM, 40, 1024, 256},
                                 {CUDA_EPI_NORM, 7, 2560, 64}};
-    for (int tt = 0; tt < 2; tt++) {
-        const int t = tt ? CUDA_W_F16 : CUDA_W_Q8_0;
+    static const int ep_types[] = {CUDA_W_Q8_0, CUDA_W_Q4_0, CUDA_W_F16};
+    for (size_t tt = 0; tt < sizeof ep_types / sizeof ep_types[0]; tt++) {
+        const int t = ep_types[tt];
         cuda_gemm_set_mmq(1);
         for (size_t i = 0; i < sizeof ep / sizeof ep[0]; i++) {
             host_matrix m;

@@ -1,5 +1,5 @@
 /*
- * mmq.cu - the batch GEMM of Q8_0 weights on the int8 tensor cores (as llama.cpp's MMQ):
+ * mmq.cu - the batch GEMM of Q8_0 and Q4_0 weights on the int8 tensor cores (as llama.cpp's MMQ):
  * y (T, ldy) (+)= X (T, K) . W (N, K)^T with X quantized per block of 32 as the CPU's dot
  * quantizes it (d = max |x| / 127, q = round(x / d)), so that a block's product of
  * weight and input quants is an exact integer (mma.m16n8k32.s8, S32 sums) and only its
@@ -13,7 +13,8 @@
  * token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each weight there is
  * converted to F16 before an mma that serves at most the batch's tokens, and those
  * conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants go into
- * the mma as they are (one XOR of their bias a word).
+ * the mma as they are (one XOR of their bias a word), Q4_0's nibbles after a mask, a
+ * shift and a subtraction a word (a_frag).
  *
  * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix) streams
  * the weights and inputs through a ring of cp.async stages in shared memory. k_mmq (the
@@ -25,7 +26,7 @@
  * each block (no extra launch); a larger one quantizes it once beforehand
  * (k_quantize_x), as every block of rows would quantize it again. Both round alike:
  * quant8 is the one arithmetic. The mma's k positions of a lane are
- * 4c..4c+3 and 16+4c..16+4c+3 (c = lane % 4); A and B both put bytes 8c..8c+7 of the
+ * 4c..4c+3 and 16+4c..16+4c+3 (c = lane % 4); A and B both put elements 8c..8c+7 of the
  * block there, the same permutation of k on both sides, which leaves the integer as it is.
  */
 #include <stdlib.h>
@@ -58,6 +59,37 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  "{%0, %1, %2, %3};"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* A quant block's bytes (Q8_0 32, Q4_0 16), and where lane c's 8 of them start (its
+ * elements 8c..8c+7): Q8_0 byte e holds element e; Q4_0 byte e holds element e in its low
+ * nibble and e + 16 in its high one, so elements 8c..8c+7 are the low (c < 2) or high
+ * (c >= 2) nibbles of bytes 8 (c & 1)..+7, which lanes c and c ^ 2 both load. */
+template <int WT>
+static __device__ __forceinline__ int mq_block_bytes(void) {
+    return WT == CUDA_W_Q8_0 ? 32 : 16;
+}
+template <int WT>
+static __device__ __forceinline__ int mq_lane_offset(int c) {
+    return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
+}
+
+/* A lane's 8 bytes of a quant block in rows g (a0) and g + 8 (a1), as mq_lane_offset
+ * places them, into the mma's A fragment: elements 8c..8c+3 at k 4c.., 8c+4..8c+7 at
+ * 16 + 4c.., each a signed byte. */
+template <int WT>
+static __device__ __forceinline__ void a_frag(uint2 a0, uint2 a1, int c, uint32_t af[4]) {
+    if (WT == CUDA_W_Q8_0) {
+        /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
+        af[0] = a0.x ^ 0x80808080u, af[1] = a1.x ^ 0x80808080u;
+        af[2] = a0.y ^ 0x80808080u, af[3] = a1.y ^ 0x80808080u;
+    } else {
+        /* Q4_0: this lane's nibbles q, then q - 8 byte by byte (the wrap of __vsub4 is the
+         * signed byte) */
+        const int sh = (c >> 1) * 4;
+        af[0] = __vsub4((a0.x >> sh) & 0x0f0f0f0fu, 0x08080808u), af[1] = __vsub4((a1.x >> sh) & 0x0f0f0f0fu, 0x08080808u);
+        af[2] = __vsub4((a0.y >> sh) & 0x0f0f0f0fu, 0x08080808u), af[3] = __vsub4((a1.y >> sh) & 0x0f0f0f0fu, 0x08080808u);
+    }
 }
 
 /* One quarter (8 elements, raw F16) of a block of 32, quantized with the block's scale
@@ -134,8 +166,9 @@ static __device__ __forceinline__ void stage_xq(const int8_t *xq, const float *x
     }
 }
 
-/* Row g and g + 8's quants and scales of the chunk at kb0 (blocks past kb_end: block
- * kb_end - 1 again, loaded and not used). */
+/* Row g and g + 8's quants (this lane's 8 bytes a block) and scales of the chunk at kb0
+ * (blocks past kb_end: block kb_end - 1 again, loaded and not used). */
+template <int WT>
 static __device__ __forceinline__ void load_chunk(const uint8_t *const wq[2], const __half *const wd[2], int kb0,
                                                   int kb_end, uint2 a[MQ_CB][2], __half2 ad[MQ_CB]) {
 #pragma unroll
@@ -143,7 +176,7 @@ static __device__ __forceinline__ void load_chunk(const uint8_t *const wq[2], co
         const int kb = min(kb0 + b, kb_end - 1);
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            a[b][h] = __ldg(reinterpret_cast<const uint2 *>(wq[h] + (size_t)kb * 32));
+            a[b][h] = __ldg(reinterpret_cast<const uint2 *>(wq[h] + (size_t)kb * mq_block_bytes<WT>()));
         ad[b] = __halves2half2(wd[0][kb], wd[1][kb]);
     }
 }
@@ -161,15 +194,15 @@ typedef struct mmq_args {
     int split_steps;  /* K's blocks per share: n_split = gridDim.z shares */
 } mmq_args;
 
-/* acc += one quant block's products, for a warp's rows g and g + 8 (their biased quants
- * a0, a1: 8 bytes a lane; their scales dw0, dw1) and its NT tiles of staged tokens
+/* acc += one quant block's products, for a warp's rows g and g + 8 (their quants a0, a1:
+ * a lane's 8 bytes, a_frag's; their scales dw0, dw1) and its NT tiles of staged tokens
  * (token t's 8 bytes at xq + t x_row, its scale at xd[t xd_t]). The arithmetic both
  * kernels share: a token's numbers come out of it alike whatever its tile or kernel. */
-template <int NT>
+template <int WT, int NT>
 static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, float dw1, const int8_t *xq, int x_row,
                                                  const float *xd, int xd_t, int g, int c, float acc[NT][4]) {
-    /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
-    const uint32_t af[4] = {a0.x ^ 0x80808080u, a1.x ^ 0x80808080u, a0.y ^ 0x80808080u, a1.y ^ 0x80808080u};
+    uint32_t af[4];
+    a_frag<WT>(a0, a1, c, af);
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
@@ -226,8 +259,8 @@ __global__ void __launch_bounds__(MQ_THREADS, NT == 1 ? 4 : 3) k_mmq(const cuda_
     for (int h = 0; h < 2; h++)
         row[h] = n0 + g + 8 * h < w.n_out ? n0 + g + 8 * h : w.n_out - 1;
     const size_t row_bytes = cuda_row_bytes(WT, K);
-    const uint8_t *const wq[2] = {(const uint8_t *)w.w + row[0] * row_bytes + 8 * c,
-                                  (const uint8_t *)w.w + row[1] * row_bytes + 8 * c};
+    const uint8_t *const wq[2] = {(const uint8_t *)w.w + row[0] * row_bytes + mq_lane_offset<WT>(c),
+                                  (const uint8_t *)w.w + row[1] * row_bytes + mq_lane_offset<WT>(c)};
     const __half *const wd[2] = {(const __half *)w.d + row[0] * n_blocks, (const __half *)w.d + row[1] * n_blocks};
 
     float acc[NT][4] = {};
@@ -235,12 +268,12 @@ __global__ void __launch_bounds__(MQ_THREADS, NT == 1 ? 4 : 3) k_mmq(const cuda_
     __half2 ad[MQ_CB], ad_next[MQ_CB];   /* their scales, rows g and g + 8 */
     /* the first chunk's weights (read-only) load while the previous kernel ends */
     if (kb_begin < kb_end)
-        load_chunk(wq, wd, kb_begin, kb_end, a, ad);
+        load_chunk<WT>(wq, wd, kb_begin, kb_end, a, ad);
     pdl_wait();
     pdl_launch_next();
     for (int kb0 = kb_begin; kb0 < kb_end; kb0 += MQ_CB) {
         if (kb0 + MQ_CB < kb_end) /* the next chunk's weights in flight during this one */
-            load_chunk(wq, wd, kb0 + MQ_CB, kb_end, a_next, ad_next);
+            load_chunk<WT>(wq, wd, kb0 + MQ_CB, kb_end, a_next, ad_next);
         if (kb0 != kb_begin)
             __syncthreads(); /* the previous chunk's mmas have read st */
         if (PRE)
@@ -253,7 +286,8 @@ __global__ void __launch_bounds__(MQ_THREADS, NT == 1 ? 4 : 3) k_mmq(const cuda_
             if (kb0 + b >= kb_end)
                 break;
             const float2 dw = __half22float2(ad[b]);
-            mma_block<NT>(a[b][0], a[b][1], dw.x, dw.y, &st.xq[0][b * 32 + 8 * c], MQ_XROW, st.xd[b], 1, g, c, acc);
+            mma_block<WT, NT>(a[b][0], a[b][1], dw.x, dw.y, &st.xq[0][b * 32 + 8 * c], MQ_XROW, st.xd[b], 1, g, c,
+                              acc);
         }
 #pragma unroll
         for (int b = 0; b < MQ_CB; b++) {
@@ -292,7 +326,8 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
  * tokens: 92 us (2.2 TB/s) against k_mmq's 131 (docs/perf-log.md). */
 #define MR_CB 4                  /* quant blocks a stage */
 #define MR_ROW (MR_CB * 32 + 32) /* bytes between rows of a stage's quants: a half-warp's 8-byte
-                                    reads (4 rows x 4 lanes) fall in distinct banks */
+                                    reads (4 rows x 4 lanes; Q4_0's lanes c and c ^ 2 read
+                                    the same 8 bytes) fall in distinct banks */
 
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
  * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW) and scales
@@ -315,12 +350,15 @@ template <int WT, int THREADS>
 static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_t n_tile, int kb0, uint8_t *st) {
     const int K = (int)w.n_in, n_blocks = K / 32;
     const size_t row_bytes = cuda_row_bytes(WT, K);
-    /* quants: 64 rows x 128 bytes, 8 chunks of 16 a row: 512 / THREADS a thread */
+    /* quants: 64 rows x MR_CB blocks (Q8_0 128 bytes, 8 chunks of 16 a row; Q4_0 64, 4
+     * chunks, the rest of the row's MR_ROW unused): 64 PARTS / THREADS chunks a thread */
+    constexpr int LOG_PARTS = WT == CUDA_W_Q8_0 ? 3 : 2, PARTS = 1 << LOG_PARTS, BB = WT == CUDA_W_Q8_0 ? 32 : 16;
+    static_assert(PARTS * 16 == MR_CB * BB && 64 * PARTS % THREADS == 0, "whole chunks of a stage a thread");
 #pragma unroll
-    for (int i = 0; i < 512 / THREADS; i++) {
-        const int j = i * THREADS + threadIdx.x, r = j >> 3, part = j & 7;
+    for (int i = 0; i < 64 * PARTS / THREADS; i++) {
+        const int j = i * THREADS + threadIdx.x, r = j >> LOG_PARTS, part = j & (PARTS - 1);
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async16(st + r * MR_ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * 32 + 16 * part, 16);
+        cp_async16(st + r * MR_ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part, 16);
     }
     /* scales: 64 rows x 4 halves, 4 bytes a thread of the first 128 */
     if (THREADS == 128 || threadIdx.x < 128) {
@@ -423,13 +461,14 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
             xq = qq;
             xd = qd;
         }
-        const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + 8 * c;
+        const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + mq_lane_offset<WT>(c);
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
+        const int bb = mq_block_bytes<WT>();
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
-            mma_block<NTW>(*reinterpret_cast<const uint2 *>(wq + b * 32),
-                          *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * 32), __half2float(wd[b]),
-                          __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
+            mma_block<WT, NTW>(*reinterpret_cast<const uint2 *>(wq + b * bb),
+                               *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * bb), __half2float(wd[b]),
+                               __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
         }
     }
     cp_async_wait_all();

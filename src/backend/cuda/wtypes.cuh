@@ -172,12 +172,13 @@ CUDA_WTYPES(CUDA_WT_CHECK_, _)
 #define CUDA_WTYPE_SWITCH(type, CALL) \
     switch (type) { CUDA_WTYPES(CUDA_WT_CASE_, CALL) }
 
-/* The types whose quants go into the int8 tensor cores as they are (mmq.cu: one 8-byte
- * load a lane, row and block of 32, made signed by one XOR a word), and the switch over
- * them alone. Q4_0 would fit too (its nibbles, unpacked); not written yet. */
-CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0; }
+/* The types whose quants go into the int8 tensor cores with no scale of their own inside a
+ * block of 32 (mmq.cu: one 8-byte load a lane, row and block, made signed by one XOR a
+ * word for Q8_0, by a mask, a shift and a subtraction for Q4_0's nibbles), and the switch
+ * over them alone. */
+CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0; }
 #define CUDA_WTYPE_SWITCH_INT8(type, CALL) \
-    switch (type) { CUDA_WT_CASE_(CALL, Q8_0) }
+    switch (type) { CUDA_WT_CASE_(CALL, Q8_0) CUDA_WT_CASE_(CALL, Q4_0) }
 
 /* The types whose decode matvecs (matvec.cu) multiply their quants by the input
  * quantized to int8 per block of 32 (dp4a, chunk_isum below), as llama.cpp's MMVQ: Q4_0,
