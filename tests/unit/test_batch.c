@@ -464,22 +464,32 @@ void test_batch(void) {
 #endif
             er_model_free(m8);
         }
-        mp.type = "Q8_0";
-        /* heads of 64 (the attention with shares of the keys), Q8_0, against the CPU
-         * reference of the same weights */
+        /* heads of 64 (the attention with shares of the keys) and rows of 256 and 512 (the
+         * int8 GEMMs' ring), in the int8 types, against the CPU reference of the same
+         * weights */
         char path[] = "/tmp/er-test-wide-XXXXXX";
         const int fd = mkstemp(path);
         CHECK(fd >= 0, "mkstemp");
-        if (fd >= 0 && write_wide_model(path)) {
+        static const char *const wide_types[] = {"Q8_0", "Q4_0"};
+        const int wide = fd >= 0 && write_wide_model(path);
+        for (size_t ti = 0; wide && ti < sizeof wide_types / sizeof wide_types[0]; ti++) {
             er_model *wr = NULL, *wc = NULL;
+            mp.type = wide_types[ti];
             mp.backend = ER_BACKEND_CPU;
-            CHECK(er_model_load(path, &mp, &wr) == ER_OK, "load the wide model as Q8_0: %s", er_last_error());
+            CHECK(er_model_load(path, &mp, &wr) == ER_OK, "load the wide model as %s: %s", mp.type, er_last_error());
             if (wr)
                 test_invariance(wr, REFERENCE, NULL, reference_of);
             mp.backend = ER_BACKEND_CUDA;
-            CHECK(er_model_load(path, &mp, &wc) == ER_OK, "load the wide model as Q8_0 on CUDA: %s", er_last_error());
+            CHECK(er_model_load(path, &mp, &wc) == ER_OK, "load the wide model as %s on CUDA: %s", mp.type,
+                  er_last_error());
+#ifdef ER_HAVE_CUDA
+            cuda_gemm_set_mmq(1);
+#endif
             if (wr && wc)
                 test_invariance(wc, CUDA, reference_of, NULL);
+#ifdef ER_HAVE_CUDA
+            cuda_gemm_set_mmq(-1);
+#endif
             er_model_free(wr);
             er_model_free(wc);
         }

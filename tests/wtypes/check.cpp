@@ -3,7 +3,8 @@
  * file block through repack_block, then every element through elem (must equal to_f32),
  * every chunk through chunk_scale + chunk_dot (vs the dot in doubles), for the types of
  * cuda_wtype_int8_dot through chunk_isum (Q8_0, Q4_0) or chunk_qsum (the K types) with x
- * quantized per block of 32 (vs the dot of the quantized x in doubles), and every 16 elements through gemm_load + gemm_half (vs
+ * quantized per block of 32 (vs the dot of the quantized x in doubles), for the types of
+ * cuda_wtype_int8_mma the int8 mma's lanes (mma_word, mmq.cu's layout of k), and every 16 elements through gemm_load + gemm_half (vs
  * to_f32 rounded to F16). A check of the
  * device layouts and their repack without a GPU; the kernels themselves are tested on
  * the GPU by tests/unit/test_cuda.c. Built and run by run.sh. */
@@ -31,7 +32,7 @@ template <int WT> static int check(int n_out, int n_in) {
     std::vector<uint8_t> qs(rb * n_out + 16, 0xAA); std::vector<uint16_t> d((sb * n_out) / 2 + 8, 0xAAAA);
     const int64_t nb = (int64_t)n_out * n_in / cuda_wtype_block(WT);
     for (int64_t b = 0; b < nb; b++) repack_block<WT>(&raw[b * cuda_wtype_repack_bytes(WT)], b, qs.data(), d.data());
-    double e_elem = 0, e_dot = 0, e_i8 = 0, e_gemm = 0, vmax = 0;
+    double e_elem = 0, e_dot = 0, e_i8 = 0, e_mma = 0, e_gemm = 0, vmax = 0;
     constexpr int CE = CHUNK_ELEMS(WT);
     /* x quantized per block of 32 as matvec.cu's quantize_input (quant8_f32) */
     std::vector<int8_t> xq(n_in); std::vector<float> xd(n_in / 32); std::vector<int> xsum(n_in / 32);
@@ -62,6 +63,27 @@ template <int WT> static int check(int n_out, int n_in) {
                 dsum8 += chunk_qsum<WT>(v, chunk_scale<WT>(d_row, c), q, xsum[c]) * xd[c];
             }
         }
+        if constexpr (cuda_wtype_int8_mma(WT)) {
+            /* mmq.cu's integer products of this row with one token, lane by lane: lane c's A
+             * words (mma_word, from its 8 bytes of the block) at k 4c.. and 16 + 4c.., X's
+             * bytes 8c..8c+3 and 8c+4..8c+7 at the same k (its staging) */
+            constexpr int BB = WT == CUDA_W_Q8_0 ? 32 : 16;
+            double dm = 0;
+            for (int b = 0; b < n_in / 32; b++) {
+                int isum = 0;
+                for (int c = 0; c < 4; c++) {
+                    uint32_t u[2];
+                    memcpy(u, w_row + (size_t)b * BB + (WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1)), 8);
+                    for (int h = 0; h < 2; h++) {
+                        const uint32_t a = mma_word<WT>(u[h], c, 2 * (c & 1) + h);
+                        for (int k = 0; k < 4; k++)
+                            isum += (int8_t)(a >> (8 * k)) * xq[32 * b + 8 * c + 4 * h + k];
+                    }
+                }
+                dm += (double)isum * chunk_scale<WT>(d_row, WT == CUDA_W_Q8_0 ? 2 * b : b).d[0] * xd[b];
+            }
+            e_mma = fmax(e_mma, fabs(dm - dref8) / mag8);
+        }
         e_dot = fmax(e_dot, fabs(dsum - dref) / mag);
         if (cuda_wtype_int8_dot(WT)) e_i8 = fmax(e_i8, fabs(dsum8 - dref8) / mag8);
         for (int k0 = 0; k0 < n_in; k0 += 32) for (int part = 0; part < 2; part++) {
@@ -74,8 +96,8 @@ template <int WT> static int check(int n_out, int n_in) {
             }
         }
     }
-    const int ok = e_elem <= 1e-6 * vmax && e_dot < 1e-6 && e_i8 < 1e-6 && e_gemm <= 1e-3;
-    printf("%-5s %d x %d: elem %.3g (of max %.3g), chunk_dot %.3g of sum|wx|, int8 dot %.3g, gemm f16 rel %.3g  %s\n", cuda_wtype_name(WT), n_out, n_in, e_elem, vmax, e_dot, e_i8, e_gemm, ok ? "ok" : "FAIL");
+    const int ok = e_elem <= 1e-6 * vmax && e_dot < 1e-6 && e_i8 < 1e-6 && e_mma < 1e-6 && e_gemm <= 1e-3;
+    printf("%-5s %d x %d: elem %.3g (of max %.3g), chunk_dot %.3g of sum|wx|, int8 dot %.3g, int8 mma %.3g, gemm f16 rel %.3g  %s\n", cuda_wtype_name(WT), n_out, n_in, e_elem, vmax, e_dot, e_i8, e_mma, e_gemm, ok ? "ok" : "FAIL");
     return ok;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh BUILD_DIR - builds and runs check.cpp: wtypes.cuh's device part (the layouts of
-# the weight types, their repack, chunk dots and the GEMM conversion) on the host against
-# the CPU reference, so that machines without a GPU (CI) check them; the kernels themselves are tested on the GPU (tests/unit/test_cuda.c).
+# the weight types, their repack, chunk dots, the int8 mma's codes and the GEMM
+# conversion) on the host against the CPU reference, so that machines without a GPU (CI)
+# check them; the kernels themselves are tested on the GPU (tests/unit/test_cuda.c).
 # BUILD_DIR holds the libedgerunner.a of a build without CUDA (make test passes
 # build/debug, with CXXFLAGS for its sanitizers), for its quantizers; needs g++. The
 # device part is cut out of wtypes.cuh as text (between "#ifdef __CUDACC__ ... The device

@@ -14,7 +14,7 @@
  * converted to F16 before an mma that serves at most the batch's tokens, and those
  * conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants go into
  * the mma as they are (one XOR of their bias a word), Q4_0's nibbles after a mask, a
- * shift and a subtraction a word (a_frag).
+ * shift and a subtraction a word (mma_word, wtypes.cuh).
  *
  * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix) streams
  * the weights and inputs through a ring of cp.async stages in shared memory. k_mmq (the
@@ -72,24 +72,6 @@ static __device__ __forceinline__ int mq_block_bytes(void) {
 template <int WT>
 static __device__ __forceinline__ int mq_lane_offset(int c) {
     return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
-}
-
-/* A lane's 8 bytes of a quant block in rows g (a0) and g + 8 (a1), as mq_lane_offset
- * places them, into the mma's A fragment: elements 8c..8c+3 at k 4c.., 8c+4..8c+7 at
- * 16 + 4c.., each a signed byte. */
-template <int WT>
-static __device__ __forceinline__ void a_frag(uint2 a0, uint2 a1, int c, uint32_t af[4]) {
-    if (WT == CUDA_W_Q8_0) {
-        /* Q8_0 holds q + 128: the XOR of the top bits gives q as int8 */
-        af[0] = a0.x ^ 0x80808080u, af[1] = a1.x ^ 0x80808080u;
-        af[2] = a0.y ^ 0x80808080u, af[3] = a1.y ^ 0x80808080u;
-    } else {
-        /* Q4_0: this lane's nibbles q, then q - 8 byte by byte (the wrap of __vsub4 is the
-         * signed byte) */
-        const int sh = (c >> 1) * 4;
-        af[0] = __vsub4((a0.x >> sh) & 0x0f0f0f0fu, 0x08080808u), af[1] = __vsub4((a1.x >> sh) & 0x0f0f0f0fu, 0x08080808u);
-        af[2] = __vsub4((a0.y >> sh) & 0x0f0f0f0fu, 0x08080808u), af[3] = __vsub4((a1.y >> sh) & 0x0f0f0f0fu, 0x08080808u);
-    }
 }
 
 /* One quarter (8 elements, raw F16) of a block of 32, quantized with the block's scale
@@ -195,14 +177,16 @@ typedef struct mmq_args {
 } mmq_args;
 
 /* acc += one quant block's products, for a warp's rows g and g + 8 (their quants a0, a1:
- * a lane's 8 bytes, a_frag's; their scales dw0, dw1) and its NT tiles of staged tokens
- * (token t's 8 bytes at xq + t x_row, its scale at xd[t xd_t]). The arithmetic both
- * kernels share: a token's numbers come out of it alike whatever its tile or kernel. */
+ * a lane's 8 bytes, as mma_word reads them; their scales dw0, dw1) and its NT tiles of
+ * staged tokens (token t's 8 bytes at xq + t x_row, its scale at xd[t xd_t]). The
+ * arithmetic both kernels share: a token's numbers come out of it alike whatever its
+ * tile or kernel. */
 template <int WT, int NT>
 static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, float dw1, const int8_t *xq, int x_row,
                                                  const float *xd, int xd_t, int g, int c, float acc[NT][4]) {
-    uint32_t af[4];
-    a_frag<WT>(a0, a1, c, af);
+    const int i0 = 2 * (c & 1);
+    const uint32_t af[4] = {mma_word<WT>(a0.x, c, i0), mma_word<WT>(a1.x, c, i0), mma_word<WT>(a0.y, c, i0 + 1),
+                            mma_word<WT>(a1.y, c, i0 + 1)};
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);

@@ -470,6 +470,21 @@ static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, c
     return s.d[0] * (float)(sum[0] + sum[1]) + s.m[0] * (float)xsum;
 }
 
+/* The types of cuda_wtype_int8_mma (mmq.cu): word i of lane c's 8 bytes of a block (u; i =
+ * 2 (c & 1) + 0 or 1: Q8_0's bytes 8c.., Q4_0's bytes 8 (c & 1)..) as four signed int8
+ * codes of the mma's A fragment: the block's elements 8c..8c+3 (the first word) or
+ * 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR. Q4_0's byte e holds element e in
+ * its low nibble and e + 16 in its high one: elements 8c.. are group c >> 1 of
+ * word_codes, less 8 (the signed byte, by the wrap of __vsub4). */
+template <int WT>
+static __device__ __forceinline__ uint32_t mma_word(uint32_t u, int c, int i) {
+    static_assert(cuda_wtype_int8_mma(WT), "the types of cuda_wtype_int8_mma");
+    if constexpr (WT == CUDA_W_Q8_0)
+        return u ^ 0x80808080u;
+    else
+        return __vsub4(word_codes<WT>(u, 0u, c >> 1, i), 0x08080808u);
+}
+
 /* 32-bit word at byte offset `at` (a multiple of 4) of a row's scales */
 static __device__ __forceinline__ uint32_t scale_word(const __half *d_row, int at) {
     return *reinterpret_cast<const uint32_t *>(reinterpret_cast<const uint8_t *>(d_row) + at);
