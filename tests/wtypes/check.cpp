@@ -4,8 +4,8 @@
  * every chunk through chunk_scale + chunk_dot (vs the dot in doubles), for the types of
  * cuda_wtype_int8_dot through chunk_isum (Q8_0, Q4_0) or chunk_qsum (the K types) with x
  * quantized per block of 32 (vs the dot of the quantized x in doubles), for the types of
- * cuda_wtype_int8_mma the int8 mma's lanes (mma_word, mmq.cu's layout of k), and every 16 elements through gemm_load + gemm_half (vs
- * to_f32 rounded to F16). A check of the
+ * cuda_wtype_int8_mma the int8 mma's lanes (mma_word, mmq.cu's layout of k), and every
+ * 16 elements through gemm_load + gemm_half (vs to_f32 rounded to F16). A check of the
  * device layouts and their repack without a GPU; the kernels themselves are tested on
  * the GPU by tests/unit/test_cuda.c. Built and run by run.sh. */
 #include <stdio.h>

@@ -62,15 +62,11 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* A quant block's bytes (Q8_0 32; Q4_0 and the K types' 4-bit planes 16), and where lane
- * c's 8 of them start (its elements 8c..8c+7): Q8_0 byte e holds element e; a plane's
- * byte e holds element e in its low nibble and e + 16 in its high one, so elements
- * 8c..8c+7 are the low (c < 2) or high (c >= 2) nibbles of bytes 8 (c & 1)..+7, which
- * lanes c and c ^ 2 both load. */
-template <int WT>
-static __device__ __forceinline__ int mq_block_bytes(void) {
-    return WT == CUDA_W_Q8_0 ? 32 : 16;
-}
+/* Where lane c's 8 bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
+ * planes of Q4_0 and the K types 16) start, its elements 8c..8c+7: Q8_0 byte e holds
+ * element e; a plane's byte e holds element e in its low nibble and e + 16 in its high
+ * one, so elements 8c..8c+7 are the low (c < 2) or high (c >= 2) nibbles of bytes
+ * 8 (c & 1)..+7, which lanes c and c ^ 2 both load. */
 template <int WT>
 static __device__ __forceinline__ int mq_lane_offset(int c) {
     return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
@@ -221,7 +217,7 @@ static __device__ __forceinline__ void load_chunk(const uint8_t *const wq[2], co
         const int kb = min(kb0 + b, kb_end - 1);
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            a[b][h] = __ldg(reinterpret_cast<const uint2 *>(wq[h] + (size_t)kb * mq_block_bytes<WT>()));
+            a[b][h] = __ldg(reinterpret_cast<const uint2 *>(wq[h] + (size_t)kb * cuda_row_bytes(WT, 32)));
         ad[b] = __halves2half2(wd[0][kb], wd[1][kb]);
     }
 }
@@ -405,7 +401,7 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
     /* quants: 64 rows x MR_CB blocks (Q8_0 128 bytes, 8 chunks of 16 a row; Q4_0 and the
      * K types 64, 4 chunks, the rest of the row's MR_ROW unused): 64 PARTS / THREADS
      * chunks a thread */
-    constexpr int LOG_PARTS = WT == CUDA_W_Q8_0 ? 3 : 2, PARTS = 1 << LOG_PARTS, BB = WT == CUDA_W_Q8_0 ? 32 : 16;
+    constexpr int BB = (int)cuda_row_bytes(WT, 32), LOG_PARTS = BB == 32 ? 3 : 2, PARTS = 1 << LOG_PARTS;
     static_assert(PARTS * 16 == MR_CB * BB && 64 * PARTS % THREADS == 0, "whole chunks of a stage a thread");
 #pragma unroll
     for (int i = 0; i < 64 * PARTS / THREADS; i++) {
@@ -537,7 +533,8 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
         }
         const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + mq_lane_offset<WT>(c);
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
-        const int bb = mq_block_bytes<WT>(), kb = kb_begin + i * MR_CB;
+        constexpr int bb = (int)cuda_row_bytes(WT, 32);
+        const int kb = kb_begin + i * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
             const uint2 a0 = *reinterpret_cast<const uint2 *>(wq + b * bb);
