@@ -77,59 +77,56 @@ static __device__ __forceinline__ int mq_lane_offset(int c) {
  * their chunk scales s0, s1, read where the block is used) and the warp's NT tiles of
  * staged tokens. A block of 32 is a chunk of their 4-bit plane: value = d q + m (Q4_K,
  * Q5_K: one sub-block) or d_g (q - 32) (Q6_K: g = the element's group of 16). Q4_K, Q5_K:
- * d isum + m xsum, xsum (the token's quants summed) from a second mma with every weight 1;
- * Q6_K: two mmas, each with the other group's lanes zero (lanes c < 2 hold group 0),
- * d_0 isum_0 + d_1 isum_1. Every term by fmaf in this order. */
+ * d isum + m xsum, xsum the token's quants summed (staged with them: xs, as xd); Q6_K:
+ * two mmas, each with the other group's lanes zero (lanes c < 2 hold group 0), d_0 isum_0
+ * + d_1 isum_1. Every term by fmaf in this order. */
 template <int WT, int NT>
 static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
-                                                   const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
-                                                   int c, float acc[NT][4]) {
+                                                   const int8_t *xq, int x_row, const float *xd, const float *xs,
+                                                   int xd_t, int g, int c, float acc[NT][4]) {
+    constexpr bool OFFSET = cuda_wtype_int8_offset(WT);
+    static_assert(OFFSET || WT == CUDA_W_Q6_K, "the K types");
     const int i0 = 2 * (c & 1);
     uint32_t af[4] = {mma_word<WT>(a0.x, s0, c, i0), mma_word<WT>(a1.x, s1, c, i0),
                       mma_word<WT>(a0.y, s0, c, i0 + 1), mma_word<WT>(a1.y, s1, c, i0 + 1)};
-    uint32_t bf[4]; /* the second mma's A: Q6_K's other group, else ones */
-    const bool g0 = c < 2;
+    uint32_t bf[4] = {}; /* Q6_K: the second mma's A, group 1 */
+    if constexpr (!OFFSET) {
+        const bool g0 = c < 2;
 #pragma unroll
-    for (int r = 0; r < 4; r++) {
-        bf[r] = WT == CUDA_W_Q6_K ? (g0 ? 0u : af[r]) : 0x01010101u;
-        if (WT == CUDA_W_Q6_K && !g0)
-            af[r] = 0u;
+        for (int r = 0; r < 4; r++) {
+            bf[r] = g0 ? 0u : af[r];
+            af[r] = g0 ? af[r] : 0u;
+        }
     }
-    /* the scales of the first and second integers, rows g and g + 8 */
+    /* the scales of the first and second terms, rows g and g + 8 */
     const float ua0 = s0.d[0], ua1 = s1.d[0];
-    const float ub0 = WT == CUDA_W_Q6_K ? s0.d[1] : s0.m[0], ub1 = WT == CUDA_W_Q6_K ? s1.d[1] : s1.m[0];
+    const float ub0 = OFFSET ? s0.m[0] : s0.d[1], ub1 = OFFSET ? s1.m[0] : s1.d[1];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
-        int sa[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC}, sb[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
+        int sa[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
         mma_s8(sa, af, bx.x, bx.y);
-        mma_s8(sb, bf, bx.x, bx.y);
-        const float dx0 = xd[(8 * j + 2 * c) * xd_t], dx1 = xd[(8 * j + 2 * c + 1) * xd_t];
-        /* Q4_K/Q5_K: sb[0] = sb[2] (token 2c) and sb[1] = sb[3] (2c + 1), the sums of
-         * the tokens' quants */
+        float sb[4]; /* the second terms' integers: Q4_K/Q5_K the tokens' sums, Q6_K group 1's */
+        if constexpr (OFFSET) {
+            sb[0] = sb[2] = xs[t0];
+            sb[1] = sb[3] = xs[t1];
+        } else {
+            int sg[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+            mma_s8(sg, bf, bx.x, bx.y);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                sb[i] = __int_as_float(sg[i]) - MQ_MAGIC_F;
+        }
+        const float dx0 = xd[t0], dx1 = xd[t1];
         acc[j][0] = fmaf(__int_as_float(sa[0]) - MQ_MAGIC_F, ua0 * dx0, acc[j][0]);
         acc[j][1] = fmaf(__int_as_float(sa[1]) - MQ_MAGIC_F, ua0 * dx1, acc[j][1]);
         acc[j][2] = fmaf(__int_as_float(sa[2]) - MQ_MAGIC_F, ua1 * dx0, acc[j][2]);
         acc[j][3] = fmaf(__int_as_float(sa[3]) - MQ_MAGIC_F, ua1 * dx1, acc[j][3]);
-        acc[j][0] = fmaf(__int_as_float(sb[0]) - MQ_MAGIC_F, ub0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(sb[1]) - MQ_MAGIC_F, ub0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(sb[2]) - MQ_MAGIC_F, ub1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(sb[3]) - MQ_MAGIC_F, ub1 * dx1, acc[j][3]);
-    }
-}
-
-/* The K types: the scale bytes of the super-block holding block kb, rows g and g + 8,
- * sent to L1 (a stage of the ring is half a super-block), so that chunk_scale's reads of
- * them two stages later wait for L1, not L2 or HBM. */
-template <int WT>
-static __device__ __forceinline__ void k_prefetch_scales(const __half *const k_scales[2], int kb) {
-    constexpr int SB = cuda_wtype_scale_bytes(WT);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const uint8_t *p = reinterpret_cast<const uint8_t *>(k_scales[h]) + (size_t)(kb >> 3) * SB;
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-        if (SB > 16) /* its last byte, where the super-block crosses a line */
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(p + SB - 1));
+        acc[j][0] = fmaf(sb[0], ub0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(sb[1], ub0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(sb[2], ub1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(sb[3], ub1 * dx1, acc[j][3]);
     }
 }
 
@@ -146,9 +143,10 @@ static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
     return quant8_f32(v, d_out);
 }
 
-/* xq (n_rows, K) int8 and xd (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
- * block of 32; grid of 256-thread blocks over n_rows K / 8 threads. */
-__global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd) {
+/* xq (n_rows, K) int8, xd and xs (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
+ * block of 32, each block's scale and the sum of its quants; grid of 256-thread blocks
+ * over n_rows K / 8 threads. */
+__global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd, float *xs) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* 8 elements at 8 i */
     pdl_wait();
     pdl_launch_next();
@@ -157,10 +155,13 @@ __global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd) 
     const uint4 raw = 8 * i < n ? __ldcg(reinterpret_cast<const uint4 *>(X) + i) : make_uint4(0, 0, 0, 0);
     float d;
     const uint2 q = quant8(raw, &d);
+    const int sum = quant8_sum(q);
     if (8 * i < n) {
         reinterpret_cast<uint2 *>(xq)[i] = q;
-        if ((i & 3) == 0)
+        if ((i & 3) == 0) {
             xd[i >> 2] = d;
+            xs[i >> 2] = (float)sum;
+        }
     }
 }
 
@@ -227,13 +228,13 @@ typedef struct mmq_args {
     const __half *X;  /* (T, K) F16, or (PRE) */
     const int8_t *xq; /* (T, K) its quants */
     const float *xd;  /* (T, K / 32) and their scales */
+    const float *xs;  /* (T, K / 32) and their sums (cuda_wtype_int8_offset) */
     int T;
     float *y;         /* (T, ldy): y[:, :N] (+)= the product, or (n_split > 1) block z's share into
                        * the z-th plane of (T, ldy) floats at y */
     int64_t ldy;
     int accumulate;
     int split_steps;  /* K's blocks per share: n_split = gridDim.z shares */
-    int k_prefetch;   /* the K types' scales sent to L1 two stages ahead (k_prefetch_scales) */
 } mmq_args;
 
 /* acc += one quant block's products, for a warp's rows g and g + 8 (their quants a0, a1:
@@ -378,18 +379,19 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
                                     read the same 8 bytes) fall in distinct banks */
 
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
- * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW) and scales
- * (8 NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one
- * buffer of the current stage's quantized input (quants, then scales). */
-template <int NT, bool PRE, int S>
+ * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW), scales
+ * (8 NT, MR_CB) floats and, with XS (cuda_wtype_int8_offset), the sums of its quants (8
+ * NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one
+ * buffer of the current stage's quantized input (quants, scales, sums). */
+template <int NT, bool PRE, int S, bool XS>
 struct ring_layout {
     static constexpr int w_q = 0, w_d = 64 * MR_ROW, x = w_d + 64 * MR_CB * 2;
-    static constexpr int x_d = x + 8 * NT * MR_ROW;
-    static constexpr int stage = PRE ? x_d + 8 * NT * MR_CB * 4 : x + 8 * NT * 32 * MR_CB * 2;
-    static constexpr int qbuf = S * stage;
-    static constexpr int bytes = PRE ? qbuf : qbuf + 8 * NT * MR_ROW + 8 * NT * MR_CB * 4;
-    /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4;
-     * with 3 stages the kernel's registers are capped to let them all run */
+    static constexpr int x_d = x + 8 * NT * MR_ROW, x_s = x_d + 8 * NT * MR_CB * 4;
+    static constexpr int stage = PRE ? x_s + (XS ? 8 * NT * MR_CB * 4 : 0) : x + 8 * NT * 32 * MR_CB * 2;
+    static constexpr int qbuf = S * stage, q_d = qbuf + 8 * NT * MR_ROW, q_s = q_d + 8 * NT * MR_CB * 4;
+    static constexpr int bytes = PRE ? qbuf : q_s + (XS ? 8 * NT * MR_CB * 4 : 0);
+    /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4
+     * (ring_min_blocks) */
     static constexpr int blocks_per_sm = 228 * 1024 / (bytes + 1024) < 4 ? 228 * 1024 / (bytes + 1024) : 4;
 };
 
@@ -415,17 +417,18 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
     if (cuda_wtype_int8_one_scale(WT) && (THREADS == 128 || threadIdx.x < 128)) {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async4(st + ring_layout<1, true, 1>::w_d + r * MR_CB * 2 + 4 * part,
+        cp_async4(st + ring_layout<1, true, 1, false>::w_d + r * MR_CB * 2 + 4 * part,
                   (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
     }
 }
 
 /* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). Rows
  * past T copy nothing (zeros). */
-template <int NT, bool PRE, int S, int THREADS>
+template <int NT, bool PRE, int S, bool XS, int THREADS>
 static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, int64_t t0, int kb0, uint8_t *st) {
-    typedef ring_layout<NT, PRE, S> L;
-    if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales: 16 bytes a row */
+    typedef ring_layout<NT, PRE, S, XS> L;
+    if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales (and sums): 16
+                * bytes a row */
 #pragma unroll
         for (int i = 0; i < (64 * NT + THREADS - 1) / THREADS; i++) {
             const int j = i * THREADS + threadIdx.x, r = j >> 3, part = j & 7;
@@ -434,10 +437,13 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
                 cp_async16(st + L::x + r * MR_ROW + 16 * part, p.xq + t * K + (int64_t)kb0 * 32 + 16 * part,
                            t0 + r < p.T ? 16 : 0);
         }
-        if (threadIdx.x < 8 * NT) {
-            const int r = threadIdx.x;
+        static_assert(16 * NT <= THREADS, "a thread a row of scales or sums");
+        if (threadIdx.x < (XS ? 16 : 8) * NT) {
+            const bool sums = threadIdx.x >= 8 * NT;
+            const int r = sums ? threadIdx.x - 8 * NT : threadIdx.x;
             const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
-            cp_async16(st + L::x_d + r * MR_CB * 4, p.xd + t * (K / 32) + kb0, t0 + r < p.T ? 16 : 0);
+            cp_async16(st + (sums ? L::x_s : L::x_d) + r * MR_CB * 4, (sums ? p.xs : p.xd) + t * (K / 32) + kb0,
+                       t0 + r < p.T ? 16 : 0);
         }
     } else { /* F16: 8 NT rows x 256 bytes */
         for (int j = threadIdx.x; j < 8 * NT * 16; j += THREADS) {
@@ -450,12 +456,26 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
 }
 
 /* grid and shares as k_mmq's (shares of whole stages), TW MQ_THREADS threads, dynamic
- * shared memory ring_layout<NT, PRE, S>::bytes. With TW = 2 (PRE only) two warps share
+ * shared memory ring_bytes<WT, NT, PRE, S>(). With TW = 2 (PRE only) two warps share
  * each 16 rows, one on each half of the tokens: the same products, twice the warps. */
+template <int WT, int NT, bool PRE, int S>
+static constexpr int ring_bytes(void) {
+    return ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::bytes;
+}
+/* the blocks an SM that the kernel's registers leave room for: with 3 stages all that
+ * shared memory allows; so too the K types' two warps a 16 rows, which took 134-150
+ * registers without it (one block of 256 threads an SM; Q8_0's and Q4_0's 104-106) */
 template <int WT, int NT, bool PRE, int S, int TW>
-__global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE, S>::blocks_per_sm : 0))
+static constexpr int ring_min_blocks(void) {
+    return S == 3 || (TW == 2 && !cuda_wtype_int8_one_scale(WT))
+               ? ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::blocks_per_sm
+               : 0;
+}
+template <int WT, int NT, bool PRE, int S, int TW>
+__global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, S, TW>()))
     k_mmq_ring(const cuda_weight w, const mmq_args p) {
-    typedef ring_layout<NT, PRE, S> L;
+    constexpr bool XS = cuda_wtype_int8_offset(WT);
+    typedef ring_layout<NT, PRE, S, XS> L;
     constexpr int THREADS = TW * MQ_THREADS, NTW = NT / TW; /* a warp's tiles of 8 tokens */
     static_assert(TW == 1 || (PRE && NT % TW == 0), "token halves need the input quantized beforehand");
     extern __shared__ __align__(16) uint8_t ring[];
@@ -481,42 +501,33 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
     for (int s = 0; s < S - 1; s++)
         if (s < n_stages)
             ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + s * MR_CB, ring + s * L::stage);
-    if constexpr (!cuda_wtype_int8_one_scale(WT)) { /* the first two stages' scales */
-        if (p.k_prefetch)
-            for (int s = 0; s < 2 && s < n_stages; s++)
-                k_prefetch_scales<WT>(k_scales, kb_begin + s * MR_CB);
-    }
     pdl_wait();
     pdl_launch_next();
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_stages)
-            ring_issue_x<NT, PRE, S, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
+            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
         cp_async_commit(); /* group s (group 0 also holds the weights issued above) */
     }
 
     float acc[NTW][4] = {};
     for (int i = 0; i < n_stages; i++) {
-        if constexpr (!cuda_wtype_int8_one_scale(WT)) { /* the scales of stage i + 2, where a super-block starts */
-            const int kb2 = kb_begin + (i + 2) * MR_CB;
-            if (p.k_prefetch && i + 2 < n_stages && (kb2 & 7) == 0)
-                k_prefetch_scales<WT>(k_scales, kb2);
-        }
         cp_async_wait<S - 2>(); /* this thread's copies of stage i */
         __syncthreads();                /* everyone's; and stage i - 1's slot is free */
         const int next = i + S - 1;
         if (next < n_stages) {
             uint8_t *slot = ring + (next % S) * L::stage;
             ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + next * MR_CB, slot);
-            ring_issue_x<NT, PRE, S, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
+            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
         }
         cp_async_commit();
         const uint8_t *st = ring + (i % S) * L::stage;
         const int8_t *xq = (const int8_t *)(st + L::x) + tw * 8 * NTW * MR_ROW;
         const float *xd = (const float *)(st + L::x_d) + tw * 8 * NTW * MR_CB;
+        const float *xs = (const float *)(st + L::x_s) + tw * 8 * NTW * MR_CB; /* (XS) */
         if (!PRE) { /* the stage's F16 input quantized into qbuf: 4 lanes a (token, block) */
             int8_t *qq = (int8_t *)(ring + L::qbuf);
-            float *qd = (float *)(ring + L::qbuf + 8 * NT * MR_ROW);
+            float *qd = (float *)(ring + L::q_d), *qsum = (float *)(ring + L::q_s);
             const int q = threadIdx.x & 3;
 #pragma unroll
             for (int it = 0; it < NT; it++) {
@@ -524,12 +535,17 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
                 float d;
                 const uint2 qs = quant8(*reinterpret_cast<const uint4 *>(st + L::x + tt * 256 + b * 64 + 16 * q), &d);
                 *reinterpret_cast<uint2 *>(qq + tt * MR_ROW + b * 32 + 8 * q) = qs;
-                if (q == 0)
+                const int sum = XS ? quant8_sum(qs) : 0;
+                if (q == 0) {
                     qd[tt * MR_CB + b] = d;
+                    if (XS)
+                        qsum[tt * MR_CB + b] = (float)sum;
+                }
             }
             __syncthreads();
             xq = qq;
             xd = qd;
+            xs = qsum;
         }
         const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + mq_lane_offset<WT>(c);
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
@@ -544,7 +560,7 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
                                    MR_ROW, xd + b, MR_CB, g, c, acc);
             } else {
                 const chunk_sc s0 = chunk_scale<WT>(k_scales[0], kb + b), s1 = chunk_scale<WT>(k_scales[1], kb + b);
-                mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
+                mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
             }
         }
     }
@@ -554,11 +570,12 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
 
 template <int NT, bool PRE, int S, int TW>
 static cudaError_t launch_ring_nt(const cuda_weight *w, const mmq_args &p, const dim3 grid, cudaStream_t stream) {
-    constexpr int smem = ring_layout<NT, PRE, S>::bytes;
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(TW * MQ_THREADS), smem, stream, &attr);
+    cudaLaunchConfig_t cfg = pdl_config(grid, dim3(TW * MQ_THREADS), 0, stream, &attr); /* its bytes by the type */
 #define CALL(WT)                                                                    \
     {                                                                               \
+        constexpr int smem = ring_bytes<WT, NT, PRE, S>();                          \
+        cfg.dynamicSmemBytes = smem;                                                \
         static bool allowed = false; /* once per kernel, before its first launch */ \
         if (!allowed) {                                                             \
             const cudaError_t e = allow_smem(k_mmq_ring<WT, NT, PRE, S, TW>, smem); \
@@ -630,29 +647,23 @@ static cudaError_t launch_mmq(const cuda_weight *w, const mmq_args &p, int n_spl
 
 extern "C" int cuda_mmq_prequantize(int n_tokens) { return n_tokens > MQ_INKERNEL_MAX_T; }
 
-extern "C" cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd,
+extern "C" cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd, float *xs,
                                        cudaStream_t stream) {
     const int64_t n = (int64_t)n_tokens * K;
     if (n_tokens <= 0 || K % 32 != 0)
         return cudaErrorInvalidValue;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3((unsigned int)((n / 8 + 255) / 256)), dim3(256), 0, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_quantize_x, reinterpret_cast<const __half *>(x), n, xq, xd);
+    return cudaLaunchKernelEx(&cfg, k_quantize_x, reinterpret_cast<const __half *>(x), n, xq, xd, xs);
 }
 
-extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd, int T,
-                                      float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream) {
+extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd,
+                                      const float *xs, int T, float *y, int64_t ldy, int accumulate, int n_split,
+                                      cudaStream_t stream) {
     if (T <= 0 || w->n_in % 32 != 0 || n_split < 1 || n_split > w->n_in / 32 || !cuda_wtype_int8_mma(w->type) ||
-        !xq != !xd)
+        !xq != !xd || !xq != !xs)
         return cudaErrorInvalidValue;
-    /* EDGERUNNER_CUDA_MMQ_KPF=0 leaves the K types' scales to their reads (read once; for
-     * measurements) */
-    static int k_prefetch = -1;
-    if (k_prefetch < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_MMQ_KPF");
-        k_prefetch = env && *env ? atoi(env) != 0 : 1;
-    }
-    const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, T, y, ldy, accumulate, 0, k_prefetch};
+    const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, xs, T, y, ldy, accumulate, 0};
     /* as few 8-token tiles a block as the batch needs: the mmas of tokens past T are
      * wasted, the weights are read once per block row of tokens */
     if (T <= 8)

@@ -215,6 +215,9 @@ CUDA_WT_FN int cuda_wtype_int8_dot(int type) {
  * (chain.cu) and the streaming matvec's scales loaded before its wait (stream_chunks)
  * keep only that scale. */
 CUDA_WT_FN int cuda_wtype_int8_one_scale(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
+/* Of those, the ones whose chunk adds an offset (d q + m: Q4_K, Q5_K), m times the sum of
+ * the input's quants of the block: the batch GEMM stages that sum with the quants. */
+CUDA_WT_FN int cuda_wtype_int8_offset(int type) { return type == CUDA_W_Q4_K || type == CUDA_W_Q5_K; }
 /* The types whose streaming matvec (matvec.cu, stream_chunks) loads the first chunks of
  * its first pass before it waits for the previous kernel, and sends the rest of that
  * pass to L2 after (stream_l2): Q8_0 and Q4_0, and on the int8 input Q4_K and Q5_K (their
