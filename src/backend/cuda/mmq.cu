@@ -8,10 +8,10 @@
  *
  *   y[t][n] = sum over blocks b in order of  (float) isum(b, t, n) * (dw[n][b] * dx[t][b])
  *
- * (fmaf, block by block; the K types: mma_block_offset, mma_block_q6k). That makes a
- * token's row of y the same whatever else the batch holds, whatever the tile: the integer
- * does not depend on the order of its 32 products, nor on which lane sums them, and the
- * F32 chain is the same for every token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each
+ * (fmaf, block by block; the K types: mma_block_k). That makes a token's row of y the
+ * same whatever else the batch holds, whatever the tile: the integer does not depend on
+ * the order of its 32 products, nor on which lane sums them, and the F32 chain is the
+ * same for every token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each
  * weight there is converted to F16 before an mma that serves at most the batch's tokens,
  * and those conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants
  * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
@@ -62,88 +62,71 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* d += a (16 x 16 int8) . b (16 x 8 int8), S32: a0 (g, 4c..), a1 (g + 8, 4c..), b (k 4c.., n g),
- * 4 int8 a register; d as mma_s8's. */
-static __device__ __forceinline__ void mma_s8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%0, %1, %2, %3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(b));
-}
-
-/* Where lane c's bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
- * planes of Q4_0 and the K types 16) start. Its 8, elements 8c..8c+7: Q8_0 byte e holds
+/* Where lane c's 8 bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
+ * planes of Q4_0 and the K types 16) start, its elements 8c..8c+7: Q8_0 byte e holds
  * element e; a plane's byte e holds element e in its low nibble and e + 16 in its high
  * one, so elements 8c..8c+7 are the low (c < 2) or high (c >= 2) nibbles of bytes
- * 8 (c & 1)..+7, which lanes c and c ^ 2 both load. Q6_K (mma_block_q6k): its 4, bytes
- * 4c..4c+3, elements 4c..4c+3 of its first group of 16 and 16 + 4c.. of its second. */
+ * 8 (c & 1)..+7, which lanes c and c ^ 2 both load. */
 template <int WT>
 static __device__ __forceinline__ int mq_lane_offset(int c) {
-    return WT == CUDA_W_Q8_0 ? 8 * c : WT == CUDA_W_Q6_K ? 4 * c : 8 * (c & 1);
+    return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
 }
 
-/* acc += one quant block's products for Q4_K and Q5_K (the ring alone: their K is a
+/* acc += one quant block's products for the K types (the ring alone: their K is a
  * multiple of 256), as mma_block: rows g and g + 8 (a lane's 8 bytes a0, a1 of each,
  * their chunk scales s0, s1, read where the block is used) and the warp's NT tiles of
- * staged tokens. A block of 32 is a chunk of their 4-bit plane, one sub-block: value = d q
- * + m, so d isum + m xsum, xsum the token's quants summed (staged with them: xs, as xd),
- * each term by fmaf in this order. */
+ * staged tokens. A block of 32 is a chunk of their 4-bit plane: value = d q + m (Q4_K,
+ * Q5_K: one sub-block) or d_g (q - 32) (Q6_K: g = the element's group of 16). Q4_K, Q5_K:
+ * d isum + m xsum, xsum the token's quants summed (staged with them: xs, as xd); Q6_K:
+ * two mmas, each with the other group's lanes zero (lanes c < 2 hold group 0), d_0 isum_0
+ * + d_1 isum_1. Every term by fmaf in this order. */
 template <int WT, int NT>
-static __device__ __forceinline__ void mma_block_offset(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
-                                                        const int8_t *xq, int x_row, const float *xd,
-                                                        const float *xs, int xd_t, int g, int c, float acc[NT][4]) {
-    static_assert(cuda_wtype_int8_offset(WT), "Q4_K, Q5_K");
+static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
+                                                   const int8_t *xq, int x_row, const float *xd, const float *xs,
+                                                   int xd_t, int g, int c, float acc[NT][4]) {
+    constexpr bool OFFSET = cuda_wtype_int8_offset(WT);
+    static_assert(OFFSET || WT == CUDA_W_Q6_K, "the K types");
     const int i0 = 2 * (c & 1);
-    const uint32_t af[4] = {mma_word<WT>(a0.x, s0, c, i0), mma_word<WT>(a1.x, s1, c, i0),
-                            mma_word<WT>(a0.y, s0, c, i0 + 1), mma_word<WT>(a1.y, s1, c, i0 + 1)};
-    const float d0 = s0.d[0], d1 = s1.d[0], m0 = s0.m[0], m1 = s1.m[0]; /* rows g, g + 8 */
+    uint32_t af[4] = {mma_word<WT>(a0.x, s0, c, i0), mma_word<WT>(a1.x, s1, c, i0),
+                      mma_word<WT>(a0.y, s0, c, i0 + 1), mma_word<WT>(a1.y, s1, c, i0 + 1)};
+    uint32_t bf[4] = {}; /* Q6_K: the second mma's A, group 1 */
+    if constexpr (!OFFSET) {
+        const bool g0 = c < 2;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            bf[r] = g0 ? 0u : af[r];
+            af[r] = g0 ? af[r] : 0u;
+        }
+    }
+    /* the scales of the first and second terms, rows g and g + 8 */
+    const float ua0 = s0.d[0], ua1 = s1.d[0];
+    const float ub0 = OFFSET ? s0.m[0] : s0.d[1], ub1 = OFFSET ? s1.m[0] : s1.d[1];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
         const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
-        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
-        mma_s8(sum, af, bx.x, bx.y);
-        const float dx0 = xd[t0], dx1 = xd[t1], xs0 = xs[t0], xs1 = xs[t1];
-        acc[j][0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, d0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, d0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, d1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, d1 * dx1, acc[j][3]);
-        acc[j][0] = fmaf(xs0, m0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(xs1, m0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(xs0, m1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(xs1, m1 * dx1, acc[j][3]);
-    }
-}
-
-/* The same for Q6_K: two groups of 16 in a block, value d_g (q - 32), so d_0 isum_0 + d_1
- * isum_1, one m16n8k16 mma a group. Lane c holds bytes 4c..4c+3 of rows g and g + 8 (a0,
- * a1; mq_lane_offset): their low nibbles are elements 4c.. of group 0, their high ones 16
- * + 4c.. of group 1, at k 4c.. of each group's mma, beside X's bytes 4c.. and 16 + 4c.. */
-template <int NT>
-static __device__ __forceinline__ void mma_block_q6k(uint32_t a0, uint32_t a1, const chunk_sc &s0, const chunk_sc &s1,
-                                                     const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
-                                                     int c, float acc[NT][4]) {
-    constexpr int WT = CUDA_W_Q6_K;
-    const uint32_t lo0 = plane_codes<WT>(a0, s0, 0, c), lo1 = plane_codes<WT>(a1, s1, 0, c);
-    const uint32_t hi0 = plane_codes<WT>(a0, s0, 1, c), hi1 = plane_codes<WT>(a1, s1, 1, c);
-    const float d00 = s0.d[0], d01 = s0.d[1], d10 = s1.d[0], d11 = s1.d[1]; /* row g, g + 8; group */
+        int sa[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        mma_s8(sa, af, bx.x, bx.y);
+        float sb[4]; /* the second terms' integers: Q4_K/Q5_K the tokens' sums, Q6_K group 1's */
+        if constexpr (OFFSET) {
+            sb[0] = sb[2] = xs[t0];
+            sb[1] = sb[3] = xs[t1];
+        } else {
+            int sg[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+            mma_s8(sg, bf, bx.x, bx.y);
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const int8_t *x = xq + (8 * j + g) * x_row;
-        const uint32_t x0 = *reinterpret_cast<const uint32_t *>(x), x1 = *reinterpret_cast<const uint32_t *>(x + 16);
-        const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
-        int s_0[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC}, s_1[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
-        mma_s8_k16(s_0, lo0, lo1, x0);
-        mma_s8_k16(s_1, hi0, hi1, x1);
+            for (int i = 0; i < 4; i++)
+                sb[i] = __int_as_float(sg[i]) - MQ_MAGIC_F;
+        }
         const float dx0 = xd[t0], dx1 = xd[t1];
-        acc[j][0] = fmaf(__int_as_float(s_0[0]) - MQ_MAGIC_F, d00 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(s_0[1]) - MQ_MAGIC_F, d00 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(s_0[2]) - MQ_MAGIC_F, d10 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(s_0[3]) - MQ_MAGIC_F, d10 * dx1, acc[j][3]);
-        acc[j][0] = fmaf(__int_as_float(s_1[0]) - MQ_MAGIC_F, d01 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(s_1[1]) - MQ_MAGIC_F, d01 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(s_1[2]) - MQ_MAGIC_F, d11 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(s_1[3]) - MQ_MAGIC_F, d11 * dx1, acc[j][3]);
+        acc[j][0] = fmaf(__int_as_float(sa[0]) - MQ_MAGIC_F, ua0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(__int_as_float(sa[1]) - MQ_MAGIC_F, ua0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(__int_as_float(sa[2]) - MQ_MAGIC_F, ua1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(__int_as_float(sa[3]) - MQ_MAGIC_F, ua1 * dx1, acc[j][3]);
+        acc[j][0] = fmaf(sb[0], ub0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(sb[1], ub0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(sb[2], ub1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(sb[3], ub1 * dx1, acc[j][3]);
     }
 }
 
@@ -570,20 +553,14 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
         const int kb = kb_begin + i * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
-            const uint8_t *w0 = wq + b * bb, *w1 = wq + 8 * MR_ROW + b * bb; /* rows g, g + 8 */
+            const uint2 a0 = *reinterpret_cast<const uint2 *>(wq + b * bb);
+            const uint2 a1 = *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * bb);
             if constexpr (cuda_wtype_int8_one_scale(WT)) {
-                mma_block<WT, NTW>(*reinterpret_cast<const uint2 *>(w0), *reinterpret_cast<const uint2 *>(w1),
-                                   __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW,
-                                   xd + b, MR_CB, g, c, acc);
+                mma_block<WT, NTW>(a0, a1, __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c,
+                                   MR_ROW, xd + b, MR_CB, g, c, acc);
             } else {
                 const chunk_sc s0 = chunk_scale<WT>(k_scales[0], kb + b), s1 = chunk_scale<WT>(k_scales[1], kb + b);
-                if constexpr (WT == CUDA_W_Q6_K)
-                    mma_block_q6k<NTW>(*reinterpret_cast<const uint32_t *>(w0), *reinterpret_cast<const uint32_t *>(w1),
-                                       s0, s1, xq + b * 32 + 4 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
-                else
-                    mma_block_offset<WT, NTW>(*reinterpret_cast<const uint2 *>(w0),
-                                              *reinterpret_cast<const uint2 *>(w1), s0, s1, xq + b * 32 + 8 * c,
-                                              MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
+                mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
             }
         }
     }
