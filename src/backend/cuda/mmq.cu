@@ -74,12 +74,12 @@ static __device__ __forceinline__ int mq_lane_offset(int c) {
 
 /* acc += one quant block's products for the K types (the ring alone: their K is a
  * multiple of 256), as mma_block: rows g and g + 8 (a lane's 8 bytes a0, a1 of each,
- * their chunk scales s0, s1, read where the block is used) and the warp's NT tiles of
- * staged tokens. A block of 32 is a chunk of their 4-bit plane: value = d q + m (Q4_K,
- * Q5_K: one sub-block) or d_g (q - 32) (Q6_K: g = the element's group of 16). Q4_K, Q5_K:
- * d isum + m xsum, xsum the token's quants summed (staged with them: xs, as xd); Q6_K:
- * two mmas, each with the other group's lanes zero (lanes c < 2 hold group 0), d_0 isum_0
- * + d_1 isum_1. Every term by fmaf in this order. */
+ * their chunk scales s0, s1) and the warp's NT tiles of staged tokens. A block of 32 is a
+ * chunk of their 4-bit plane: value = d q + m (Q4_K, Q5_K: one sub-block) or d_g (q - 32)
+ * (Q6_K: g = the element's group of 16). Q4_K, Q5_K: d dx isum + m xsum, xsum the token's
+ * block as quantized summed, dx times the sum of its quants (staged with them: xs, as xd);
+ * Q6_K: two mmas, each with the other group's lanes zero (lanes c < 2 hold group 0), d_0
+ * dx isum_0 + d_1 dx isum_1. Every term by fmaf in this order. */
 template <int WT, int NT>
 static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
                                                    const int8_t *xq, int x_row, const float *xd, const float *xs,
@@ -107,26 +107,25 @@ static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chu
         const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
         int sa[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
         mma_s8(sa, af, bx.x, bx.y);
-        float sb[4]; /* the second terms' integers: Q4_K/Q5_K the tokens' sums, Q6_K group 1's */
-        if constexpr (OFFSET) {
-            sb[0] = sb[2] = xs[t0];
-            sb[1] = sb[3] = xs[t1];
-        } else {
-            int sg[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
-            mma_s8(sg, bf, bx.x, bx.y);
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                sb[i] = __int_as_float(sg[i]) - MQ_MAGIC_F;
-        }
         const float dx0 = xd[t0], dx1 = xd[t1];
         acc[j][0] = fmaf(__int_as_float(sa[0]) - MQ_MAGIC_F, ua0 * dx0, acc[j][0]);
         acc[j][1] = fmaf(__int_as_float(sa[1]) - MQ_MAGIC_F, ua0 * dx1, acc[j][1]);
         acc[j][2] = fmaf(__int_as_float(sa[2]) - MQ_MAGIC_F, ua1 * dx0, acc[j][2]);
         acc[j][3] = fmaf(__int_as_float(sa[3]) - MQ_MAGIC_F, ua1 * dx1, acc[j][3]);
-        acc[j][0] = fmaf(sb[0], ub0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(sb[1], ub0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(sb[2], ub1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(sb[3], ub1 * dx1, acc[j][3]);
+        if constexpr (OFFSET) { /* m times the token's block summed as quantized */
+            const float xs0 = xs[t0], xs1 = xs[t1];
+            acc[j][0] = fmaf(ub0, xs0, acc[j][0]);
+            acc[j][1] = fmaf(ub0, xs1, acc[j][1]);
+            acc[j][2] = fmaf(ub1, xs0, acc[j][2]);
+            acc[j][3] = fmaf(ub1, xs1, acc[j][3]);
+        } else {
+            int sg[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+            mma_s8(sg, bf, bx.x, bx.y);
+            acc[j][0] = fmaf(__int_as_float(sg[0]) - MQ_MAGIC_F, ub0 * dx0, acc[j][0]);
+            acc[j][1] = fmaf(__int_as_float(sg[1]) - MQ_MAGIC_F, ub0 * dx1, acc[j][1]);
+            acc[j][2] = fmaf(__int_as_float(sg[2]) - MQ_MAGIC_F, ub1 * dx0, acc[j][2]);
+            acc[j][3] = fmaf(__int_as_float(sg[3]) - MQ_MAGIC_F, ub1 * dx1, acc[j][3]);
+        }
     }
 }
 
@@ -144,8 +143,8 @@ static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
 }
 
 /* xq (n_rows, K) int8, xd and xs (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
- * block of 32, each block's scale and the sum of its quants; grid of 256-thread blocks
- * over n_rows K / 8 threads. */
+ * block of 32, each block's scale d and its sum as quantized (d times the sum of its
+ * quants); grid of 256-thread blocks over n_rows K / 8 threads. */
 __global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd, float *xs) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* 8 elements at 8 i */
     pdl_wait();
@@ -160,7 +159,7 @@ __global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd, 
         reinterpret_cast<uint2 *>(xq)[i] = q;
         if ((i & 3) == 0) {
             xd[i >> 2] = d;
-            xs[i >> 2] = (float)sum;
+            xs[i >> 2] = (float)sum * d;
         }
     }
 }
@@ -228,7 +227,7 @@ typedef struct mmq_args {
     const __half *X;  /* (T, K) F16, or (PRE) */
     const int8_t *xq; /* (T, K) its quants */
     const float *xd;  /* (T, K / 32) and their scales */
-    const float *xs;  /* (T, K / 32) and their sums (cuda_wtype_int8_offset) */
+    const float *xs;  /* (T, K / 32) and the blocks' sums as quantized (cuda_wtype_int8_offset) */
     int T;
     float *y;         /* (T, ldy): y[:, :N] (+)= the product, or (n_split > 1) block z's share into
                        * the z-th plane of (T, ldy) floats at y */
@@ -378,18 +377,28 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
                                     reads (4 rows x 4 lanes; a 4-bit plane's lanes c and c ^ 2
                                     read the same 8 bytes) fall in distinct banks */
 
+/* Bytes a weight row's K header takes in a stage (ring_issue_w), for the types with an
+ * offset (cuda_wtype_int8_offset; 0 for the others): Q4_K's super-block's first 16 bytes,
+ * Q5_K's and the stage's 16 bytes of its high bits. */
+template <int WT>
+static constexpr __host__ __device__ int k_head_bytes(void) {
+    return WT == CUDA_W_Q4_K ? 16 : WT == CUDA_W_Q5_K ? 32 : 0;
+}
+
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
- * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW), scales
- * (8 NT, MR_CB) floats and, with XS (cuda_wtype_int8_offset), the sums of its quants (8
- * NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one
- * buffer of the current stage's quantized input (quants, scales, sums). */
-template <int NT, bool PRE, int S, bool XS>
+ * scales (64, MR_CB) halves, their K headers (64, KH), then the input: with PRE its quants
+ * (8 NT, MR_ROW), scales (8 NT, MR_CB) floats and, with KH, its sums (8 NT, MR_CB) floats,
+ * else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one buffer of the current
+ * stage's quantized input (quants, scales, sums), and with KH the stage's scales and
+ * offsets of the weights, decoded from their K headers (64, MR_CB) float2. */
+template <int NT, bool PRE, int S, int KH>
 struct ring_layout {
-    static constexpr int w_q = 0, w_d = 64 * MR_ROW, x = w_d + 64 * MR_CB * 2;
+    static constexpr int w_q = 0, w_d = 64 * MR_ROW, k_head = w_d + 64 * MR_CB * 2, x = k_head + 64 * KH;
     static constexpr int x_d = x + 8 * NT * MR_ROW, x_s = x_d + 8 * NT * MR_CB * 4;
-    static constexpr int stage = PRE ? x_s + (XS ? 8 * NT * MR_CB * 4 : 0) : x + 8 * NT * 32 * MR_CB * 2;
+    static constexpr int stage = PRE ? x_s + (KH ? 8 * NT * MR_CB * 4 : 0) : x + 8 * NT * 32 * MR_CB * 2;
     static constexpr int qbuf = S * stage, q_d = qbuf + 8 * NT * MR_ROW, q_s = q_d + 8 * NT * MR_CB * 4;
-    static constexpr int bytes = PRE ? qbuf : q_s + (XS ? 8 * NT * MR_CB * 4 : 0);
+    static constexpr int k_dec = PRE ? qbuf : q_s + (KH ? 8 * NT * MR_CB * 4 : 0);
+    static constexpr int bytes = k_dec + (KH ? 64 * MR_CB * 8 : 0);
     /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4
      * (ring_min_blocks) */
     static constexpr int blocks_per_sm = 228 * 1024 / (bytes + 1024) < 4 ? 228 * 1024 / (bytes + 1024) : 4;
@@ -412,21 +421,33 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
         const uint8_t *src = (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part;
         cp_async16(st + r * MR_ROW + 16 * part, src, 16);
     }
-    /* scales (Q8_0, Q4_0; the K types read theirs where used): 64 rows x 4 halves, 4 bytes
-     * a thread of the first 128 */
+    /* scales (Q8_0, Q4_0; Q6_K reads its own where used): 64 rows x 4 halves, 4 bytes a
+     * thread of the first 128 */
     if (cuda_wtype_int8_one_scale(WT) && (THREADS == 128 || threadIdx.x < 128)) {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async4(st + ring_layout<1, true, 1, false>::w_d + r * MR_CB * 2 + 4 * part,
+        cp_async4(st + ring_layout<1, true, 1, 0>::w_d + r * MR_CB * 2 + 4 * part,
                   (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
+    }
+    /* Q4_K, Q5_K: the super-block's first 16 bytes (d, dmin, the 12 scale bytes), and Q5_K's
+     * high bits of the stage's 4 blocks (16 bytes at 16 + 4 (kb0 % 8): a stage is half a
+     * super-block), a 16-byte copy a thread */
+    constexpr int KH = k_head_bytes<WT>();
+    if (KH && threadIdx.x < 64 * KH / 16) {
+        constexpr int SB = cuda_wtype_scale_bytes(WT);
+        const int r = threadIdx.x / (KH / 16), part = threadIdx.x % (KH / 16);
+        const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
+        const uint8_t *src = (const uint8_t *)w.d + row * (int64_t)(K / 256 * SB) + (kb0 >> 3) * SB +
+                             (part ? 16 + 4 * (kb0 & 7) : 0);
+        cp_async16(st + ring_layout<1, true, 1, KH>::k_head + r * KH + 16 * part, src, 16);
     }
 }
 
 /* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). Rows
  * past T copy nothing (zeros). */
-template <int NT, bool PRE, int S, bool XS, int THREADS>
+template <int NT, bool PRE, int S, int KH, int THREADS>
 static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, int64_t t0, int kb0, uint8_t *st) {
-    typedef ring_layout<NT, PRE, S, XS> L;
+    typedef ring_layout<NT, PRE, S, KH> L;
     if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales (and sums): 16
                 * bytes a row */
 #pragma unroll
@@ -438,7 +459,7 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
                            t0 + r < p.T ? 16 : 0);
         }
         static_assert(16 * NT <= THREADS, "a thread a row of scales or sums");
-        if (threadIdx.x < (XS ? 16 : 8) * NT) {
+        if (threadIdx.x < (KH ? 16 : 8) * NT) {
             const bool sums = threadIdx.x >= 8 * NT;
             const int r = sums ? threadIdx.x - 8 * NT : threadIdx.x;
             const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
@@ -460,7 +481,7 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
  * each 16 rows, one on each half of the tokens: the same products, twice the warps. */
 template <int WT, int NT, bool PRE, int S>
 static constexpr int ring_bytes(void) {
-    return ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::bytes;
+    return ring_layout<NT, PRE, S, k_head_bytes<WT>()>::bytes;
 }
 /* the blocks an SM that the kernel's registers leave room for: with 3 stages all that
  * shared memory allows; so too the K types' two warps a 16 rows, which took 134-150
@@ -468,14 +489,14 @@ static constexpr int ring_bytes(void) {
 template <int WT, int NT, bool PRE, int S, int TW>
 static constexpr int ring_min_blocks(void) {
     return S == 3 || (TW == 2 && !cuda_wtype_int8_one_scale(WT))
-               ? ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::blocks_per_sm
+               ? ring_layout<NT, PRE, S, k_head_bytes<WT>()>::blocks_per_sm
                : 0;
 }
 template <int WT, int NT, bool PRE, int S, int TW>
 __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, S, TW>()))
     k_mmq_ring(const cuda_weight w, const mmq_args p) {
-    constexpr bool XS = cuda_wtype_int8_offset(WT);
-    typedef ring_layout<NT, PRE, S, XS> L;
+    constexpr int KH = k_head_bytes<WT>();
+    typedef ring_layout<NT, PRE, S, KH> L;
     constexpr int THREADS = TW * MQ_THREADS, NTW = NT / TW; /* a warp's tiles of 8 tokens */
     static_assert(TW == 1 || (PRE && NT % TW == 0), "token halves need the input quantized beforehand");
     extern __shared__ __align__(16) uint8_t ring[];
@@ -486,9 +507,9 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tw = threadIdx.x >> 7;
     const int g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
-    /* the K types: the scale bytes of this lane's rows g and g + 8 (rows past N: the last) */
+    /* Q6_K: the scale bytes of this lane's rows g and g + 8 (rows past N: the last) */
     const __half *k_scales[2] = {nullptr, nullptr};
-    if constexpr (!cuda_wtype_int8_one_scale(WT)) {
+    if constexpr (WT == CUDA_W_Q6_K) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int64_t n = n_tile + warp * 16 + g + 8 * h, row = n < w.n_out ? n : w.n_out - 1;
@@ -506,7 +527,7 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_stages)
-            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
+            ring_issue_x<NT, PRE, S, KH, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
         cp_async_commit(); /* group s (group 0 also holds the weights issued above) */
     }
 
@@ -518,13 +539,14 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
         if (next < n_stages) {
             uint8_t *slot = ring + (next % S) * L::stage;
             ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + next * MR_CB, slot);
-            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
+            ring_issue_x<NT, PRE, S, KH, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
         }
         cp_async_commit();
         const uint8_t *st = ring + (i % S) * L::stage;
         const int8_t *xq = (const int8_t *)(st + L::x) + tw * 8 * NTW * MR_ROW;
         const float *xd = (const float *)(st + L::x_d) + tw * 8 * NTW * MR_CB;
-        const float *xs = (const float *)(st + L::x_s) + tw * 8 * NTW * MR_CB; /* (XS) */
+        const float *xs = (const float *)(st + L::x_s) + tw * 8 * NTW * MR_CB; /* (KH) */
+        const int kb = kb_begin + i * MR_CB;
         if (!PRE) { /* the stage's F16 input quantized into qbuf: 4 lanes a (token, block) */
             int8_t *qq = (int8_t *)(ring + L::qbuf);
             float *qd = (float *)(ring + L::q_d), *qsum = (float *)(ring + L::q_s);
@@ -535,22 +557,28 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
                 float d;
                 const uint2 qs = quant8(*reinterpret_cast<const uint4 *>(st + L::x + tt * 256 + b * 64 + 16 * q), &d);
                 *reinterpret_cast<uint2 *>(qq + tt * MR_ROW + b * 32 + 8 * q) = qs;
-                const int sum = XS ? quant8_sum(qs) : 0;
+                const int sum = KH ? quant8_sum(qs) : 0;
                 if (q == 0) {
                     qd[tt * MR_CB + b] = d;
-                    if (XS)
-                        qsum[tt * MR_CB + b] = (float)sum;
+                    if (KH)
+                        qsum[tt * MR_CB + b] = (float)sum * d;
                 }
             }
-            __syncthreads();
             xq = qq;
             xd = qd;
             xs = qsum;
         }
+        if constexpr (KH > 0) { /* the stage's weight scales and offsets, a (row, block) a thread */
+            float2 *dec = reinterpret_cast<float2 *>(ring + L::k_dec);
+            for (int e = threadIdx.x; e < 64 * MR_CB; e += THREADS)
+                dec[e] = k_scale_min(*reinterpret_cast<const uint4 *>(st + L::k_head + e / MR_CB * KH),
+                                     (kb + e % MR_CB) & 7);
+        }
+        if (!PRE || KH > 0)
+            __syncthreads();
         const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + mq_lane_offset<WT>(c);
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
         constexpr int bb = (int)cuda_row_bytes(WT, 32);
-        const int kb = kb_begin + i * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
             const uint2 a0 = *reinterpret_cast<const uint2 *>(wq + b * bb);
@@ -558,6 +586,17 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
             if constexpr (cuda_wtype_int8_one_scale(WT)) {
                 mma_block<WT, NTW>(a0, a1, __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c,
                                    MR_ROW, xd + b, MR_CB, g, c, acc);
+            } else if constexpr (KH > 0) { /* rows g and g + 8: decoded above; Q5_K's high bits */
+                const int r0 = warp * 16 + g, r1 = r0 + 8;
+                const float2 *dec = reinterpret_cast<const float2 *>(ring + L::k_dec);
+                chunk_sc s0 = {}, s1 = {};
+                s0.d[0] = dec[r0 * MR_CB + b].x, s0.m[0] = dec[r0 * MR_CB + b].y;
+                s1.d[0] = dec[r1 * MR_CB + b].x, s1.m[0] = dec[r1 * MR_CB + b].y;
+                if (WT == CUDA_W_Q5_K) {
+                    s0.h[0] = *reinterpret_cast<const uint32_t *>(st + L::k_head + r0 * KH + 16 + 4 * b);
+                    s1.h[0] = *reinterpret_cast<const uint32_t *>(st + L::k_head + r1 * KH + 16 + 4 * b);
+                }
+                mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
             } else {
                 const chunk_sc s0 = chunk_scale<WT>(k_scales[0], kb + b), s1 = chunk_scale<WT>(k_scales[1], kb + b);
                 mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);

@@ -500,6 +500,18 @@ static __device__ __forceinline__ uint32_t mma_word(uint32_t u, const chunk_sc &
     }
 }
 
+/* Q4_K's and Q5_K's sub-block j (of 8) from their super-block's first 16 bytes (head: f16
+ * d and dmin, then the file's 12 scale bytes): its scale d sc and offset -(dmin mn), the
+ * 6-bit sc and mn as get_scale_min_k4 takes them. */
+static __device__ __forceinline__ float2 k_scale_min(uint4 head, int j) {
+    const int k = j & 3;
+    const uint32_t a = byte_of(head.y, k), b = byte_of(head.z, k), e = byte_of(head.w, k);
+    const uint32_t sc = j < 4 ? a & 63 : (e & 15) | ((a >> 6) << 4);
+    const uint32_t mn = j < 4 ? b & 63 : (e >> 4) | ((b >> 6) << 4);
+    const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&head.x));
+    return make_float2(dm.x * (float)sc, -(dm.y * (float)mn));
+}
+
 /* 32-bit word at byte offset `at` (a multiple of 4) of a row's scales */
 static __device__ __forceinline__ uint32_t scale_word(const __half *d_row, int at) {
     return *reinterpret_cast<const uint32_t *>(reinterpret_cast<const uint8_t *>(d_row) + at);
@@ -529,18 +541,13 @@ static __device__ __forceinline__ chunk_sc chunk_scale(const __half *d_row, int 
         s.d[0] = s.d[1] = __half2float(__ushort_as_half(p[0]));
         s.h[0] = (uint32_t)p[1] | (uint32_t)p[2] << 16;
     } else if (WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K) {
-        /* the 6-bit scale and minimum of sub-block j from the file's 12 bytes q (words
-         * w0, w1, w2), as get_scale_min_k4 */
-        const int base = (c >> 3) * SB, j = c & 7, k = j & 3;
         /* the super-block's first 16 bytes in one load (base and the rows' scales are
-         * 16-byte units): f16 d and dmin, then the 12 scale bytes */
-        const uint4 head = *reinterpret_cast<const uint4 *>(reinterpret_cast<const uint8_t *>(d_row) + base);
-        const uint32_t a = byte_of(head.y, k), b = byte_of(head.z, k), e = byte_of(head.w, k);
-        const uint32_t sc = j < 4 ? a & 63 : (e & 15) | ((a >> 6) << 4);
-        const uint32_t mn = j < 4 ? b & 63 : (e >> 4) | ((b >> 6) << 4);
-        const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&head.x));
-        s.d[0] = s.d[1] = dm.x * (float)sc;
-        s.m[0] = s.m[1] = -(dm.y * (float)mn);
+         * 16-byte units) */
+        const int base = (c >> 3) * SB, j = c & 7;
+        const float2 dm =
+            k_scale_min(*reinterpret_cast<const uint4 *>(reinterpret_cast<const uint8_t *>(d_row) + base), j);
+        s.d[0] = s.d[1] = dm.x;
+        s.m[0] = s.m[1] = dm.y;
         if (WT == CUDA_W_Q5_K)
             s.h[0] = scale_word(d_row, base + 16 + 4 * j);
     } else if (WT == CUDA_W_Q6_K) {
