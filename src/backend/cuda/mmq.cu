@@ -377,27 +377,31 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
                                     reads (4 rows x 4 lanes; a 4-bit plane's lanes c and c ^ 2
                                     read the same 8 bytes) fall in distinct banks */
 
-/* Bytes a weight row's K header takes in a stage (ring_issue_w), for the types with an
- * offset (cuda_wtype_int8_offset; 0 for the others): Q4_K's super-block's first 16 bytes,
- * Q5_K's and the stage's 16 bytes of its high bits. */
+/* Bytes a weight row's K scales take in a stage (ring_issue_w; 0: Q8_0, Q4_0): Q4_K's
+ * super-block's first 16 (f16 d and dmin, 12 scale bytes); Q5_K's and the high bits of the
+ * stage's 4 blocks (16); Q6_K's high bits of its 4 blocks (32), their signed scales (8), the
+ * super-block's f16 d (4 with 2 unused), 4 unused. */
 template <int WT>
 static constexpr __host__ __device__ int k_head_bytes(void) {
-    return WT == CUDA_W_Q4_K ? 16 : WT == CUDA_W_Q5_K ? 32 : 0;
+    return WT == CUDA_W_Q4_K ? 16 : WT == CUDA_W_Q5_K ? 32 : WT == CUDA_W_Q6_K ? 48 : 0;
 }
 
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
- * scales (64, MR_CB) halves, their K headers (64, KH), then the input: with PRE its quants
- * (8 NT, MR_ROW), scales (8 NT, MR_CB) floats and, with KH, its sums (8 NT, MR_CB) floats,
- * else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one buffer of the current
- * stage's quantized input (quants, scales, sums), and with KH the stage's scales and
- * offsets of the weights, decoded from their K headers (64, MR_CB) float2. */
-template <int NT, bool PRE, int S, int KH>
+ * scales (64, MR_CB) halves (Q8_0, Q4_0) or K scales (64, KH), then the input: with PRE
+ * its quants (8 NT, MR_ROW), scales (8 NT, MR_CB) floats and, for Q4_K and Q5_K (XS), its
+ * sums (8 NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE,
+ * one buffer of the current stage's quantized input (quants, scales, sums), and with KH the
+ * stage's weight scales and offsets (Q6_K: its two scales), decoded from their K scales
+ * (64, MR_CB) float2. */
+template <int WT, int NT, bool PRE, int S>
 struct ring_layout {
+    static constexpr int KH = k_head_bytes<WT>();
+    static constexpr bool XS = cuda_wtype_int8_offset(WT);
     static constexpr int w_q = 0, w_d = 64 * MR_ROW, k_head = w_d + 64 * MR_CB * 2, x = k_head + 64 * KH;
     static constexpr int x_d = x + 8 * NT * MR_ROW, x_s = x_d + 8 * NT * MR_CB * 4;
-    static constexpr int stage = PRE ? x_s + (KH ? 8 * NT * MR_CB * 4 : 0) : x + 8 * NT * 32 * MR_CB * 2;
+    static constexpr int stage = PRE ? x_s + (XS ? 8 * NT * MR_CB * 4 : 0) : x + 8 * NT * 32 * MR_CB * 2;
     static constexpr int qbuf = S * stage, q_d = qbuf + 8 * NT * MR_ROW, q_s = q_d + 8 * NT * MR_CB * 4;
-    static constexpr int k_dec = PRE ? qbuf : q_s + (KH ? 8 * NT * MR_CB * 4 : 0);
+    static constexpr int k_dec = PRE ? qbuf : q_s + (XS ? 8 * NT * MR_CB * 4 : 0);
     static constexpr int bytes = k_dec + (KH ? 64 * MR_CB * 8 : 0);
     /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4
      * (ring_min_blocks) */
@@ -426,28 +430,38 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
     if (cuda_wtype_int8_one_scale(WT) && (THREADS == 128 || threadIdx.x < 128)) {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async4(st + ring_layout<1, true, 1, 0>::w_d + r * MR_CB * 2 + 4 * part,
+        cp_async4(st + ring_layout<WT, 1, true, 1>::w_d + r * MR_CB * 2 + 4 * part,
                   (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
     }
-    /* Q4_K, Q5_K: the super-block's first 16 bytes (d, dmin, the 12 scale bytes), and Q5_K's
-     * high bits of the stage's 4 blocks (16 bytes at 16 + 4 (kb0 % 8): a stage is half a
-     * super-block), a 16-byte copy a thread */
-    constexpr int KH = k_head_bytes<WT>();
-    if (KH && threadIdx.x < 64 * KH / 16) {
-        constexpr int SB = cuda_wtype_scale_bytes(WT);
-        const int r = threadIdx.x / (KH / 16), part = threadIdx.x % (KH / 16);
-        const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        const uint8_t *src = (const uint8_t *)w.d + row * (int64_t)(K / 256 * SB) + (kb0 >> 3) * SB +
-                             (part ? 16 + 4 * (kb0 & 7) : 0);
-        cp_async16(st + ring_layout<1, true, 1, KH>::k_head + r * KH + 16 * part, src, 16);
+    /* the K types' scales of the stage (k_head_bytes; a stage is half a super-block, kb0 % 8
+     * is 0 or 4). Q4_K, Q5_K: a 16-byte copy a thread, the super-block's first 16 bytes and
+     * Q5_K's high bits at 16 + 4 (kb0 % 8); Q6_K (super-blocks of 84 bytes, 4-byte aligned):
+     * 11 words a row, its high bits at 8 (kb0 % 8), scales at 64 + 2 (kb0 % 8), d at 80 */
+    constexpr int KH = k_head_bytes<WT>(), SB = cuda_wtype_scale_bytes(WT);
+    const uint8_t *k_row0 = (const uint8_t *)w.d + (kb0 >> 3) * SB; /* row 0's super-block */
+    const int64_t k_row_bytes = (int64_t)(K / 256 * SB);
+    uint8_t *k_dst = st + ring_layout<WT, 1, true, 1>::k_head;
+    if (WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K) {
+        if (threadIdx.x < 64 * KH / 16) {
+            const int r = threadIdx.x / (KH / 16), part = threadIdx.x % (KH / 16);
+            const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
+            cp_async16(k_dst + r * KH + 16 * part, k_row0 + row * k_row_bytes + (part ? 16 + 4 * (kb0 & 7) : 0), 16);
+        }
+    } else if (WT == CUDA_W_Q6_K) {
+        for (int e = threadIdx.x; e < 64 * 11; e += THREADS) {
+            const int r = e / 11, word = e % 11;
+            const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
+            const int at = word < 8 ? 8 * (kb0 & 7) + 4 * word : word < 10 ? 64 + 2 * (kb0 & 7) + 4 * (word - 8) : 80;
+            cp_async4(k_dst + r * KH + 4 * word, k_row0 + row * k_row_bytes + at);
+        }
     }
 }
 
 /* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). Rows
  * past T copy nothing (zeros). */
-template <int NT, bool PRE, int S, int KH, int THREADS>
+template <int WT, int NT, bool PRE, int S, int THREADS>
 static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, int64_t t0, int kb0, uint8_t *st) {
-    typedef ring_layout<NT, PRE, S, KH> L;
+    typedef ring_layout<WT, NT, PRE, S> L;
     if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales (and sums): 16
                 * bytes a row */
 #pragma unroll
@@ -459,7 +473,7 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
                            t0 + r < p.T ? 16 : 0);
         }
         static_assert(16 * NT <= THREADS, "a thread a row of scales or sums");
-        if (threadIdx.x < (KH ? 16 : 8) * NT) {
+        if (threadIdx.x < (L::XS ? 16 : 8) * NT) {
             const bool sums = threadIdx.x >= 8 * NT;
             const int r = sums ? threadIdx.x - 8 * NT : threadIdx.x;
             const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
@@ -481,7 +495,7 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
  * each 16 rows, one on each half of the tokens: the same products, twice the warps. */
 template <int WT, int NT, bool PRE, int S>
 static constexpr int ring_bytes(void) {
-    return ring_layout<NT, PRE, S, k_head_bytes<WT>()>::bytes;
+    return ring_layout<WT, NT, PRE, S>::bytes;
 }
 /* the blocks an SM that the kernel's registers leave room for: with 3 stages all that
  * shared memory allows; so too the K types' two warps a 16 rows, which took 134-150
@@ -489,14 +503,14 @@ static constexpr int ring_bytes(void) {
 template <int WT, int NT, bool PRE, int S, int TW>
 static constexpr int ring_min_blocks(void) {
     return S == 3 || (TW == 2 && !cuda_wtype_int8_one_scale(WT))
-               ? ring_layout<NT, PRE, S, k_head_bytes<WT>()>::blocks_per_sm
+               ? ring_layout<WT, NT, PRE, S>::blocks_per_sm
                : 0;
 }
 template <int WT, int NT, bool PRE, int S, int TW>
 __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, S, TW>()))
     k_mmq_ring(const cuda_weight w, const mmq_args p) {
-    constexpr int KH = k_head_bytes<WT>();
-    typedef ring_layout<NT, PRE, S, KH> L;
+    typedef ring_layout<WT, NT, PRE, S> L;
+    constexpr int KH = L::KH;
     constexpr int THREADS = TW * MQ_THREADS, NTW = NT / TW; /* a warp's tiles of 8 tokens */
     static_assert(TW == 1 || (PRE && NT % TW == 0), "token halves need the input quantized beforehand");
     extern __shared__ __align__(16) uint8_t ring[];
@@ -507,15 +521,6 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tw = threadIdx.x >> 7;
     const int g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
-    /* Q6_K: the scale bytes of this lane's rows g and g + 8 (rows past N: the last) */
-    const __half *k_scales[2] = {nullptr, nullptr};
-    if constexpr (WT == CUDA_W_Q6_K) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t n = n_tile + warp * 16 + g + 8 * h, row = n < w.n_out ? n : w.n_out - 1;
-            k_scales[h] = (const __half *)w.d + row * SCALE_HALVES(WT, (int64_t)K);
-        }
-    }
 
     /* the first stages' weights load while the previous kernel ends; their input after it */
 #pragma unroll
@@ -527,7 +532,7 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_stages)
-            ring_issue_x<NT, PRE, S, KH, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
+            ring_issue_x<WT, NT, PRE, S, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
         cp_async_commit(); /* group s (group 0 also holds the weights issued above) */
     }
 
@@ -539,7 +544,7 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
         if (next < n_stages) {
             uint8_t *slot = ring + (next % S) * L::stage;
             ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + next * MR_CB, slot);
-            ring_issue_x<NT, PRE, S, KH, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
+            ring_issue_x<WT, NT, PRE, S, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
         }
         cp_async_commit();
         const uint8_t *st = ring + (i % S) * L::stage;
@@ -557,10 +562,10 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
                 float d;
                 const uint2 qs = quant8(*reinterpret_cast<const uint4 *>(st + L::x + tt * 256 + b * 64 + 16 * q), &d);
                 *reinterpret_cast<uint2 *>(qq + tt * MR_ROW + b * 32 + 8 * q) = qs;
-                const int sum = KH ? quant8_sum(qs) : 0;
+                const int sum = L::XS ? quant8_sum(qs) : 0;
                 if (q == 0) {
                     qd[tt * MR_CB + b] = d;
-                    if (KH)
+                    if (L::XS)
                         qsum[tt * MR_CB + b] = (float)sum * d;
                 }
             }
@@ -570,9 +575,14 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
         }
         if constexpr (KH > 0) { /* the stage's weight scales and offsets, a (row, block) a thread */
             float2 *dec = reinterpret_cast<float2 *>(ring + L::k_dec);
-            for (int e = threadIdx.x; e < 64 * MR_CB; e += THREADS)
-                dec[e] = k_scale_min(*reinterpret_cast<const uint4 *>(st + L::k_head + e / MR_CB * KH),
-                                     (kb + e % MR_CB) & 7);
+            for (int e = threadIdx.x; e < 64 * MR_CB; e += THREADS) {
+                const uint8_t *k = st + L::k_head + e / MR_CB * KH;
+                if constexpr (WT == CUDA_W_Q6_K)
+                    dec[e] = q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 40)),
+                                        reinterpret_cast<const uint16_t *>(k + 32)[e % MR_CB]);
+                else
+                    dec[e] = k_scale_min(*reinterpret_cast<const uint4 *>(k), (kb + e % MR_CB) & 7);
+            }
         }
         if (!PRE || KH > 0)
             __syncthreads();
@@ -586,20 +596,25 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
             if constexpr (cuda_wtype_int8_one_scale(WT)) {
                 mma_block<WT, NTW>(a0, a1, __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c,
                                    MR_ROW, xd + b, MR_CB, g, c, acc);
-            } else if constexpr (KH > 0) { /* rows g and g + 8: decoded above; Q5_K's high bits */
-                const int r0 = warp * 16 + g, r1 = r0 + 8;
-                const float2 *dec = reinterpret_cast<const float2 *>(ring + L::k_dec);
-                chunk_sc s0 = {}, s1 = {};
-                s0.d[0] = dec[r0 * MR_CB + b].x, s0.m[0] = dec[r0 * MR_CB + b].y;
-                s1.d[0] = dec[r1 * MR_CB + b].x, s1.m[0] = dec[r1 * MR_CB + b].y;
-                if (WT == CUDA_W_Q5_K) {
-                    s0.h[0] = *reinterpret_cast<const uint32_t *>(st + L::k_head + r0 * KH + 16 + 4 * b);
-                    s1.h[0] = *reinterpret_cast<const uint32_t *>(st + L::k_head + r1 * KH + 16 + 4 * b);
+            } else { /* rows g and g + 8: their scales decoded above, their high bits */
+                chunk_sc s[2] = {};
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int r = warp * 16 + g + 8 * h;
+                    const float2 dec = reinterpret_cast<const float2 *>(ring + L::k_dec)[r * MR_CB + b];
+                    const uint8_t *k = st + L::k_head + r * KH;
+                    if (WT == CUDA_W_Q6_K) {
+                        s[h].d[0] = dec.x, s[h].d[1] = dec.y;
+                        s[h].h[0] = reinterpret_cast<const uint32_t *>(k)[2 * b];
+                        s[h].h[1] = reinterpret_cast<const uint32_t *>(k)[2 * b + 1];
+                    } else {
+                        s[h].d[0] = dec.x, s[h].m[0] = dec.y;
+                        if (WT == CUDA_W_Q5_K)
+                            s[h].h[0] = reinterpret_cast<const uint32_t *>(k + 16)[b];
+                    }
                 }
-                mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
-            } else {
-                const chunk_sc s0 = chunk_scale<WT>(k_scales[0], kb + b), s1 = chunk_scale<WT>(k_scales[1], kb + b);
-                mma_block_k<WT, NTW>(a0, a1, s0, s1, xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
+                mma_block_k<WT, NTW>(a0, a1, s[0], s[1], xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c,
+                                     acc);
             }
         }
     }

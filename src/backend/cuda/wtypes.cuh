@@ -500,6 +500,12 @@ static __device__ __forceinline__ uint32_t mma_word(uint32_t u, const chunk_sc &
     }
 }
 
+/* Q6_K's two scales of a block, its groups of 16: the super-block's d times their signed
+ * bytes sc2 (the low one group 0's). */
+static __device__ __forceinline__ float2 q6k_scales(float d, uint32_t sc2) {
+    return make_float2(d * (float)(int8_t)(sc2 & 0xff), d * (float)(int8_t)(sc2 >> 8));
+}
+
 /* Q4_K's and Q5_K's sub-block j (of 8) from their super-block's first 16 bytes (head: f16
  * d and dmin, then the file's 12 scale bytes): its scale d sc and offset -(dmin mn), the
  * 6-bit sc and mn as get_scale_min_k4 takes them. */
@@ -552,10 +558,11 @@ static __device__ __forceinline__ chunk_sc chunk_scale(const __half *d_row, int 
             s.h[0] = scale_word(d_row, base + 16 + 4 * j);
     } else if (WT == CUDA_W_Q6_K) {
         const int base = (c >> 3) * SB, j = c & 7;
-        const float d = scale_half(d_row, base + 80);
-        const uint32_t sc2 = reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint8_t *>(d_row) + base + 64)[j];
-        s.d[0] = d * (float)(int8_t)(sc2 & 0xff);
-        s.d[1] = d * (float)(int8_t)(sc2 >> 8);
+        const float2 d = q6k_scales(
+            scale_half(d_row, base + 80),
+            reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint8_t *>(d_row) + base + 64)[j]);
+        s.d[0] = d.x;
+        s.d[1] = d.y;
         s.h[0] = scale_word(d_row, base + 8 * j);
         s.h[1] = scale_word(d_row, base + 8 * j + 4);
     } else if (WT == CUDA_W_Q2_K) {
