@@ -465,12 +465,12 @@ void test_batch(void) {
             er_model_free(m8);
         }
         /* heads of 64 (the attention with shares of the keys) and rows of 256 and 512 (the
-         * int8 GEMMs' ring), in the int8 types, against the CPU reference of the same
-         * weights */
+         * int8 GEMMs' ring, and whole K super-blocks), in the int8 types, against the CPU
+         * reference of the same weights */
         char path[] = "/tmp/er-test-wide-XXXXXX";
         const int fd = mkstemp(path);
         CHECK(fd >= 0, "mkstemp");
-        static const char *const wide_types[] = {"Q8_0", "Q4_0"};
+        static const char *const wide_types[] = {"Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K"};
         const int wide = fd >= 0 && write_wide_model(path);
         for (size_t ti = 0; wide && ti < sizeof wide_types / sizeof wide_types[0]; ti++) {
             er_model *wr = NULL, *wc = NULL;

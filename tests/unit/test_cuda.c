@@ -1472,21 +1472,25 @@ void test_cuda_gemm(void) {
             free_matrix(&m);
         }
     }
-    /* the fused epilogues, on the int8 tensor cores (Q8_0, Q4_0; 40 tokens: quantized
-     * beforehand) and F16 tiles (F16): (kind, T, n_out, n_in) */
+    /* the fused epilogues, on the int8 tensor cores (Q8_0, Q4_0, Q4_K, Q6_K; 40 tokens:
+     * quantized beforehand) and F16 tiles (F16): (kind, T, n_out, n_in), the K types where
+     * n_in is a whole number of their blocks of 256 */
     static const int ep[][4] = {{CUDA_EPI_GLU, 10, 192, 64}, {CUDA_EPI_GLU, 40, 256, 128},
                                 {CUDA_EPI_NORM, 10, 64, 128}, {CUDA_EPI_NORM, 40, 1024, 256},
-                                {CUDA_EPI_NORM, 7, 2560, 64}};
-    static const int ep_types[] = {CUDA_W_Q8_0, CUDA_W_Q4_0, CUDA_W_F16};
+                                {CUDA_EPI_NORM, 7, 2560, 64}, {CUDA_EPI_GLU, 12, 256, 512}};
+    static const int ep_types[] = {CUDA_W_Q8_0, CUDA_W_Q4_0, CUDA_W_Q4_K, CUDA_W_Q6_K, CUDA_W_F16};
     for (size_t tt = 0; tt < sizeof ep_types / sizeof ep_types[0]; tt++) {
         const int t = ep_types[tt];
+        const char *type_name = cuda_wtype_name(t) ? cuda_wtype_name(t) : "?";
         cuda_gemm_set_mmq(1);
         for (size_t i = 0; i < sizeof ep / sizeof ep[0]; i++) {
+            if (ep[i][3] % cuda_wtype_block(t) != 0)
+                continue;
             host_matrix m;
             CHECK(make_matrix(t, ep[i][2], ep[i][3], &m) == 0, "out of memory");
             const double err = epilogue_case(&m, ep[i][1], ep[i][0]);
             CHECK(err <= 1e-3, "%s batch GEMM with the %s epilogue, %d tokens x %d x %d: error %.3g (inf: a bit differs "
-                  "from the unfused path)", cuda_wtype_name(t), ep[i][0] == CUDA_EPI_GLU ? "GLU" : "RMSNorm",
+                  "from the unfused path)", type_name, ep[i][0] == CUDA_EPI_GLU ? "GLU" : "RMSNorm",
                   ep[i][1], ep[i][2], ep[i][3], err);
             free_matrix(&m);
         }

@@ -98,6 +98,15 @@ static __device__ __forceinline__ uint2 quant8_f32(const float v[8], float *d_ou
     return make_uint2(w[0], w[1]);
 }
 
+/* The sum of a block's 32 quants on each of its 4 lanes, q this lane's 8 (quant8_f32: called
+ * by whole warps). The K types with an offset (cuda_wtype_int8_offset) multiply it by
+ * theirs. */
+static __device__ __forceinline__ int quant8_sum(uint2 q) {
+    int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    return sum + __shfl_xor_sync(0xffffffffu, sum, 2);
+}
+
 /* An on/off switch read from the environment (for measurements): off where `name` is set
  * to a number that is 0, on where set to another, fallback where unset or empty. */
 static inline int env_switch(const char *name, int fallback) {
@@ -244,9 +253,7 @@ static __device__ __forceinline__ void quant8_store(const float v[8], int i, int
     constexpr int CE = CHUNK_ELEMS(WT);
     float d;
     const uint2 q = quant8_f32(v, &d);
-    int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int sum = quant8_sum(q);
     if (i < n8) {
         const int c = 8 * i / CE, e = 8 * i % CE; /* elements e..e + 7 of chunk c */
         reinterpret_cast<uint2 *>(xq + xq_slot<WT>(c, e / 16))[(e / 8) & 1] = q;

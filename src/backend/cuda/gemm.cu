@@ -382,8 +382,14 @@ static int mmq_on(void) {
 }
 
 /* Whether a batch GEMM of w (one part) takes the int8 tensor cores: by its type, never by
- * the batch (a token's numbers may not depend on it) */
-static bool use_int8(const cuda_weight *w) { return mmq_on() && cuda_wtype_int8_mma(w->type); }
+ * the batch (a token's numbers may not depend on it). Q6_K's unless
+ * EDGERUNNER_CUDA_MMQ_Q6K=0 (read once; for measurements). */
+static bool use_int8(const cuda_weight *w) {
+    static int q6k = -1;
+    if (q6k < 0)
+        q6k = env_switch("EDGERUNNER_CUDA_MMQ_Q6K", 1);
+    return mmq_on() && cuda_wtype_int8_mma(w->type) && (q6k || w->type != CUDA_W_Q6_K);
+}
 
 /* Blocks a batch GEMM aims at, per SM of the H200 (132 SMs): 8 for the F16 tiles, where a
  * block's steps wait mostly on their loads; 4 for the int8 tensor cores' ring, which runs
@@ -420,10 +426,12 @@ extern "C" int cuda_gemm_split_count(const cuda_weight *w) {
 
 
 /* One part of a batch GEMM: int8 tensor cores (mmq.cu) or F16 tiles */
-static cudaError_t batch_tiles(const cuda_weight *w, const __half *X, const int8_t *xq, const float *xd, int T,
-                               float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream) {
+static cudaError_t batch_tiles(const cuda_weight *w, const __half *X, const int8_t *xq, const float *xd,
+                               const float *xs, int T, float *y, int64_t ldy, int accumulate, int n_split,
+                               cudaStream_t stream) {
     if (use_int8(w))
-        return cuda_mmq_tiles(w, reinterpret_cast<const uint16_t *>(X), xq, xd, T, y, ldy, accumulate, n_split, stream);
+        return cuda_mmq_tiles(w, reinterpret_cast<const uint16_t *>(X), xq, xd, xs, T, y, ldy, accumulate, n_split,
+                              stream);
     return launch_tiles(w, X, T, y, ldy, accumulate, n_split, stream);
 }
 
@@ -470,8 +478,8 @@ extern "C" cudaError_t cuda_gemm_batch_epi(const cuda_weight *w, const uint16_t 
     const int n_split = cuda_gemm_split_count(w);
     const int64_t K = w->n_in; /* alike in every part */
     int64_t n = 0;             /* the product's columns, every part's */
-    int8_t *xq = NULL;         /* (n_tokens, K) the input's quants, and xd (n_tokens, K / 32) their scales */
-    float *xd = NULL;
+    int8_t *xq = NULL;         /* (n_tokens, K) the input's quants; xd, xs (n_tokens, K / 32) their scales, sums */
+    float *xd = NULL, *xs = NULL;
     bool int8 = false;
     for (const cuda_weight *p = w; p; p = p->next) {
         int8 = int8 || use_int8(p);
@@ -483,13 +491,14 @@ extern "C" cudaError_t cuda_gemm_batch_epi(const cuda_weight *w, const uint16_t 
     if (int8 && cuda_mmq_prequantize(n_tokens) && s->xq && s->xq_bytes >= cuda_gemm_xq_bytes(n_tokens, K)) {
         xq = (int8_t *)s->xq;
         xd = (float *)(xq + (size_t)n_tokens * (size_t)K);
-        const cudaError_t e = cuda_quantize_x(x, n_tokens, K, xq, xd, stream);
+        xs = xd + (size_t)n_tokens * (size_t)(K / 32);
+        const cudaError_t e = cuda_quantize_x(x, n_tokens, K, xq, xd, xs, stream);
         if (e != cudaSuccess)
             return e;
     }
     if (ep->kind == CUDA_EPI_STORE && n_split == 1) { /* straight into y, part by part */
         for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
-            const cudaError_t e = batch_tiles(w, X, xq, xd, n_tokens, ep->y + col0, ep->ldy, ep->accumulate, 1, stream);
+            const cudaError_t e = batch_tiles(w, X, xq, xd, xs, n_tokens, ep->y + col0, ep->ldy, ep->accumulate, 1, stream);
             if (e != cudaSuccess)
                 return e;
         }
@@ -512,7 +521,8 @@ extern "C" cudaError_t cuda_gemm_batch_epi(const cuda_weight *w, const uint16_t 
         int64_t col0 = 0;
         for (const cuda_weight *p = w; p && e == cudaSuccess; col0 += p->n_out, p = p->next)
             e = batch_tiles(p, X + (size_t)t0 * (size_t)K, xq ? xq + (size_t)t0 * (size_t)K : NULL,
-                            xd ? xd + (size_t)t0 * (size_t)(K / 32) : NULL, T, s->part + col0, n, 0, n_split, stream);
+                            xd ? xd + (size_t)t0 * (size_t)(K / 32) : NULL,
+                            xs ? xs + (size_t)t0 * (size_t)(K / 32) : NULL, T, s->part + col0, n, 0, n_split, stream);
         if (e == cudaSuccess)
             e = epilogue(ep, s->part, n_split, T, n, t0, stream);
         if (e != cudaSuccess)

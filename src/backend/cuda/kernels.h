@@ -268,8 +268,9 @@ typedef struct cuda_gemm_scratch {
     void *xq;
     size_t xq_bytes;
 } cuda_gemm_scratch;
-/* Bytes of cuda_gemm_scratch.xq for n_tokens of n_in elements. */
-static inline size_t cuda_gemm_xq_bytes(int64_t n_tokens, int64_t n_in) { return (size_t)(n_tokens * n_in / 32 * 36); }
+/* Bytes of cuda_gemm_scratch.xq for n_tokens of n_in elements: a block of 32's quants,
+ * scale and sum (cuda_quantize_x). */
+static inline size_t cuda_gemm_xq_bytes(int64_t n_tokens, int64_t n_in) { return (size_t)(n_tokens * n_in / 32 * 40); }
 /* cuda_gemm for a batch of several sequences' tokens: K split into the shares of
  * cuda_gemm_split_count(w), each share's sums into s->part, then added in share order, so
  * that a token's row of y is the same whatever else the batch holds, and a batch of a
@@ -309,15 +310,17 @@ int cuda_gemm_split_count(const cuda_weight *w);
 void cuda_gemm_set_mmq(int on);
 /* The int8 part of cuda_gemm_batch (mmq.cu): y (T, ldy) (+)= x w^T for n_split = 1, else
  * the sums of the n_split shares of K into as many planes of (T, ldy) floats at y. x
- * (T, n_in) F16, or its quants xq (T, n_in) and scales xd (T, n_in / 32) from
- * cuda_quantize_x (both NULL: quantized inside). */
-cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd, int T,
-                           float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream);
+ * (T, n_in) F16, or its quants xq (T, n_in), scales xd and sums xs (T, n_in / 32) from
+ * cuda_quantize_x (all NULL: quantized inside). */
+cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd, const float *xs,
+                           int T, float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream);
 /* Whether a batch of n_tokens is better quantized once before its int8 GEMMs. */
 int cuda_mmq_prequantize(int n_tokens);
-/* xq (n_tokens, K) int8, xd (n_tokens, K / 32) float: x (n_tokens, K) F16 quantized per
- * block of 32, as the int8 GEMM quantizes inside. */
-cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd, cudaStream_t stream);
+/* xq (n_tokens, K) int8, xd and xs (n_tokens, K / 32) float: x (n_tokens, K) F16 quantized
+ * per block of 32 as the int8 GEMM quantizes inside, each block's scale and the sum of its
+ * quants. */
+cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd, float *xs,
+                            cudaStream_t stream);
 /* The upload's repack on the device, for the types with cuda_wtype_repack_bytes > 0:
  * raw GGUF blocks (n_rows * n_in / block, of that many bytes each) -> the device layout,
  * quants qs and scales d. cudaErrorInvalidValue for the other types (a plain copy). */

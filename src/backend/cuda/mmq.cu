@@ -1,6 +1,6 @@
 /*
- * mmq.cu - the batch GEMM of Q8_0 and Q4_0 weights on the int8 tensor cores (as llama.cpp's
- * MMQ):
+ * mmq.cu - the batch GEMM of Q8_0, Q4_0 and K-quant (Q4_K, Q5_K, Q6_K) weights on the int8
+ * tensor cores (as llama.cpp's MMQ):
  * y (T, ldy) (+)= X (T, K) . W (N, K)^T with X quantized per block of 32 as the CPU's dot
  * quantizes it (d = max |x| / 127, q = round(x / d)), so that a block's product of
  * weight and input quants is an exact integer (mma.m16n8k32.s8, S32 sums) and only its
@@ -8,25 +8,25 @@
  *
  *   y[t][n] = sum over blocks b in order of  (float) isum(b, t, n) * (dw[n][b] * dx[t][b])
  *
- * (fmaf, block by block). That makes a token's row of y the same whatever else the
- * batch holds, whatever the tile: the integer does not depend on the order of its 32
- * products, nor on which lane sums them, and the F32 chain is the same for every
- * token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each weight there is
- * converted to F16 before an mma that serves at most the batch's tokens, and those
- * conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants go into
- * the mma as they are (one XOR of their bias a word), Q4_0's nibbles after a mask, a
- * shift and a subtraction a word (mma_word, wtypes.cuh).
+ * (fmaf, block by block; the K types: mma_block_offset, mma_block_q6k). That makes a
+ * token's row of y the same whatever else the batch holds, whatever the tile: the integer
+ * does not depend on the order of its 32 products, nor on which lane sums them, and the
+ * F32 chain is the same for every token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each
+ * weight there is converted to F16 before an mma that serves at most the batch's tokens,
+ * and those conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants
+ * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
+ * shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
  *
- * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix) streams
- * the weights and inputs through a ring of cp.async stages in shared memory. k_mmq (the
- * rest): a block computes 64 weight rows (16 a warp) x 8 NT tokens, K in chunks of MQ_CB
- * quant blocks: each warp's lanes hold their rows' quants of the chunk in registers (8
- * contiguous bytes a lane, row and block; the next chunk's load in flight while the mmas
- * run on this one), the block stages its tokens' quantized X of the chunk in shared
- * memory, and the warps run their mmas. A batch of a few tokens quantizes its X inside
- * each block (no extra launch); a larger one quantizes it once beforehand
- * (k_quantize_x), as every block of rows would quantize it again. Both round alike:
- * quant8 is the one arithmetic. The mma's k positions of a lane are
+ * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
+ * type) streams the weights and inputs through a ring of cp.async stages in shared
+ * memory. k_mmq (the rest, Q8_0 and Q4_0): a block computes 64 weight rows (16 a warp) x
+ * 8 NT tokens, K in chunks of MQ_CB quant blocks: each warp's lanes hold their rows'
+ * quants of the chunk in registers (8 contiguous bytes a lane, row and block; the next
+ * chunk's load in flight while the mmas run on this one), the block stages its tokens'
+ * quantized X of the chunk in shared memory, and the warps run their mmas. A batch of a
+ * few tokens quantizes its X inside each block (no extra launch); a larger one quantizes
+ * it once beforehand (k_quantize_x), as every block of rows would quantize it again.
+ * Both round alike: quant8 is the one arithmetic. The mma's k positions of a lane are
  * 4c..4c+3 and 16+4c..16+4c+3 (c = lane % 4); A and B both put elements 8c..8c+7 of the
  * block there, the same permutation of k on both sides, which leaves the integer as it is.
  */
@@ -62,13 +62,89 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Where lane c's 8 bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, Q4_0 16)
- * start, its elements 8c..8c+7: Q8_0 byte e holds element e; Q4_0 byte e holds element e
- * in its low nibble and e + 16 in its high one, so elements 8c..8c+7 are the low (c < 2)
- * or high (c >= 2) nibbles of bytes 8 (c & 1)..+7, which lanes c and c ^ 2 both load. */
+/* d += a (16 x 16 int8) . b (16 x 8 int8), S32: a0 (g, 4c..), a1 (g + 8, 4c..), b (k 4c.., n g),
+ * 4 int8 a register; d as mma_s8's. */
+static __device__ __forceinline__ void mma_s8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b));
+}
+
+/* Where lane c's bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
+ * planes of Q4_0 and the K types 16) start. Its 8, elements 8c..8c+7: Q8_0 byte e holds
+ * element e; a plane's byte e holds element e in its low nibble and e + 16 in its high
+ * one, so elements 8c..8c+7 are the low (c < 2) or high (c >= 2) nibbles of bytes
+ * 8 (c & 1)..+7, which lanes c and c ^ 2 both load. Q6_K (mma_block_q6k): its 4, bytes
+ * 4c..4c+3, elements 4c..4c+3 of its first group of 16 and 16 + 4c.. of its second. */
 template <int WT>
 static __device__ __forceinline__ int mq_lane_offset(int c) {
-    return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
+    return WT == CUDA_W_Q8_0 ? 8 * c : WT == CUDA_W_Q6_K ? 4 * c : 8 * (c & 1);
+}
+
+/* acc += one quant block's products for Q4_K and Q5_K (the ring alone: their K is a
+ * multiple of 256), as mma_block: rows g and g + 8 (a lane's 8 bytes a0, a1 of each,
+ * their chunk scales s0, s1, read where the block is used) and the warp's NT tiles of
+ * staged tokens. A block of 32 is a chunk of their 4-bit plane, one sub-block: value = d q
+ * + m, so d isum + m xsum, xsum the token's quants summed (staged with them: xs, as xd),
+ * each term by fmaf in this order. */
+template <int WT, int NT>
+static __device__ __forceinline__ void mma_block_offset(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
+                                                        const int8_t *xq, int x_row, const float *xd,
+                                                        const float *xs, int xd_t, int g, int c, float acc[NT][4]) {
+    static_assert(cuda_wtype_int8_offset(WT), "Q4_K, Q5_K");
+    const int i0 = 2 * (c & 1);
+    const uint32_t af[4] = {mma_word<WT>(a0.x, s0, c, i0), mma_word<WT>(a1.x, s1, c, i0),
+                            mma_word<WT>(a0.y, s0, c, i0 + 1), mma_word<WT>(a1.y, s1, c, i0 + 1)};
+    const float d0 = s0.d[0], d1 = s1.d[0], m0 = s0.m[0], m1 = s1.m[0]; /* rows g, g + 8 */
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
+        const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
+        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        mma_s8(sum, af, bx.x, bx.y);
+        const float dx0 = xd[t0], dx1 = xd[t1], xs0 = xs[t0], xs1 = xs[t1];
+        acc[j][0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, d0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, d0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, d1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, d1 * dx1, acc[j][3]);
+        acc[j][0] = fmaf(xs0, m0 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(xs1, m0 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(xs0, m1 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(xs1, m1 * dx1, acc[j][3]);
+    }
+}
+
+/* The same for Q6_K: two groups of 16 in a block, value d_g (q - 32), so d_0 isum_0 + d_1
+ * isum_1, one m16n8k16 mma a group. Lane c holds bytes 4c..4c+3 of rows g and g + 8 (a0,
+ * a1; mq_lane_offset): their low nibbles are elements 4c.. of group 0, their high ones 16
+ * + 4c.. of group 1, at k 4c.. of each group's mma, beside X's bytes 4c.. and 16 + 4c.. */
+template <int NT>
+static __device__ __forceinline__ void mma_block_q6k(uint32_t a0, uint32_t a1, const chunk_sc &s0, const chunk_sc &s1,
+                                                     const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
+                                                     int c, float acc[NT][4]) {
+    constexpr int WT = CUDA_W_Q6_K;
+    const uint32_t lo0 = plane_codes<WT>(a0, s0, 0, c), lo1 = plane_codes<WT>(a1, s1, 0, c);
+    const uint32_t hi0 = plane_codes<WT>(a0, s0, 1, c), hi1 = plane_codes<WT>(a1, s1, 1, c);
+    const float d00 = s0.d[0], d01 = s0.d[1], d10 = s1.d[0], d11 = s1.d[1]; /* row g, g + 8; group */
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int8_t *x = xq + (8 * j + g) * x_row;
+        const uint32_t x0 = *reinterpret_cast<const uint32_t *>(x), x1 = *reinterpret_cast<const uint32_t *>(x + 16);
+        const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
+        int s_0[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC}, s_1[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        mma_s8_k16(s_0, lo0, lo1, x0);
+        mma_s8_k16(s_1, hi0, hi1, x1);
+        const float dx0 = xd[t0], dx1 = xd[t1];
+        acc[j][0] = fmaf(__int_as_float(s_0[0]) - MQ_MAGIC_F, d00 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(__int_as_float(s_0[1]) - MQ_MAGIC_F, d00 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(__int_as_float(s_0[2]) - MQ_MAGIC_F, d10 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(__int_as_float(s_0[3]) - MQ_MAGIC_F, d10 * dx1, acc[j][3]);
+        acc[j][0] = fmaf(__int_as_float(s_1[0]) - MQ_MAGIC_F, d01 * dx0, acc[j][0]);
+        acc[j][1] = fmaf(__int_as_float(s_1[1]) - MQ_MAGIC_F, d01 * dx1, acc[j][1]);
+        acc[j][2] = fmaf(__int_as_float(s_1[2]) - MQ_MAGIC_F, d11 * dx0, acc[j][2]);
+        acc[j][3] = fmaf(__int_as_float(s_1[3]) - MQ_MAGIC_F, d11 * dx1, acc[j][3]);
+    }
 }
 
 /* One quarter (8 elements, raw F16) of a block of 32, quantized with the block's scale
@@ -84,9 +160,10 @@ static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
     return quant8_f32(v, d_out);
 }
 
-/* xq (n_rows, K) int8 and xd (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
- * block of 32; grid of 256-thread blocks over n_rows K / 8 threads. */
-__global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd) {
+/* xq (n_rows, K) int8, xd and xs (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
+ * block of 32, each block's scale and the sum of its quants; grid of 256-thread blocks
+ * over n_rows K / 8 threads. */
+__global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd, float *xs) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* 8 elements at 8 i */
     pdl_wait();
     pdl_launch_next();
@@ -95,10 +172,13 @@ __global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd) 
     const uint4 raw = 8 * i < n ? __ldcg(reinterpret_cast<const uint4 *>(X) + i) : make_uint4(0, 0, 0, 0);
     float d;
     const uint2 q = quant8(raw, &d);
+    const int sum = quant8_sum(q);
     if (8 * i < n) {
         reinterpret_cast<uint2 *>(xq)[i] = q;
-        if ((i & 3) == 0)
+        if ((i & 3) == 0) {
             xd[i >> 2] = d;
+            xs[i >> 2] = (float)sum;
+        }
     }
 }
 
@@ -165,6 +245,7 @@ typedef struct mmq_args {
     const __half *X;  /* (T, K) F16, or (PRE) */
     const int8_t *xq; /* (T, K) its quants */
     const float *xd;  /* (T, K / 32) and their scales */
+    const float *xs;  /* (T, K / 32) and their sums (cuda_wtype_int8_offset) */
     int T;
     float *y;         /* (T, ldy): y[:, :N] (+)= the product, or (n_split > 1) block z's share into
                        * the z-th plane of (T, ldy) floats at y */
@@ -181,9 +262,10 @@ typedef struct mmq_args {
 template <int WT, int NT>
 static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, float dw1, const int8_t *xq, int x_row,
                                                  const float *xd, int xd_t, int g, int c, float acc[NT][4]) {
+    const chunk_sc none = {}; /* Q8_0 and Q4_0 keep no high bits */
     const int i0 = 2 * (c & 1);
-    const uint32_t af[4] = {mma_word<WT>(a0.x, c, i0), mma_word<WT>(a1.x, c, i0), mma_word<WT>(a0.y, c, i0 + 1),
-                            mma_word<WT>(a1.y, c, i0 + 1)};
+    const uint32_t af[4] = {mma_word<WT>(a0.x, none, c, i0), mma_word<WT>(a1.x, none, c, i0),
+                            mma_word<WT>(a0.y, none, c, i0 + 1), mma_word<WT>(a1.y, none, c, i0 + 1)};
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
@@ -291,7 +373,10 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
     const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(MQ_THREADS), 0, stream, &attr);
 #define CALL(WT) \
     return p.xq ? cudaLaunchKernelEx(&cfg, k_mmq<WT, NT, true>, *w, p) : cudaLaunchKernelEx(&cfg, k_mmq<WT, NT, false>, *w, p)
-    CUDA_WTYPE_SWITCH_INT8(w->type, CALL);
+    switch (w->type) { /* the K types take the ring alone (use_ring) */
+        CUDA_WT_CASE_(CALL, Q8_0)
+        CUDA_WT_CASE_(CALL, Q4_0)
+    }
 #undef CALL
     return cudaErrorInvalidValue;
 }
@@ -307,22 +392,23 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
  * tokens: 92 us (2.2 TB/s) against k_mmq's 131 (docs/perf-log.md). */
 #define MR_CB 4                  /* quant blocks a stage */
 #define MR_ROW (MR_CB * 32 + 32) /* bytes between rows of a stage's quants: a half-warp's 8-byte
-                                    reads (4 rows x 4 lanes; Q4_0's lanes c and c ^ 2 read
-                                    the same 8 bytes) fall in distinct banks */
+                                    reads (4 rows x 4 lanes; a 4-bit plane's lanes c and c ^ 2
+                                    read the same 8 bytes) fall in distinct banks */
 
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
- * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW) and scales
- * (8 NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one
- * buffer of the current stage's quantized input (quants, then scales). */
-template <int NT, bool PRE, int S>
+ * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW), scales
+ * (8 NT, MR_CB) floats and, with XS (cuda_wtype_int8_offset), the sums of its quants (8
+ * NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one
+ * buffer of the current stage's quantized input (quants, scales, sums). */
+template <int NT, bool PRE, int S, bool XS>
 struct ring_layout {
     static constexpr int w_q = 0, w_d = 64 * MR_ROW, x = w_d + 64 * MR_CB * 2;
-    static constexpr int x_d = x + 8 * NT * MR_ROW;
-    static constexpr int stage = PRE ? x_d + 8 * NT * MR_CB * 4 : x + 8 * NT * 32 * MR_CB * 2;
-    static constexpr int qbuf = S * stage;
-    static constexpr int bytes = PRE ? qbuf : qbuf + 8 * NT * MR_ROW + 8 * NT * MR_CB * 4;
-    /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4;
-     * with 3 stages the kernel's registers are capped to let them all run */
+    static constexpr int x_d = x + 8 * NT * MR_ROW, x_s = x_d + 8 * NT * MR_CB * 4;
+    static constexpr int stage = PRE ? x_s + (XS ? 8 * NT * MR_CB * 4 : 0) : x + 8 * NT * 32 * MR_CB * 2;
+    static constexpr int qbuf = S * stage, q_d = qbuf + 8 * NT * MR_ROW, q_s = q_d + 8 * NT * MR_CB * 4;
+    static constexpr int bytes = PRE ? qbuf : q_s + (XS ? 8 * NT * MR_CB * 4 : 0);
+    /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4
+     * (ring_min_blocks) */
     static constexpr int blocks_per_sm = 228 * 1024 / (bytes + 1024) < 4 ? 228 * 1024 / (bytes + 1024) : 4;
 };
 
@@ -331,31 +417,35 @@ template <int WT, int THREADS>
 static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_t n_tile, int kb0, uint8_t *st) {
     const int K = (int)w.n_in, n_blocks = K / 32;
     const size_t row_bytes = cuda_row_bytes(WT, K);
-    /* quants: 64 rows x MR_CB blocks (Q8_0 128 bytes, 8 chunks of 16 a row; Q4_0 64, 4
-     * chunks, the rest of the row's MR_ROW unused): 64 PARTS / THREADS chunks a thread */
+    /* quants: 64 rows x MR_CB blocks (Q8_0 128 bytes, 8 chunks of 16 a row; Q4_0 and the
+     * K types 64, 4 chunks, the rest of the row's MR_ROW unused): 64 PARTS / THREADS
+     * chunks a thread */
     constexpr int BB = (int)cuda_row_bytes(WT, 32), LOG_PARTS = BB == 32 ? 3 : 2, PARTS = 1 << LOG_PARTS;
     static_assert(PARTS * 16 == MR_CB * BB && 64 * PARTS % THREADS == 0, "whole chunks of a stage a thread");
 #pragma unroll
     for (int i = 0; i < 64 * PARTS / THREADS; i++) {
         const int j = i * THREADS + threadIdx.x, r = j >> LOG_PARTS, part = j & (PARTS - 1);
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async16(st + r * MR_ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part, 16);
+        const uint8_t *src = (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part;
+        cp_async16(st + r * MR_ROW + 16 * part, src, 16);
     }
-    /* scales: 64 rows x 4 halves, 4 bytes a thread of the first 128 */
-    if (THREADS == 128 || threadIdx.x < 128) {
+    /* scales (Q8_0, Q4_0; the K types read theirs where used): 64 rows x 4 halves, 4 bytes
+     * a thread of the first 128 */
+    if (cuda_wtype_int8_one_scale(WT) && (THREADS == 128 || threadIdx.x < 128)) {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async4(st + ring_layout<1, true, 1>::w_d + r * MR_CB * 2 + 4 * part,
+        cp_async4(st + ring_layout<1, true, 1, false>::w_d + r * MR_CB * 2 + 4 * part,
                   (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
     }
 }
 
 /* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). Rows
  * past T copy nothing (zeros). */
-template <int NT, bool PRE, int S, int THREADS>
+template <int NT, bool PRE, int S, bool XS, int THREADS>
 static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, int64_t t0, int kb0, uint8_t *st) {
-    typedef ring_layout<NT, PRE, S> L;
-    if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales: 16 bytes a row */
+    typedef ring_layout<NT, PRE, S, XS> L;
+    if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales (and sums): 16
+                * bytes a row */
 #pragma unroll
         for (int i = 0; i < (64 * NT + THREADS - 1) / THREADS; i++) {
             const int j = i * THREADS + threadIdx.x, r = j >> 3, part = j & 7;
@@ -364,10 +454,13 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
                 cp_async16(st + L::x + r * MR_ROW + 16 * part, p.xq + t * K + (int64_t)kb0 * 32 + 16 * part,
                            t0 + r < p.T ? 16 : 0);
         }
-        if (threadIdx.x < 8 * NT) {
-            const int r = threadIdx.x;
+        static_assert(16 * NT <= THREADS, "a thread a row of scales or sums");
+        if (threadIdx.x < (XS ? 16 : 8) * NT) {
+            const bool sums = threadIdx.x >= 8 * NT;
+            const int r = sums ? threadIdx.x - 8 * NT : threadIdx.x;
             const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
-            cp_async16(st + L::x_d + r * MR_CB * 4, p.xd + t * (K / 32) + kb0, t0 + r < p.T ? 16 : 0);
+            cp_async16(st + (sums ? L::x_s : L::x_d) + r * MR_CB * 4, (sums ? p.xs : p.xd) + t * (K / 32) + kb0,
+                       t0 + r < p.T ? 16 : 0);
         }
     } else { /* F16: 8 NT rows x 256 bytes */
         for (int j = threadIdx.x; j < 8 * NT * 16; j += THREADS) {
@@ -380,12 +473,26 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
 }
 
 /* grid and shares as k_mmq's (shares of whole stages), TW MQ_THREADS threads, dynamic
- * shared memory ring_layout<NT, PRE, S>::bytes. With TW = 2 (PRE only) two warps share
+ * shared memory ring_bytes<WT, NT, PRE, S>(). With TW = 2 (PRE only) two warps share
  * each 16 rows, one on each half of the tokens: the same products, twice the warps. */
+template <int WT, int NT, bool PRE, int S>
+static constexpr int ring_bytes(void) {
+    return ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::bytes;
+}
+/* the blocks an SM that the kernel's registers leave room for: with 3 stages all that
+ * shared memory allows; so too the K types' two warps a 16 rows, which took 134-150
+ * registers without it (one block of 256 threads an SM; Q8_0's and Q4_0's 104-106) */
 template <int WT, int NT, bool PRE, int S, int TW>
-__global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE, S>::blocks_per_sm : 0))
+static constexpr int ring_min_blocks(void) {
+    return S == 3 || (TW == 2 && !cuda_wtype_int8_one_scale(WT))
+               ? ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::blocks_per_sm
+               : 0;
+}
+template <int WT, int NT, bool PRE, int S, int TW>
+__global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, S, TW>()))
     k_mmq_ring(const cuda_weight w, const mmq_args p) {
-    typedef ring_layout<NT, PRE, S> L;
+    constexpr bool XS = cuda_wtype_int8_offset(WT);
+    typedef ring_layout<NT, PRE, S, XS> L;
     constexpr int THREADS = TW * MQ_THREADS, NTW = NT / TW; /* a warp's tiles of 8 tokens */
     static_assert(TW == 1 || (PRE && NT % TW == 0), "token halves need the input quantized beforehand");
     extern __shared__ __align__(16) uint8_t ring[];
@@ -396,6 +503,15 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tw = threadIdx.x >> 7;
     const int g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
+    /* the K types: the scale bytes of this lane's rows g and g + 8 (rows past N: the last) */
+    const __half *k_scales[2] = {nullptr, nullptr};
+    if constexpr (!cuda_wtype_int8_one_scale(WT)) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t n = n_tile + warp * 16 + g + 8 * h, row = n < w.n_out ? n : w.n_out - 1;
+            k_scales[h] = (const __half *)w.d + row * SCALE_HALVES(WT, (int64_t)K);
+        }
+    }
 
     /* the first stages' weights load while the previous kernel ends; their input after it */
 #pragma unroll
@@ -407,7 +523,7 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_stages)
-            ring_issue_x<NT, PRE, S, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
+            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
         cp_async_commit(); /* group s (group 0 also holds the weights issued above) */
     }
 
@@ -419,15 +535,16 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
         if (next < n_stages) {
             uint8_t *slot = ring + (next % S) * L::stage;
             ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + next * MR_CB, slot);
-            ring_issue_x<NT, PRE, S, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
+            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
         }
         cp_async_commit();
         const uint8_t *st = ring + (i % S) * L::stage;
         const int8_t *xq = (const int8_t *)(st + L::x) + tw * 8 * NTW * MR_ROW;
         const float *xd = (const float *)(st + L::x_d) + tw * 8 * NTW * MR_CB;
+        const float *xs = (const float *)(st + L::x_s) + tw * 8 * NTW * MR_CB; /* (XS) */
         if (!PRE) { /* the stage's F16 input quantized into qbuf: 4 lanes a (token, block) */
             int8_t *qq = (int8_t *)(ring + L::qbuf);
-            float *qd = (float *)(ring + L::qbuf + 8 * NT * MR_ROW);
+            float *qd = (float *)(ring + L::q_d), *qsum = (float *)(ring + L::q_s);
             const int q = threadIdx.x & 3;
 #pragma unroll
             for (int it = 0; it < NT; it++) {
@@ -435,21 +552,39 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
                 float d;
                 const uint2 qs = quant8(*reinterpret_cast<const uint4 *>(st + L::x + tt * 256 + b * 64 + 16 * q), &d);
                 *reinterpret_cast<uint2 *>(qq + tt * MR_ROW + b * 32 + 8 * q) = qs;
-                if (q == 0)
+                const int sum = XS ? quant8_sum(qs) : 0;
+                if (q == 0) {
                     qd[tt * MR_CB + b] = d;
+                    if (XS)
+                        qsum[tt * MR_CB + b] = (float)sum;
+                }
             }
             __syncthreads();
             xq = qq;
             xd = qd;
+            xs = qsum;
         }
         const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + mq_lane_offset<WT>(c);
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
         constexpr int bb = (int)cuda_row_bytes(WT, 32);
+        const int kb = kb_begin + i * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
-            mma_block<WT, NTW>(*reinterpret_cast<const uint2 *>(wq + b * bb),
-                               *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * bb), __half2float(wd[b]),
-                               __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
+            const uint8_t *w0 = wq + b * bb, *w1 = wq + 8 * MR_ROW + b * bb; /* rows g, g + 8 */
+            if constexpr (cuda_wtype_int8_one_scale(WT)) {
+                mma_block<WT, NTW>(*reinterpret_cast<const uint2 *>(w0), *reinterpret_cast<const uint2 *>(w1),
+                                   __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW,
+                                   xd + b, MR_CB, g, c, acc);
+            } else {
+                const chunk_sc s0 = chunk_scale<WT>(k_scales[0], kb + b), s1 = chunk_scale<WT>(k_scales[1], kb + b);
+                if constexpr (WT == CUDA_W_Q6_K)
+                    mma_block_q6k<NTW>(*reinterpret_cast<const uint32_t *>(w0), *reinterpret_cast<const uint32_t *>(w1),
+                                       s0, s1, xq + b * 32 + 4 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
+                else
+                    mma_block_offset<WT, NTW>(*reinterpret_cast<const uint2 *>(w0),
+                                              *reinterpret_cast<const uint2 *>(w1), s0, s1, xq + b * 32 + 8 * c,
+                                              MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
+            }
         }
     }
     cp_async_wait_all();
@@ -458,11 +593,12 @@ __global__ void __launch_bounds__(TW * MQ_THREADS, (S == 3 ? ring_layout<NT, PRE
 
 template <int NT, bool PRE, int S, int TW>
 static cudaError_t launch_ring_nt(const cuda_weight *w, const mmq_args &p, const dim3 grid, cudaStream_t stream) {
-    constexpr int smem = ring_layout<NT, PRE, S>::bytes;
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(TW * MQ_THREADS), smem, stream, &attr);
+    cudaLaunchConfig_t cfg = pdl_config(grid, dim3(TW * MQ_THREADS), 0, stream, &attr); /* its bytes by the type */
 #define CALL(WT)                                                                    \
     {                                                                               \
+        constexpr int smem = ring_bytes<WT, NT, PRE, S>();                          \
+        cfg.dynamicSmemBytes = smem;                                                \
         static bool allowed = false; /* once per kernel, before its first launch */ \
         if (!allowed) {                                                             \
             const cudaError_t e = allow_smem(k_mmq_ring<WT, NT, PRE, S, TW>, smem); \
@@ -515,14 +651,15 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
 }
 
 /* Whether w's batch GEMMs take the ring: by its shape alone (a token's numbers may not
- * depend on the batch), unless EDGERUNNER_CUDA_MMQ_RING=0 (read once; for measurements). */
+ * depend on the batch), unless EDGERUNNER_CUDA_MMQ_RING=0 (read once; for measurements).
+ * The K types always (their K is a multiple of 256; k_mmq has no path for them). */
 static bool use_ring(const cuda_weight *w) {
     static int mode = -1;
     if (mode < 0) {
         const char *env = getenv("EDGERUNNER_CUDA_MMQ_RING");
         mode = env && *env ? atoi(env) != 0 : 1;
     }
-    return mode && w->n_in % (32 * MR_CB) == 0;
+    return (mode || !cuda_wtype_int8_one_scale(w->type)) && w->n_in % (32 * MR_CB) == 0;
 }
 
 /* NT tiles of 8 tokens a block, in the ring where w's shape allows it */
@@ -533,22 +670,23 @@ static cudaError_t launch_mmq(const cuda_weight *w, const mmq_args &p, int n_spl
 
 extern "C" int cuda_mmq_prequantize(int n_tokens) { return n_tokens > MQ_INKERNEL_MAX_T; }
 
-extern "C" cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd,
+extern "C" cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd, float *xs,
                                        cudaStream_t stream) {
     const int64_t n = (int64_t)n_tokens * K;
     if (n_tokens <= 0 || K % 32 != 0)
         return cudaErrorInvalidValue;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3((unsigned int)((n / 8 + 255) / 256)), dim3(256), 0, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_quantize_x, reinterpret_cast<const __half *>(x), n, xq, xd);
+    return cudaLaunchKernelEx(&cfg, k_quantize_x, reinterpret_cast<const __half *>(x), n, xq, xd, xs);
 }
 
-extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd, int T,
-                                      float *y, int64_t ldy, int accumulate, int n_split, cudaStream_t stream) {
+extern "C" cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t *xq, const float *xd,
+                                      const float *xs, int T, float *y, int64_t ldy, int accumulate, int n_split,
+                                      cudaStream_t stream) {
     if (T <= 0 || w->n_in % 32 != 0 || n_split < 1 || n_split > w->n_in / 32 || !cuda_wtype_int8_mma(w->type) ||
-        !xq != !xd)
+        !xq != !xd || !xq != !xs)
         return cudaErrorInvalidValue;
-    const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, T, y, ldy, accumulate, 0};
+    const mmq_args p = {reinterpret_cast<const __half *>(x), xq, xd, xs, T, y, ldy, accumulate, 0};
     /* as few 8-token tiles a block as the batch needs: the mmas of tokens past T are
      * wasted, the weights are read once per block row of tokens */
     if (T <= 8)

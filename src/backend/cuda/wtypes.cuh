@@ -172,13 +172,23 @@ CUDA_WTYPES(CUDA_WT_CHECK_, _)
 #define CUDA_WTYPE_SWITCH(type, CALL) \
     switch (type) { CUDA_WTYPES(CUDA_WT_CASE_, CALL) }
 
-/* The types whose quants go into the int8 tensor cores with no scale of their own inside a
- * block of 32 (mmq.cu: one 8-byte load a lane, row and block, made signed by one XOR a
- * word for Q8_0, by a mask, a shift and a subtraction for Q4_0's nibbles), and the switch
- * over them alone. */
-CUDA_WT_FN int cuda_wtype_int8_mma(int type) { return type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0; }
+/* The types whose batch GEMMs run on the int8 tensor cores (mmq.cu: a lane's 8 bytes, Q6_K's
+ * 4, of a row's block of 32, made signed int8 codes by one XOR a word for Q8_0, the
+ * nibbles of Q4_0 and the 4-bit planes of the K types by word_codes), and the switch over
+ * them alone. Q8_0 and Q4_0 scale a block's integer once; Q4_K and Q5_K add their offset times
+ * the input's sum, Q6_K scales two integers (mma_block_offset, mma_block_q6k). */
+CUDA_WT_FN int cuda_wtype_int8_mma(int type) {
+    return type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0 || type == CUDA_W_Q4_K || type == CUDA_W_Q5_K ||
+           type == CUDA_W_Q6_K;
+}
 #define CUDA_WTYPE_SWITCH_INT8(type, CALL) \
-    switch (type) { CUDA_WT_CASE_(CALL, Q8_0) CUDA_WT_CASE_(CALL, Q4_0) }
+    switch (type) {                        \
+        CUDA_WT_CASE_(CALL, Q8_0)          \
+        CUDA_WT_CASE_(CALL, Q4_0)          \
+        CUDA_WT_CASE_(CALL, Q4_K)          \
+        CUDA_WT_CASE_(CALL, Q5_K)          \
+        CUDA_WT_CASE_(CALL, Q6_K)          \
+    }
 
 /* The types whose decode matvecs (matvec.cu) multiply their quants by the input
  * quantized to int8 per block of 32 (dp4a, chunk_isum below), as llama.cpp's MMVQ: Q4_0,
@@ -205,6 +215,9 @@ CUDA_WT_FN int cuda_wtype_int8_dot(int type) {
  * (chain.cu) and the streaming matvec's scales loaded before its wait (stream_chunks)
  * keep only that scale. */
 CUDA_WT_FN int cuda_wtype_int8_one_scale(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
+/* Of those, the ones whose chunk adds an offset (d q + m: Q4_K, Q5_K), m times the sum of
+ * the input's quants of the block: the batch GEMM stages that sum with the quants. */
+CUDA_WT_FN int cuda_wtype_int8_offset(int type) { return type == CUDA_W_Q4_K || type == CUDA_W_Q5_K; }
 /* The types whose streaming matvec (matvec.cu, stream_chunks) loads the first chunks of
  * its first pass before it waits for the previous kernel, and sends the rest of that
  * pass to L2 after (stream_l2): Q8_0 and Q4_0, and on the int8 input Q4_K and Q5_K (their
@@ -470,19 +483,26 @@ static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, c
     return s.d[0] * (float)(sum[0] + sum[1]) + s.m[0] * (float)xsum;
 }
 
-/* The types of cuda_wtype_int8_mma (mmq.cu): word i of lane c's 8 bytes of a block (u; i =
- * 2 (c & 1) + 0 or 1: Q8_0's bytes 8c.., Q4_0's bytes 8 (c & 1)..) as four signed int8
- * codes of the mma's A fragment: the block's elements 8c..8c+3 (the first word) or
- * 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR. Q4_0's byte e holds element e in
- * its low nibble and e + 16 in its high one: elements 8c.. are group c >> 1 of
- * word_codes, less 8 (the signed byte, by the wrap of __vsub4). */
+/* Word i of a 4-bit plane's chunk (u: its bytes 4i..4i+3; byte e holds element e in its
+ * low nibble, e + 16 in its high one; Q5_K's and Q6_K's high bits in s), group g of
+ * word_codes (the low nibbles, g 0, or the high ones), as four signed int8 codes: Q4_0's
+ * and Q6_K's less their bias (8, 32: the signed byte, by the wrap of __vsub4). */
 template <int WT>
-static __device__ __forceinline__ uint32_t mma_word(uint32_t u, int c, int i) {
-    static_assert(cuda_wtype_int8_mma(WT), "the types of cuda_wtype_int8_mma");
+static __device__ __forceinline__ uint32_t plane_codes(uint32_t u, const chunk_sc &s, int g, int i) {
+    const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), g, i);
+    return WT == CUDA_W_Q4_0 ? __vsub4(q, 0x08080808u) : WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q;
+}
+/* The types of cuda_wtype_int8_mma but Q6_K (mmq.cu): word i of lane c's 8 bytes of a block
+ * (u; i = 2 (c & 1) + 0 or 1: Q8_0's bytes 8c.., the planes' bytes 8 (c & 1)..) as four
+ * signed int8 codes of the mma's A fragment: the block's elements 8c..8c+3 (the first
+ * word) or 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR; the planes' elements 8c..
+ * are group c >> 1 of plane_codes. (Q6_K: lane c's word c, both groups, plane_codes.) */
+template <int WT>
+static __device__ __forceinline__ uint32_t mma_word(uint32_t u, const chunk_sc &s, int c, int i) {
     if constexpr (WT == CUDA_W_Q8_0)
         return u ^ 0x80808080u;
     else
-        return __vsub4(word_codes<WT>(u, 0u, c >> 1, i), 0x08080808u);
+        return plane_codes<WT>(u, s, c >> 1, i);
 }
 
 /* 32-bit word at byte offset `at` (a multiple of 4) of a row's scales */
