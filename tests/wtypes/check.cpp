@@ -70,7 +70,7 @@ template <int WT> static int check(int n_out, int n_in) {
              * quants' sum for their offset; Q6_K (mma_block_q6k) one k16 mma a group, lane
              * c's word c (bytes 4c..) as group 0's codes against X's bytes 4c.. and as
              * group 1's against 16 + 4c.. */
-            constexpr int BB = WT == CUDA_W_Q8_0 ? 32 : 16;
+            constexpr int BB = (int)cuda_row_bytes(WT, 32);
             double dm = 0;
             for (int b = 0; b < n_in / 32; b++) {
                 const chunk_sc s = chunk_scale<WT>(d_row, WT == CUDA_W_Q8_0 ? 2 * b : b);

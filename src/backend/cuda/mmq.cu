@@ -11,11 +11,11 @@
  * (fmaf, block by block; the K types: mma_block_offset, mma_block_q6k). That makes a
  * token's row of y the same whatever else the batch holds, whatever the tile: the integer
  * does not depend on the order of its 32 products, nor on which lane sums them, and the
- * F32 chain is the same for every token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each
- * weight there is converted to F16 before an mma that serves at most the batch's tokens,
- * and those conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants
- * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
- * shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
+ * F32 chain is the same for every token. Why not F16 tiles (gemm.cu) for a batch's few
+ * tokens: each weight there is converted to F16 before an mma that serves at most the
+ * batch's tokens, and those conversions bound the step (docs/perf-log.md, 2026-12-02);
+ * here Q8_0's quants go into the mma as they are (one XOR of their bias a word), the 4-bit
+ * planes' after a shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
  *
  * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
  * type) streams the weights and inputs through a ring of cp.async stages in shared
@@ -62,13 +62,27 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* d += a (16 x 16 int8) . b (16 x 8 int8), S32: a0 (g, 4c..), a1 (g + 8, 4c..), b (k 4c.., n g),
- * 4 int8 a register; d as mma_s8's. */
+/* d += a (16 x 16 int8) . b (16 x 8 int8), S32: a0 (g, 4c..), a1 (g + 8, 4c..), b (k 4c..,
+ * n g), 4 int8 a register; d as mma_s8's. */
 static __device__ __forceinline__ void mma_s8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
                  "{%0, %1, %2, %3};"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a0), "r"(a1), "r"(b));
+}
+
+/* acc (a tile's C fragment: rows g, g + 8 x tokens 2c, 2c + 1) += an mma's integers sum
+ * times the scales of their rows (w0, w1) and tokens (dx0, dx1), by fmaf in this order.
+ * The mma started sum at MQ_MAGIC, so an integer comes out as the float 1.5 * 2^23 + isum
+ * (exact for |isum| < 2^22; a block's is at most 32 * 127 * 127): one F32 subtraction
+ * gives isum exactly, as (float) isum would, whose conversion runs at a quarter of the
+ * FP32 rate and bounded the GEMM at 32-64 tokens. */
+static __device__ __forceinline__ void fma_isums(float acc[4], const int sum[4], float w0, float w1, float dx0,
+                                                 float dx1) {
+    acc[0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, w0 * dx0, acc[0]);
+    acc[1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, w0 * dx1, acc[1]);
+    acc[2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, w1 * dx0, acc[2]);
+    acc[3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, w1 * dx1, acc[3]);
 }
 
 /* Where lane c's bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
@@ -104,10 +118,7 @@ static __device__ __forceinline__ void mma_block_offset(uint2 a0, uint2 a1, cons
         int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
         mma_s8(sum, af, bx.x, bx.y);
         const float dx0 = xd[t0], dx1 = xd[t1], xs0 = xs[t0], xs1 = xs[t1];
-        acc[j][0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, d0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, d0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, d1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, d1 * dx1, acc[j][3]);
+        fma_isums(acc[j], sum, d0, d1, dx0, dx1);
         acc[j][0] = fmaf(xs0, m0 * dx0, acc[j][0]);
         acc[j][1] = fmaf(xs1, m0 * dx1, acc[j][1]);
         acc[j][2] = fmaf(xs0, m1 * dx0, acc[j][2]);
@@ -136,14 +147,8 @@ static __device__ __forceinline__ void mma_block_q6k(uint32_t a0, uint32_t a1, c
         mma_s8_k16(s_0, lo0, lo1, x0);
         mma_s8_k16(s_1, hi0, hi1, x1);
         const float dx0 = xd[t0], dx1 = xd[t1];
-        acc[j][0] = fmaf(__int_as_float(s_0[0]) - MQ_MAGIC_F, d00 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(s_0[1]) - MQ_MAGIC_F, d00 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(s_0[2]) - MQ_MAGIC_F, d10 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(s_0[3]) - MQ_MAGIC_F, d10 * dx1, acc[j][3]);
-        acc[j][0] = fmaf(__int_as_float(s_1[0]) - MQ_MAGIC_F, d01 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(s_1[1]) - MQ_MAGIC_F, d01 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(s_1[2]) - MQ_MAGIC_F, d11 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(s_1[3]) - MQ_MAGIC_F, d11 * dx1, acc[j][3]);
+        fma_isums(acc[j], s_0, d00, d10, dx0, dx1);
+        fma_isums(acc[j], s_1, d01, d11, dx0, dx1);
     }
 }
 
@@ -269,17 +274,9 @@ static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, 
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
-        /* the integer comes out as the float 1.5 * 2^23 + isum (exact for |isum| < 2^22;
-         * a block's is at most 32 * 127 * 127): the mma adds it to that float's bits, one
-         * F32 subtraction gives isum exactly, as (float) isum would, whose conversion
-         * runs at a quarter of the FP32 rate and bounded the GEMM at 32-64 tokens */
-        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC}; /* (fma_isums) */
         mma_s8(sum, af, bx.x, bx.y);
-        const float dx0 = xd[(8 * j + 2 * c) * xd_t], dx1 = xd[(8 * j + 2 * c + 1) * xd_t];
-        acc[j][0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, dw0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, dw0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, dw1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, dw1 * dx1, acc[j][3]);
+        fma_isums(acc[j], sum, dw0, dw1, xd[(8 * j + 2 * c) * xd_t], xd[(8 * j + 2 * c + 1) * xd_t]);
     }
 }
 
@@ -503,7 +500,7 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tw = threadIdx.x >> 7;
     const int g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
-    /* the K types: the scale bytes of this lane's rows g and g + 8 (rows past N: the last) */
+    /* the K types: the scales of this lane's rows g and g + 8 (rows past N: the last) */
     const __half *k_scales[2] = {nullptr, nullptr};
     if constexpr (!cuda_wtype_int8_one_scale(WT)) {
 #pragma unroll

@@ -175,8 +175,8 @@ CUDA_WTYPES(CUDA_WT_CHECK_, _)
 /* The types whose batch GEMMs run on the int8 tensor cores (mmq.cu: a lane's 8 bytes, Q6_K's
  * 4, of a row's block of 32, made signed int8 codes by one XOR a word for Q8_0, the
  * nibbles of Q4_0 and the 4-bit planes of the K types by word_codes), and the switch over
- * them alone. Q8_0 and Q4_0 scale a block's integer once; Q4_K and Q5_K add their offset times
- * the input's sum, Q6_K scales two integers (mma_block_offset, mma_block_q6k). */
+ * them alone. Q8_0 and Q4_0 scale a block's integer once; Q4_K and Q5_K add their offset
+ * times the input's sum, Q6_K scales two integers (mma_block_offset, mma_block_q6k). */
 CUDA_WT_FN int cuda_wtype_int8_mma(int type) {
     return type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0 || type == CUDA_W_Q4_K || type == CUDA_W_Q5_K ||
            type == CUDA_W_Q6_K;
