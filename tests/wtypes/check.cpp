@@ -68,7 +68,7 @@ template <int WT> static int check(int n_out, int n_in) {
              * words (mma_word, from its 8 bytes of the block) at k 4c.. and 16 + 4c.., X's
              * bytes 8c..8c+3 and 8c+4..8c+7 at the same k (its staging); Q6_K one sum per
              * group (lanes c < 2, c >= 2), Q4_K and Q5_K the quants' sum for their offset */
-            constexpr int BB = WT == CUDA_W_Q8_0 ? 32 : 16;
+            constexpr int BB = (int)cuda_row_bytes(WT, 32);
             double dm = 0;
             for (int b = 0; b < n_in / 32; b++) {
                 const chunk_sc s = chunk_scale<WT>(d_row, WT == CUDA_W_Q8_0 ? 2 * b : b);

@@ -98,9 +98,9 @@ static __device__ __forceinline__ uint2 quant8_f32(const float v[8], float *d_ou
     return make_uint2(w[0], w[1]);
 }
 
-/* The sum of a block's 32 quants on each of its 4 lanes, q this lane's 8 (quant8_f32: called
- * by whole warps). The K types with an offset (cuda_wtype_int8_offset) multiply it by
- * theirs. */
+/* The sum of a block's 32 quants on each of its 4 lanes, q this lane's 8 (quant8_f32:
+ * called by whole warps). The K types with an offset (cuda_wtype_int8_offset) multiply it
+ * by theirs. */
 static __device__ __forceinline__ int quant8_sum(uint2 q) {
     int sum = __dp4a((int)q.x, 0x01010101, __dp4a((int)q.y, 0x01010101, 0)); /* its 8 quants */
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);

@@ -501,7 +501,8 @@ extern "C" cudaError_t cuda_gemm_batch_epi(const cuda_weight *w, const uint16_t 
     }
     if (ep->kind == CUDA_EPI_STORE && n_split == 1) { /* straight into y, part by part */
         for (int64_t col0 = 0; w; col0 += w->n_out, w = w->next) {
-            const cudaError_t e = batch_tiles(w, X, xq, xd, xs, n_tokens, ep->y + col0, ep->ldy, ep->accumulate, 1, stream);
+            const cudaError_t e =
+                batch_tiles(w, X, xq, xd, xs, n_tokens, ep->y + col0, ep->ldy, ep->accumulate, 1, stream);
             if (e != cudaSuccess)
                 return e;
         }

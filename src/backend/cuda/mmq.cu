@@ -62,6 +62,20 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* acc (a tile's C fragment: rows g, g + 8 x tokens 2c, 2c + 1) += an mma's integers sum
+ * times the scales of their rows (w0, w1) and tokens (dx0, dx1), by fmaf in this order.
+ * The mma started sum at MQ_MAGIC, so an integer comes out as the float 1.5 * 2^23 + isum
+ * (exact for |isum| < 2^22; a block's is at most 32 * 127 * 127): one F32 subtraction
+ * gives isum exactly, as (float) isum would, whose conversion runs at a quarter of the
+ * FP32 rate and bounded the GEMM at 32-64 tokens. */
+static __device__ __forceinline__ void fma_isums(float acc[4], const int sum[4], float w0, float w1, float dx0,
+                                                 float dx1) {
+    acc[0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, w0 * dx0, acc[0]);
+    acc[1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, w0 * dx1, acc[1]);
+    acc[2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, w1 * dx0, acc[2]);
+    acc[3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, w1 * dx1, acc[3]);
+}
+
 /* Where lane c's 8 bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
  * planes of Q4_0 and the K types 16) start, its elements 8c..8c+7: Q8_0 byte e holds
  * element e; a plane's byte e holds element e in its low nibble and e + 16 in its high
@@ -108,10 +122,7 @@ static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chu
         int sa[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
         mma_s8(sa, af, bx.x, bx.y);
         const float dx0 = xd[t0], dx1 = xd[t1];
-        acc[j][0] = fmaf(__int_as_float(sa[0]) - MQ_MAGIC_F, ua0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(sa[1]) - MQ_MAGIC_F, ua0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(sa[2]) - MQ_MAGIC_F, ua1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(sa[3]) - MQ_MAGIC_F, ua1 * dx1, acc[j][3]);
+        fma_isums(acc[j], sa, ua0, ua1, dx0, dx1);
         if constexpr (OFFSET) { /* m times the token's block summed as quantized */
             const float xs0 = xs[t0], xs1 = xs[t1];
             acc[j][0] = fmaf(ub0, xs0, acc[j][0]);
@@ -121,10 +132,7 @@ static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chu
         } else {
             int sg[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
             mma_s8(sg, bf, bx.x, bx.y);
-            acc[j][0] = fmaf(__int_as_float(sg[0]) - MQ_MAGIC_F, ub0 * dx0, acc[j][0]);
-            acc[j][1] = fmaf(__int_as_float(sg[1]) - MQ_MAGIC_F, ub0 * dx1, acc[j][1]);
-            acc[j][2] = fmaf(__int_as_float(sg[2]) - MQ_MAGIC_F, ub1 * dx0, acc[j][2]);
-            acc[j][3] = fmaf(__int_as_float(sg[3]) - MQ_MAGIC_F, ub1 * dx1, acc[j][3]);
+            fma_isums(acc[j], sg, ub0, ub1, dx0, dx1);
         }
     }
 }
@@ -251,17 +259,9 @@ static __device__ __forceinline__ void mma_block(uint2 a0, uint2 a1, float dw0, 
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
-        /* the integer comes out as the float 1.5 * 2^23 + isum (exact for |isum| < 2^22;
-         * a block's is at most 32 * 127 * 127): the mma adds it to that float's bits, one
-         * F32 subtraction gives isum exactly, as (float) isum would, whose conversion
-         * runs at a quarter of the FP32 rate and bounded the GEMM at 32-64 tokens */
-        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC}; /* (fma_isums) */
         mma_s8(sum, af, bx.x, bx.y);
-        const float dx0 = xd[(8 * j + 2 * c) * xd_t], dx1 = xd[(8 * j + 2 * c + 1) * xd_t];
-        acc[j][0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, dw0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, dw0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, dw1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, dw1 * dx1, acc[j][3]);
+        fma_isums(acc[j], sum, dw0, dw1, xd[(8 * j + 2 * c) * xd_t], xd[(8 * j + 2 * c + 1) * xd_t]);
     }
 }
 
