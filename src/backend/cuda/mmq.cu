@@ -499,12 +499,15 @@ static constexpr int ring_bytes(void) {
 }
 /* the blocks an SM that the kernel's registers leave room for: with 3 stages all that
  * shared memory allows; so too the K types' two warps a 16 rows, which took 134-150
- * registers without it (one block of 256 threads an SM; Q8_0's and Q4_0's 104-106) */
+ * registers without it (one block of 256 threads an SM; Q8_0's and Q4_0's 104-106). The
+ * K types' one warp a 16 rows with 4 tiles of tokens or more, at most 3: at 4 Q4_K's took
+ * 128 registers and spilled 96 bytes (Qwen3-8B's four layer GEMMs at 32 tokens 212.9 us
+ * against 169.3 with the scales read where used, H100; docs/perf-log.md) */
 template <int WT, int NT, bool PRE, int S, int TW>
 static constexpr int ring_min_blocks(void) {
-    return S == 3 || (TW == 2 && !cuda_wtype_int8_one_scale(WT))
-               ? ring_layout<WT, NT, PRE, S>::blocks_per_sm
-               : 0;
+    constexpr int by_smem = ring_layout<WT, NT, PRE, S>::blocks_per_sm;
+    constexpr bool k_type = !cuda_wtype_int8_one_scale(WT);
+    return S == 3 || (TW == 2 && k_type) ? (k_type && TW == 1 && NT >= 4 && by_smem > 3 ? 3 : by_smem) : 0;
 }
 template <int WT, int NT, bool PRE, int S, int TW>
 __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, S, TW>()))
