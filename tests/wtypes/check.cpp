@@ -66,33 +66,21 @@ template <int WT> static int check(int n_out, int n_in) {
         if constexpr (cuda_wtype_int8_mma(WT)) {
             /* mmq.cu's integer products of this row with one token, lane by lane: lane c's A
              * words (mma_word, from its 8 bytes of the block) at k 4c.. and 16 + 4c.., X's
-             * bytes 8c..8c+3 and 8c+4..8c+7 at the same k (its staging), Q4_K and Q5_K the
-             * quants' sum for their offset; Q6_K (mma_block_q6k) one k16 mma a group, lane
-             * c's word c (bytes 4c..) as group 0's codes against X's bytes 4c.. and as
-             * group 1's against 16 + 4c.. */
+             * bytes 8c..8c+3 and 8c+4..8c+7 at the same k (its staging); Q6_K one sum per
+             * group (lanes c < 2, c >= 2), Q4_K and Q5_K the quants' sum for their offset */
             constexpr int BB = (int)cuda_row_bytes(WT, 32);
             double dm = 0;
             for (int b = 0; b < n_in / 32; b++) {
                 const chunk_sc s = chunk_scale<WT>(d_row, WT == CUDA_W_Q8_0 ? 2 * b : b);
                 int isum[2] = {0, 0}, xs = 0;
                 for (int c = 0; c < 4; c++) {
-                    if constexpr (WT == CUDA_W_Q6_K) {
-                        uint32_t u;
-                        memcpy(&u, w_row + (size_t)b * BB + 4 * c, 4);
-                        for (int grp = 0; grp < 2; grp++) {
-                            const uint32_t a = plane_codes<WT>(u, s, grp, c);
-                            for (int k = 0; k < 4; k++)
-                                isum[grp] += (int8_t)(a >> (8 * k)) * xq[32 * b + 16 * grp + 4 * c + k];
-                        }
-                        continue;
-                    }
                     uint32_t u[2];
                     memcpy(u, w_row + (size_t)b * BB + (WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1)), 8);
                     for (int h = 0; h < 2; h++) {
                         const uint32_t a = mma_word<WT>(u[h], s, c, 2 * (c & 1) + h);
                         for (int k = 0; k < 4; k++) {
                             const int8_t xv = xq[32 * b + 8 * c + 4 * h + k];
-                            isum[0] += (int8_t)(a >> (8 * k)) * xv;
+                            isum[WT == CUDA_W_Q6_K && c >= 2] += (int8_t)(a >> (8 * k)) * xv;
                             xs += xv;
                         }
                     }

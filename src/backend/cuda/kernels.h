@@ -317,8 +317,8 @@ cudaError_t cuda_mmq_tiles(const cuda_weight *w, const uint16_t *x, const int8_t
 /* Whether a batch of n_tokens is better quantized once before its int8 GEMMs. */
 int cuda_mmq_prequantize(int n_tokens);
 /* xq (n_tokens, K) int8, xd and xs (n_tokens, K / 32) float: x (n_tokens, K) F16 quantized
- * per block of 32 as the int8 GEMM quantizes inside, each block's scale and the sum of its
- * quants. */
+ * per block of 32 as the int8 GEMM quantizes inside, each block's scale d and its sum as
+ * quantized (d times the sum of its quants: the offsets of Q4_K and Q5_K multiply it). */
 cudaError_t cuda_quantize_x(const uint16_t *x, int n_tokens, int64_t K, int8_t *xq, float *xd, float *xs,
                             cudaStream_t stream);
 /* The upload's repack on the device, for the types with cuda_wtype_repack_bytes > 0:

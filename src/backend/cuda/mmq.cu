@@ -8,14 +8,14 @@
  *
  *   y[t][n] = sum over blocks b in order of  (float) isum(b, t, n) * (dw[n][b] * dx[t][b])
  *
- * (fmaf, block by block; the K types: mma_block_offset, mma_block_q6k). That makes a
- * token's row of y the same whatever else the batch holds, whatever the tile: the integer
- * does not depend on the order of its 32 products, nor on which lane sums them, and the
- * F32 chain is the same for every token. Why not F16 tiles (gemm.cu) for a batch's few
- * tokens: each weight there is converted to F16 before an mma that serves at most the
- * batch's tokens, and those conversions bound the step (docs/perf-log.md, 2026-12-02);
- * here Q8_0's quants go into the mma as they are (one XOR of their bias a word), the 4-bit
- * planes' after a shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
+ * (fmaf, block by block; the K types: mma_block_k). That makes a token's row of y the
+ * same whatever else the batch holds, whatever the tile: the integer does not depend on
+ * the order of its 32 products, nor on which lane sums them, and the F32 chain is the
+ * same for every token. Why not F16 tiles (gemm.cu) for a batch's few tokens: each
+ * weight there is converted to F16 before an mma that serves at most the batch's tokens,
+ * and those conversions bound the step (docs/perf-log.md, 2026-12-02); here Q8_0's quants
+ * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
+ * shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
  *
  * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
  * type) streams the weights and inputs through a ring of cp.async stages in shared
@@ -62,15 +62,6 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* d += a (16 x 16 int8) . b (16 x 8 int8), S32: a0 (g, 4c..), a1 (g + 8, 4c..), b (k 4c..,
- * n g), 4 int8 a register; d as mma_s8's. */
-static __device__ __forceinline__ void mma_s8_k16(int d[4], uint32_t a0, uint32_t a1, uint32_t b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%0, %1, %2, %3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(b));
-}
-
 /* acc (a tile's C fragment: rows g, g + 8 x tokens 2c, 2c + 1) += an mma's integers sum
  * times the scales of their rows (w0, w1) and tokens (dx0, dx1), by fmaf in this order.
  * The mma started sum at MQ_MAGIC, so an integer comes out as the float 1.5 * 2^23 + isum
@@ -85,70 +76,64 @@ static __device__ __forceinline__ void fma_isums(float acc[4], const int sum[4],
     acc[3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, w1 * dx1, acc[3]);
 }
 
-/* Where lane c's bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
- * planes of Q4_0 and the K types 16) start. Its 8, elements 8c..8c+7: Q8_0 byte e holds
+/* Where lane c's 8 bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
+ * planes of Q4_0 and the K types 16) start, its elements 8c..8c+7: Q8_0 byte e holds
  * element e; a plane's byte e holds element e in its low nibble and e + 16 in its high
  * one, so elements 8c..8c+7 are the low (c < 2) or high (c >= 2) nibbles of bytes
- * 8 (c & 1)..+7, which lanes c and c ^ 2 both load. Q6_K (mma_block_q6k): its 4, bytes
- * 4c..4c+3, elements 4c..4c+3 of its first group of 16 and 16 + 4c.. of its second. */
+ * 8 (c & 1)..+7, which lanes c and c ^ 2 both load. */
 template <int WT>
 static __device__ __forceinline__ int mq_lane_offset(int c) {
-    return WT == CUDA_W_Q8_0 ? 8 * c : WT == CUDA_W_Q6_K ? 4 * c : 8 * (c & 1);
+    return WT == CUDA_W_Q8_0 ? 8 * c : 8 * (c & 1);
 }
 
-/* acc += one quant block's products for Q4_K and Q5_K (the ring alone: their K is a
+/* acc += one quant block's products for the K types (the ring alone: their K is a
  * multiple of 256), as mma_block: rows g and g + 8 (a lane's 8 bytes a0, a1 of each,
- * their chunk scales s0, s1, read where the block is used) and the warp's NT tiles of
- * staged tokens. A block of 32 is a chunk of their 4-bit plane, one sub-block: value = d q
- * + m, so d isum + m xsum, xsum the token's quants summed (staged with them: xs, as xd),
- * each term by fmaf in this order. */
+ * their chunk scales s0, s1) and the warp's NT tiles of staged tokens. A block of 32 is a
+ * chunk of their 4-bit plane: value = d q + m (Q4_K, Q5_K: one sub-block) or d_g (q - 32)
+ * (Q6_K: g = the element's group of 16). Q4_K, Q5_K: d dx isum + m xsum, xsum the token's
+ * block as quantized summed, dx times the sum of its quants (staged with them: xs, as xd);
+ * Q6_K: two mmas, each with the other group's lanes zero (lanes c < 2 hold group 0), d_0
+ * dx isum_0 + d_1 dx isum_1. Every term by fmaf in this order. */
 template <int WT, int NT>
-static __device__ __forceinline__ void mma_block_offset(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
-                                                        const int8_t *xq, int x_row, const float *xd,
-                                                        const float *xs, int xd_t, int g, int c, float acc[NT][4]) {
-    static_assert(cuda_wtype_int8_offset(WT), "Q4_K, Q5_K");
+static __device__ __forceinline__ void mma_block_k(uint2 a0, uint2 a1, const chunk_sc &s0, const chunk_sc &s1,
+                                                   const int8_t *xq, int x_row, const float *xd, const float *xs,
+                                                   int xd_t, int g, int c, float acc[NT][4]) {
+    constexpr bool OFFSET = cuda_wtype_int8_offset(WT);
+    static_assert(OFFSET || WT == CUDA_W_Q6_K, "the K types");
     const int i0 = 2 * (c & 1);
-    const uint32_t af[4] = {mma_word<WT>(a0.x, s0, c, i0), mma_word<WT>(a1.x, s1, c, i0),
-                            mma_word<WT>(a0.y, s0, c, i0 + 1), mma_word<WT>(a1.y, s1, c, i0 + 1)};
-    const float d0 = s0.d[0], d1 = s1.d[0], m0 = s0.m[0], m1 = s1.m[0]; /* rows g, g + 8 */
+    uint32_t af[4] = {mma_word<WT>(a0.x, s0, c, i0), mma_word<WT>(a1.x, s1, c, i0),
+                      mma_word<WT>(a0.y, s0, c, i0 + 1), mma_word<WT>(a1.y, s1, c, i0 + 1)};
+    uint32_t bf[4] = {}; /* Q6_K: the second mma's A, group 1 */
+    if constexpr (!OFFSET) {
+        const bool g0 = c < 2;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            bf[r] = g0 ? 0u : af[r];
+            af[r] = g0 ? af[r] : 0u;
+        }
+    }
+    /* the scales of the first and second terms, rows g and g + 8 */
+    const float ua0 = s0.d[0], ua1 = s1.d[0];
+    const float ub0 = OFFSET ? s0.m[0] : s0.d[1], ub1 = OFFSET ? s1.m[0] : s1.d[1];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const uint2 bx = *reinterpret_cast<const uint2 *>(xq + (8 * j + g) * x_row);
         const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
-        int sum[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
-        mma_s8(sum, af, bx.x, bx.y);
-        const float dx0 = xd[t0], dx1 = xd[t1], xs0 = xs[t0], xs1 = xs[t1];
-        fma_isums(acc[j], sum, d0, d1, dx0, dx1);
-        acc[j][0] = fmaf(xs0, m0 * dx0, acc[j][0]);
-        acc[j][1] = fmaf(xs1, m0 * dx1, acc[j][1]);
-        acc[j][2] = fmaf(xs0, m1 * dx0, acc[j][2]);
-        acc[j][3] = fmaf(xs1, m1 * dx1, acc[j][3]);
-    }
-}
-
-/* The same for Q6_K: two groups of 16 in a block, value d_g (q - 32), so d_0 isum_0 + d_1
- * isum_1, one m16n8k16 mma a group. Lane c holds bytes 4c..4c+3 of rows g and g + 8 (a0,
- * a1; mq_lane_offset): their low nibbles are elements 4c.. of group 0, their high ones 16
- * + 4c.. of group 1, at k 4c.. of each group's mma, beside X's bytes 4c.. and 16 + 4c.. */
-template <int NT>
-static __device__ __forceinline__ void mma_block_q6k(uint32_t a0, uint32_t a1, const chunk_sc &s0, const chunk_sc &s1,
-                                                     const int8_t *xq, int x_row, const float *xd, int xd_t, int g,
-                                                     int c, float acc[NT][4]) {
-    constexpr int WT = CUDA_W_Q6_K;
-    const uint32_t lo0 = plane_codes<WT>(a0, s0, 0, c), lo1 = plane_codes<WT>(a1, s1, 0, c);
-    const uint32_t hi0 = plane_codes<WT>(a0, s0, 1, c), hi1 = plane_codes<WT>(a1, s1, 1, c);
-    const float d00 = s0.d[0], d01 = s0.d[1], d10 = s1.d[0], d11 = s1.d[1]; /* row g, g + 8; group */
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const int8_t *x = xq + (8 * j + g) * x_row;
-        const uint32_t x0 = *reinterpret_cast<const uint32_t *>(x), x1 = *reinterpret_cast<const uint32_t *>(x + 16);
-        const int t0 = (8 * j + 2 * c) * xd_t, t1 = (8 * j + 2 * c + 1) * xd_t;
-        int s_0[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC}, s_1[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
-        mma_s8_k16(s_0, lo0, lo1, x0);
-        mma_s8_k16(s_1, hi0, hi1, x1);
+        int sa[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+        mma_s8(sa, af, bx.x, bx.y);
         const float dx0 = xd[t0], dx1 = xd[t1];
-        fma_isums(acc[j], s_0, d00, d10, dx0, dx1);
-        fma_isums(acc[j], s_1, d01, d11, dx0, dx1);
+        fma_isums(acc[j], sa, ua0, ua1, dx0, dx1);
+        if constexpr (OFFSET) { /* m times the token's block summed as quantized */
+            const float xs0 = xs[t0], xs1 = xs[t1];
+            acc[j][0] = fmaf(ub0, xs0, acc[j][0]);
+            acc[j][1] = fmaf(ub0, xs1, acc[j][1]);
+            acc[j][2] = fmaf(ub1, xs0, acc[j][2]);
+            acc[j][3] = fmaf(ub1, xs1, acc[j][3]);
+        } else {
+            int sg[4] = {MQ_MAGIC, MQ_MAGIC, MQ_MAGIC, MQ_MAGIC};
+            mma_s8(sg, bf, bx.x, bx.y);
+            fma_isums(acc[j], sg, ub0, ub1, dx0, dx1);
+        }
     }
 }
 
@@ -166,8 +151,8 @@ static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
 }
 
 /* xq (n_rows, K) int8, xd and xs (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
- * block of 32, each block's scale and the sum of its quants; grid of 256-thread blocks
- * over n_rows K / 8 threads. */
+ * block of 32, each block's scale d and its sum as quantized (d times the sum of its
+ * quants); grid of 256-thread blocks over n_rows K / 8 threads. */
 __global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd, float *xs) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* 8 elements at 8 i */
     pdl_wait();
@@ -182,7 +167,7 @@ __global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd, 
         reinterpret_cast<uint2 *>(xq)[i] = q;
         if ((i & 3) == 0) {
             xd[i >> 2] = d;
-            xs[i >> 2] = (float)sum;
+            xs[i >> 2] = (float)sum * d;
         }
     }
 }
@@ -250,7 +235,7 @@ typedef struct mmq_args {
     const __half *X;  /* (T, K) F16, or (PRE) */
     const int8_t *xq; /* (T, K) its quants */
     const float *xd;  /* (T, K / 32) and their scales */
-    const float *xs;  /* (T, K / 32) and their sums (cuda_wtype_int8_offset) */
+    const float *xs;  /* (T, K / 32) and the blocks' sums as quantized (cuda_wtype_int8_offset) */
     int T;
     float *y;         /* (T, ldy): y[:, :N] (+)= the product, or (n_split > 1) block z's share into
                        * the z-th plane of (T, ldy) floats at y */
@@ -392,18 +377,32 @@ static cudaError_t launch_nt(const cuda_weight *w, mmq_args p, int n_split, cuda
                                     reads (4 rows x 4 lanes; a 4-bit plane's lanes c and c ^ 2
                                     read the same 8 bytes) fall in distinct banks */
 
+/* Bytes a weight row's K scales take in a stage (ring_issue_w; 0: Q8_0, Q4_0): Q4_K's
+ * super-block's first 16 (f16 d and dmin, 12 scale bytes); Q5_K's and the high bits of the
+ * stage's 4 blocks (16); Q6_K's high bits of its 4 blocks (32), their signed scales (8), the
+ * super-block's f16 d (4 with 2 unused), 4 unused. */
+template <int WT>
+static constexpr __host__ __device__ int k_head_bytes(void) {
+    return WT == CUDA_W_Q4_K ? 16 : WT == CUDA_W_Q5_K ? 32 : WT == CUDA_W_Q6_K ? 48 : 0;
+}
+
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
- * scales (64, MR_CB) halves, then the input: with PRE its quants (8 NT, MR_ROW), scales
- * (8 NT, MR_CB) floats and, with XS (cuda_wtype_int8_offset), the sums of its quants (8
- * NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE, one
- * buffer of the current stage's quantized input (quants, scales, sums). */
-template <int NT, bool PRE, int S, bool XS>
+ * scales (64, MR_CB) halves (Q8_0, Q4_0) or K scales (64, KH), then the input: with PRE
+ * its quants (8 NT, MR_ROW), scales (8 NT, MR_CB) floats and, for Q4_K and Q5_K (XS), its
+ * sums (8 NT, MR_CB) floats, else its F16 (8 NT, 32 MR_CB). S stages, then, without PRE,
+ * one buffer of the current stage's quantized input (quants, scales, sums), and with KH the
+ * stage's weight scales and offsets (Q6_K: its two scales), decoded from their K scales
+ * (64, MR_CB) float2. */
+template <int WT, int NT, bool PRE, int S>
 struct ring_layout {
-    static constexpr int w_q = 0, w_d = 64 * MR_ROW, x = w_d + 64 * MR_CB * 2;
+    static constexpr int KH = k_head_bytes<WT>();
+    static constexpr bool XS = cuda_wtype_int8_offset(WT);
+    static constexpr int w_q = 0, w_d = 64 * MR_ROW, k_head = w_d + 64 * MR_CB * 2, x = k_head + 64 * KH;
     static constexpr int x_d = x + 8 * NT * MR_ROW, x_s = x_d + 8 * NT * MR_CB * 4;
     static constexpr int stage = PRE ? x_s + (XS ? 8 * NT * MR_CB * 4 : 0) : x + 8 * NT * 32 * MR_CB * 2;
     static constexpr int qbuf = S * stage, q_d = qbuf + 8 * NT * MR_ROW, q_s = q_d + 8 * NT * MR_CB * 4;
-    static constexpr int bytes = PRE ? qbuf : q_s + (XS ? 8 * NT * MR_CB * 4 : 0);
+    static constexpr int k_dec = PRE ? qbuf : q_s + (XS ? 8 * NT * MR_CB * 4 : 0);
+    static constexpr int bytes = k_dec + (KH ? 64 * MR_CB * 8 : 0);
     /* blocks an SM by shared memory (228 KB, 1 KB of it reserved a block), at most 4
      * (ring_min_blocks) */
     static constexpr int blocks_per_sm = 228 * 1024 / (bytes + 1024) < 4 ? 228 * 1024 / (bytes + 1024) : 4;
@@ -426,21 +425,43 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
         const uint8_t *src = (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * BB + 16 * part;
         cp_async16(st + r * MR_ROW + 16 * part, src, 16);
     }
-    /* scales (Q8_0, Q4_0; the K types read theirs where used): 64 rows x 4 halves, 4 bytes
-     * a thread of the first 128 */
+    /* scales (Q8_0, Q4_0; Q6_K reads its own where used): 64 rows x 4 halves, 4 bytes a
+     * thread of the first 128 */
     if (cuda_wtype_int8_one_scale(WT) && (THREADS == 128 || threadIdx.x < 128)) {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1;
         const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-        cp_async4(st + ring_layout<1, true, 1, false>::w_d + r * MR_CB * 2 + 4 * part,
+        cp_async4(st + ring_layout<WT, 1, true, 1>::w_d + r * MR_CB * 2 + 4 * part,
                   (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
+    }
+    /* the K types' scales of the stage (k_head_bytes; a stage is half a super-block, kb0 % 8
+     * is 0 or 4). Q4_K, Q5_K: a 16-byte copy a thread, the super-block's first 16 bytes and
+     * Q5_K's high bits at 16 + 4 (kb0 % 8); Q6_K (super-blocks of 84 bytes, 4-byte aligned):
+     * 11 words a row, its high bits at 8 (kb0 % 8), scales at 64 + 2 (kb0 % 8), d at 80 */
+    constexpr int KH = k_head_bytes<WT>(), SB = cuda_wtype_scale_bytes(WT);
+    const uint8_t *k_row0 = (const uint8_t *)w.d + (kb0 >> 3) * SB; /* row 0's super-block */
+    const int64_t k_row_bytes = (int64_t)(K / 256 * SB);
+    uint8_t *k_dst = st + ring_layout<WT, 1, true, 1>::k_head;
+    if (WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K) {
+        if (threadIdx.x < 64 * KH / 16) {
+            const int r = threadIdx.x / (KH / 16), part = threadIdx.x % (KH / 16);
+            const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
+            cp_async16(k_dst + r * KH + 16 * part, k_row0 + row * k_row_bytes + (part ? 16 + 4 * (kb0 & 7) : 0), 16);
+        }
+    } else if (WT == CUDA_W_Q6_K) {
+        for (int e = threadIdx.x; e < 64 * 11; e += THREADS) {
+            const int r = e / 11, word = e % 11;
+            const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
+            const int at = word < 8 ? 8 * (kb0 & 7) + 4 * word : word < 10 ? 64 + 2 * (kb0 & 7) + 4 * (word - 8) : 80;
+            cp_async4(k_dst + r * KH + 4 * word, k_row0 + row * k_row_bytes + at);
+        }
     }
 }
 
 /* The input's stage (written by earlier kernels: after pdl_wait, through L2 only). Rows
  * past T copy nothing (zeros). */
-template <int NT, bool PRE, int S, bool XS, int THREADS>
+template <int WT, int NT, bool PRE, int S, int THREADS>
 static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, int64_t t0, int kb0, uint8_t *st) {
-    typedef ring_layout<NT, PRE, S, XS> L;
+    typedef ring_layout<WT, NT, PRE, S> L;
     if (PRE) { /* quants: 8 NT rows x 128 bytes, 8 chunks of 16 a row; scales (and sums): 16
                 * bytes a row */
 #pragma unroll
@@ -452,7 +473,7 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
                            t0 + r < p.T ? 16 : 0);
         }
         static_assert(16 * NT <= THREADS, "a thread a row of scales or sums");
-        if (threadIdx.x < (XS ? 16 : 8) * NT) {
+        if (threadIdx.x < (L::XS ? 16 : 8) * NT) {
             const bool sums = threadIdx.x >= 8 * NT;
             const int r = sums ? threadIdx.x - 8 * NT : threadIdx.x;
             const int64_t t = t0 + r < p.T ? t0 + r : p.T - 1;
@@ -474,22 +495,25 @@ static __device__ __forceinline__ void ring_issue_x(const mmq_args &p, int K, in
  * each 16 rows, one on each half of the tokens: the same products, twice the warps. */
 template <int WT, int NT, bool PRE, int S>
 static constexpr int ring_bytes(void) {
-    return ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::bytes;
+    return ring_layout<WT, NT, PRE, S>::bytes;
 }
 /* the blocks an SM that the kernel's registers leave room for: with 3 stages all that
  * shared memory allows; so too the K types' two warps a 16 rows, which took 134-150
- * registers without it (one block of 256 threads an SM; Q8_0's and Q4_0's 104-106) */
+ * registers without it (one block of 256 threads an SM; Q8_0's and Q4_0's 104-106). The
+ * K types' one warp a 16 rows with 4 tiles of tokens or more, at most 3: at 4 Q4_K's took
+ * 128 registers and spilled 96 bytes (Qwen3-8B's four layer GEMMs at 32 tokens 212.9 us
+ * against 169.3 with the scales read where used, H100; docs/perf-log.md) */
 template <int WT, int NT, bool PRE, int S, int TW>
 static constexpr int ring_min_blocks(void) {
-    return S == 3 || (TW == 2 && !cuda_wtype_int8_one_scale(WT))
-               ? ring_layout<NT, PRE, S, cuda_wtype_int8_offset(WT)>::blocks_per_sm
-               : 0;
+    constexpr int by_smem = ring_layout<WT, NT, PRE, S>::blocks_per_sm;
+    constexpr bool k_type = !cuda_wtype_int8_one_scale(WT);
+    return S == 3 || (TW == 2 && k_type) ? (k_type && TW == 1 && NT >= 4 && by_smem > 3 ? 3 : by_smem) : 0;
 }
 template <int WT, int NT, bool PRE, int S, int TW>
 __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, S, TW>()))
     k_mmq_ring(const cuda_weight w, const mmq_args p) {
-    constexpr bool XS = cuda_wtype_int8_offset(WT);
-    typedef ring_layout<NT, PRE, S, XS> L;
+    typedef ring_layout<WT, NT, PRE, S> L;
+    constexpr int KH = L::KH;
     constexpr int THREADS = TW * MQ_THREADS, NTW = NT / TW; /* a warp's tiles of 8 tokens */
     static_assert(TW == 1 || (PRE && NT % TW == 0), "token halves need the input quantized beforehand");
     extern __shared__ __align__(16) uint8_t ring[];
@@ -500,15 +524,6 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tw = threadIdx.x >> 7;
     const int g = lane >> 2, c = lane & 3;
     const int64_t n_tile = (int64_t)blockIdx.x * 64, t0 = (int64_t)blockIdx.y * (8 * NT);
-    /* the K types: the scales of this lane's rows g and g + 8 (rows past N: the last) */
-    const __half *k_scales[2] = {nullptr, nullptr};
-    if constexpr (!cuda_wtype_int8_one_scale(WT)) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t n = n_tile + warp * 16 + g + 8 * h, row = n < w.n_out ? n : w.n_out - 1;
-            k_scales[h] = (const __half *)w.d + row * SCALE_HALVES(WT, (int64_t)K);
-        }
-    }
 
     /* the first stages' weights load while the previous kernel ends; their input after it */
 #pragma unroll
@@ -520,7 +535,7 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_stages)
-            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
+            ring_issue_x<WT, NT, PRE, S, THREADS>(p, K, t0, kb_begin + s * MR_CB, ring + s * L::stage);
         cp_async_commit(); /* group s (group 0 also holds the weights issued above) */
     }
 
@@ -532,13 +547,14 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
         if (next < n_stages) {
             uint8_t *slot = ring + (next % S) * L::stage;
             ring_issue_w<WT, THREADS>(w, n_tile, kb_begin + next * MR_CB, slot);
-            ring_issue_x<NT, PRE, S, XS, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
+            ring_issue_x<WT, NT, PRE, S, THREADS>(p, K, t0, kb_begin + next * MR_CB, slot);
         }
         cp_async_commit();
         const uint8_t *st = ring + (i % S) * L::stage;
         const int8_t *xq = (const int8_t *)(st + L::x) + tw * 8 * NTW * MR_ROW;
         const float *xd = (const float *)(st + L::x_d) + tw * 8 * NTW * MR_CB;
-        const float *xs = (const float *)(st + L::x_s) + tw * 8 * NTW * MR_CB; /* (XS) */
+        const float *xs = (const float *)(st + L::x_s) + tw * 8 * NTW * MR_CB; /* (KH) */
+        const int kb = kb_begin + i * MR_CB;
         if (!PRE) { /* the stage's F16 input quantized into qbuf: 4 lanes a (token, block) */
             int8_t *qq = (int8_t *)(ring + L::qbuf);
             float *qd = (float *)(ring + L::q_d), *qsum = (float *)(ring + L::q_s);
@@ -549,38 +565,59 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
                 float d;
                 const uint2 qs = quant8(*reinterpret_cast<const uint4 *>(st + L::x + tt * 256 + b * 64 + 16 * q), &d);
                 *reinterpret_cast<uint2 *>(qq + tt * MR_ROW + b * 32 + 8 * q) = qs;
-                const int sum = XS ? quant8_sum(qs) : 0;
+                const int sum = L::XS ? quant8_sum(qs) : 0;
                 if (q == 0) {
                     qd[tt * MR_CB + b] = d;
-                    if (XS)
-                        qsum[tt * MR_CB + b] = (float)sum;
+                    if (L::XS)
+                        qsum[tt * MR_CB + b] = (float)sum * d;
                 }
             }
-            __syncthreads();
             xq = qq;
             xd = qd;
             xs = qsum;
         }
+        if constexpr (KH > 0) { /* the stage's weight scales and offsets, a (row, block) a thread */
+            float2 *dec = reinterpret_cast<float2 *>(ring + L::k_dec);
+            for (int e = threadIdx.x; e < 64 * MR_CB; e += THREADS) {
+                const uint8_t *k = st + L::k_head + e / MR_CB * KH;
+                if constexpr (WT == CUDA_W_Q6_K)
+                    dec[e] = q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 40)),
+                                        reinterpret_cast<const uint16_t *>(k + 32)[e % MR_CB]);
+                else
+                    dec[e] = k_scale_min(*reinterpret_cast<const uint4 *>(k), (kb + e % MR_CB) & 7);
+            }
+        }
+        if (!PRE || KH > 0)
+            __syncthreads();
         const uint8_t *wq = st + (warp * 16 + g) * MR_ROW + mq_lane_offset<WT>(c);
         const __half *wd = (const __half *)(st + L::w_d) + (warp * 16 + g) * MR_CB;
         constexpr int bb = (int)cuda_row_bytes(WT, 32);
-        const int kb = kb_begin + i * MR_CB;
 #pragma unroll
         for (int b = 0; b < MR_CB; b++) {
-            const uint8_t *w0 = wq + b * bb, *w1 = wq + 8 * MR_ROW + b * bb; /* rows g, g + 8 */
+            const uint2 a0 = *reinterpret_cast<const uint2 *>(wq + b * bb);
+            const uint2 a1 = *reinterpret_cast<const uint2 *>(wq + 8 * MR_ROW + b * bb);
             if constexpr (cuda_wtype_int8_one_scale(WT)) {
-                mma_block<WT, NTW>(*reinterpret_cast<const uint2 *>(w0), *reinterpret_cast<const uint2 *>(w1),
-                                   __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c, MR_ROW,
-                                   xd + b, MR_CB, g, c, acc);
-            } else {
-                const chunk_sc s0 = chunk_scale<WT>(k_scales[0], kb + b), s1 = chunk_scale<WT>(k_scales[1], kb + b);
-                if constexpr (WT == CUDA_W_Q6_K)
-                    mma_block_q6k<NTW>(*reinterpret_cast<const uint32_t *>(w0), *reinterpret_cast<const uint32_t *>(w1),
-                                       s0, s1, xq + b * 32 + 4 * c, MR_ROW, xd + b, MR_CB, g, c, acc);
-                else
-                    mma_block_offset<WT, NTW>(*reinterpret_cast<const uint2 *>(w0),
-                                              *reinterpret_cast<const uint2 *>(w1), s0, s1, xq + b * 32 + 8 * c,
-                                              MR_ROW, xd + b, xs + b, MR_CB, g, c, acc);
+                mma_block<WT, NTW>(a0, a1, __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c,
+                                   MR_ROW, xd + b, MR_CB, g, c, acc);
+            } else { /* rows g and g + 8: their scales decoded above, their high bits */
+                chunk_sc s[2] = {};
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int r = warp * 16 + g + 8 * h;
+                    const float2 dec = reinterpret_cast<const float2 *>(ring + L::k_dec)[r * MR_CB + b];
+                    const uint8_t *k = st + L::k_head + r * KH;
+                    if (WT == CUDA_W_Q6_K) {
+                        s[h].d[0] = dec.x, s[h].d[1] = dec.y;
+                        s[h].h[0] = reinterpret_cast<const uint32_t *>(k)[2 * b];
+                        s[h].h[1] = reinterpret_cast<const uint32_t *>(k)[2 * b + 1];
+                    } else {
+                        s[h].d[0] = dec.x, s[h].m[0] = dec.y;
+                        if (WT == CUDA_W_Q5_K)
+                            s[h].h[0] = reinterpret_cast<const uint32_t *>(k + 16)[b];
+                    }
+                }
+                mma_block_k<WT, NTW>(a0, a1, s[0], s[1], xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c,
+                                     acc);
             }
         }
     }

@@ -172,11 +172,11 @@ CUDA_WTYPES(CUDA_WT_CHECK_, _)
 #define CUDA_WTYPE_SWITCH(type, CALL) \
     switch (type) { CUDA_WTYPES(CUDA_WT_CASE_, CALL) }
 
-/* The types whose batch GEMMs run on the int8 tensor cores (mmq.cu: a lane's 8 bytes, Q6_K's
- * 4, of a row's block of 32, made signed int8 codes by one XOR a word for Q8_0, the
- * nibbles of Q4_0 and the 4-bit planes of the K types by word_codes), and the switch over
- * them alone. Q8_0 and Q4_0 scale a block's integer once; Q4_K and Q5_K add their offset
- * times the input's sum, Q6_K scales two integers (mma_block_offset, mma_block_q6k). */
+/* The types whose batch GEMMs run on the int8 tensor cores (mmq.cu: a lane's 8 bytes of a
+ * row's block of 32, made signed int8 codes by one XOR a word for Q8_0, the nibbles of
+ * Q4_0 and the 4-bit planes of the K types by word_codes), and the switch over them
+ * alone. Q8_0 and Q4_0 scale a block's integer once; Q4_K and Q5_K add their offset times
+ * the input's sum, Q6_K scales two integers (mma_block_k). */
 CUDA_WT_FN int cuda_wtype_int8_mma(int type) {
     return type == CUDA_W_Q8_0 || type == CUDA_W_Q4_0 || type == CUDA_W_Q4_K || type == CUDA_W_Q5_K ||
            type == CUDA_W_Q6_K;
@@ -483,26 +483,39 @@ static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, c
     return s.d[0] * (float)(sum[0] + sum[1]) + s.m[0] * (float)xsum;
 }
 
-/* Word i of a 4-bit plane's chunk (u: its bytes 4i..4i+3; byte e holds element e in its
- * low nibble, e + 16 in its high one; Q5_K's and Q6_K's high bits in s), group g of
- * word_codes (the low nibbles, g 0, or the high ones), as four signed int8 codes: Q4_0's
- * and Q6_K's less their bias (8, 32: the signed byte, by the wrap of __vsub4). */
-template <int WT>
-static __device__ __forceinline__ uint32_t plane_codes(uint32_t u, const chunk_sc &s, int g, int i) {
-    const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), g, i);
-    return WT == CUDA_W_Q4_0 ? __vsub4(q, 0x08080808u) : WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q;
-}
-/* The types of cuda_wtype_int8_mma but Q6_K (mmq.cu): word i of lane c's 8 bytes of a block
- * (u; i = 2 (c & 1) + 0 or 1: Q8_0's bytes 8c.., the planes' bytes 8 (c & 1)..) as four
- * signed int8 codes of the mma's A fragment: the block's elements 8c..8c+3 (the first
- * word) or 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR; the planes' elements 8c..
- * are group c >> 1 of plane_codes. (Q6_K: lane c's word c, both groups, plane_codes.) */
+/* The types of cuda_wtype_int8_mma (mmq.cu): word i of lane c's 8 bytes of a block (u; i =
+ * 2 (c & 1) + 0 or 1: Q8_0's bytes 8c.., the planes' bytes 8 (c & 1)..) as four signed
+ * int8 codes of the mma's A fragment: the block's elements 8c..8c+3 (the first word) or
+ * 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR. The others are 4-bit planes (byte
+ * e: element e in its low nibble, e + 16 in its high one; Q5_K's and Q6_K's high bits in
+ * s), elements 8c.. in group c >> 1 of word_codes; Q4_0's and Q6_K's codes less their
+ * bias (8, 32: the signed byte, by the wrap of __vsub4). */
 template <int WT>
 static __device__ __forceinline__ uint32_t mma_word(uint32_t u, const chunk_sc &s, int c, int i) {
-    if constexpr (WT == CUDA_W_Q8_0)
+    if constexpr (WT == CUDA_W_Q8_0) {
         return u ^ 0x80808080u;
-    else
-        return plane_codes<WT>(u, s, c >> 1, i);
+    } else {
+        const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), c >> 1, i);
+        return WT == CUDA_W_Q4_0 ? __vsub4(q, 0x08080808u) : WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q;
+    }
+}
+
+/* Q6_K's two scales of a block, its groups of 16: the super-block's d times their signed
+ * bytes sc2 (the low one group 0's). */
+static __device__ __forceinline__ float2 q6k_scales(float d, uint32_t sc2) {
+    return make_float2(d * (float)(int8_t)(sc2 & 0xff), d * (float)(int8_t)(sc2 >> 8));
+}
+
+/* Q4_K's and Q5_K's sub-block j (of 8) from their super-block's first 16 bytes (head: f16
+ * d and dmin, then the file's 12 scale bytes): its scale d sc and offset -(dmin mn), the
+ * 6-bit sc and mn as get_scale_min_k4 takes them. */
+static __device__ __forceinline__ float2 k_scale_min(uint4 head, int j) {
+    const int k = j & 3;
+    const uint32_t a = byte_of(head.y, k), b = byte_of(head.z, k), e = byte_of(head.w, k);
+    const uint32_t sc = j < 4 ? a & 63 : (e & 15) | ((a >> 6) << 4);
+    const uint32_t mn = j < 4 ? b & 63 : (e >> 4) | ((b >> 6) << 4);
+    const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&head.x));
+    return make_float2(dm.x * (float)sc, -(dm.y * (float)mn));
 }
 
 /* 32-bit word at byte offset `at` (a multiple of 4) of a row's scales */
@@ -534,26 +547,22 @@ static __device__ __forceinline__ chunk_sc chunk_scale(const __half *d_row, int 
         s.d[0] = s.d[1] = __half2float(__ushort_as_half(p[0]));
         s.h[0] = (uint32_t)p[1] | (uint32_t)p[2] << 16;
     } else if (WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K) {
-        /* the 6-bit scale and minimum of sub-block j from the file's 12 bytes q (words
-         * w0, w1, w2), as get_scale_min_k4 */
-        const int base = (c >> 3) * SB, j = c & 7, k = j & 3;
         /* the super-block's first 16 bytes in one load (base and the rows' scales are
-         * 16-byte units): f16 d and dmin, then the 12 scale bytes */
-        const uint4 head = *reinterpret_cast<const uint4 *>(reinterpret_cast<const uint8_t *>(d_row) + base);
-        const uint32_t a = byte_of(head.y, k), b = byte_of(head.z, k), e = byte_of(head.w, k);
-        const uint32_t sc = j < 4 ? a & 63 : (e & 15) | ((a >> 6) << 4);
-        const uint32_t mn = j < 4 ? b & 63 : (e >> 4) | ((b >> 6) << 4);
-        const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&head.x));
-        s.d[0] = s.d[1] = dm.x * (float)sc;
-        s.m[0] = s.m[1] = -(dm.y * (float)mn);
+         * 16-byte units) */
+        const int base = (c >> 3) * SB, j = c & 7;
+        const float2 dm =
+            k_scale_min(*reinterpret_cast<const uint4 *>(reinterpret_cast<const uint8_t *>(d_row) + base), j);
+        s.d[0] = s.d[1] = dm.x;
+        s.m[0] = s.m[1] = dm.y;
         if (WT == CUDA_W_Q5_K)
             s.h[0] = scale_word(d_row, base + 16 + 4 * j);
     } else if (WT == CUDA_W_Q6_K) {
         const int base = (c >> 3) * SB, j = c & 7;
-        const float d = scale_half(d_row, base + 80);
-        const uint32_t sc2 = reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint8_t *>(d_row) + base + 64)[j];
-        s.d[0] = d * (float)(int8_t)(sc2 & 0xff);
-        s.d[1] = d * (float)(int8_t)(sc2 >> 8);
+        const float2 d = q6k_scales(
+            scale_half(d_row, base + 80),
+            reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint8_t *>(d_row) + base + 64)[j]);
+        s.d[0] = d.x;
+        s.d[1] = d.y;
         s.h[0] = scale_word(d_row, base + 8 * j);
         s.h[1] = scale_word(d_row, base + 8 * j + 4);
     } else if (WT == CUDA_W_Q2_K) {
