@@ -383,10 +383,10 @@ static int mmq_on(void) {
 
 /* Whether a batch GEMM of w (one part) takes the int8 tensor cores: by its type, never by
  * the batch (a token's numbers may not depend on it). The K types too: random Qwen3 Q4_K_M,
- * bench --parallel B = 8 / 32 / 64 on an H100 (docs/perf-log.md, thirty-fifth session),
- * S_TG 0.6B 5,653 / 13,047 / 17,804 tok/s against the F16 tiles' 4,211 / 12,828 / 18,581,
- * 8B 1,258 / 3,758 / 4,642 against 907 / 3,060 / 4,698 (at 64 tokens their scales' decode
- * bounds them). Q6_K's unless EDGERUNNER_CUDA_MMQ_Q6K=0 (read once; for measurements). */
+ * bench --parallel B = 8 / 32 / 64 on an H100 (docs/perf-log.md, thirty-sixth session),
+ * S_TG 0.6B 6,075 / 13,115 / 18,452 tok/s against the F16 tiles' 4,196 / 12,930 / 18,431,
+ * 8B 1,716 / 3,923 / 5,248 against 902 / 3,045 / 4,562. Q6_K's unless
+ * EDGERUNNER_CUDA_MMQ_Q6K=0 (read once; for measurements). */
 static bool use_int8(const cuda_weight *w) {
     static int q6k = -1;
     if (q6k < 0)
