@@ -17,9 +17,11 @@
  * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
  * shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
  *
- * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
+ * Three kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
  * type) streams the weights and inputs through a ring of cp.async stages in shared
- * memory. k_mmq (the rest, Q8_0 and Q4_0): a block computes 64 weight rows (16 a warp) x
+ * memory; there a batch of a few tokens takes k_mmq_few (a thread a row, the same
+ * integers and sums by dp4a and the CUDA cores). k_mmq (the rest, Q8_0 and Q4_0): a block
+ * computes 64 weight rows (16 a warp) x
  * 8 NT tokens, K in chunks of MQ_CB quant blocks: each warp's lanes hold their rows'
  * quants of the chunk in registers (8 contiguous bytes a lane, row and block; the next
  * chunk's load in flight while the mmas run on this one), the block stages its tokens'
@@ -716,7 +718,7 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
 /* ---- A few tokens: a thread a row -----------------------------------------------------
  * At a few tokens a batch GEMM streams its weights once for all of them, as a decode
  * matvec does, and the ring's tiles of 64 rows wait on their stages: Qwen3-8B's four layer
- * GEMMs of Q4_K at 8 tokens took 86.8 us against the decode matvecs' 50.1 for the same
+ * GEMMs of Q4_K at one token took 95.7 us against the decode matvecs' 50.2 for the same
  * bytes (H100, docs/perf-log.md, thirty-sixth session). Here each thread takes one row of
  * one share of K and walks its blocks in order, every token's sum in a register: each
  * warp streams its 32 rows' stages (MR_CB blocks, and their scales) through a ring of its
@@ -726,11 +728,10 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
  * the lane permutation, summed by dp4a: exact either way) and so is its scaling, term
  * for term (fma_isums, mma_block_k), over the ring's shares: a token's row of y is the
  * same bits whichever kernel runs its batch. For K a multiple of 128 (the ring's) and
- * inputs not quantized beforehand (batches of up to MQ_INKERNEL_MAX_T). */
+ * batches of up to 4 tokens (few_max_t). */
 #define MF_WARPS 4
 #define MF_S 4     /* stages of a warp's ring */
 #define MF_XCB 64  /* blocks of the input quantized at a time */
-#define MF_MAX_T 8 /* batches of up to this many tokens */
 
 /* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (MR_CB blocks,
  * then 16 bytes of padding, so that 8 lanes' 16-byte reads of their own rows fall in
@@ -950,21 +951,28 @@ static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_
     return cudaErrorInvalidValue;
 }
 
-/* The largest batch that takes k_mmq_few: MF_MAX_T, or EDGERUNNER_CUDA_MMQ_FEW (0: none;
- * read once; for measurements). Either kernel gives the same bits. */
-static int few_max_t(void) {
-    static int max_t = -1;
-    if (max_t < 0) {
+/* The largest batch of a type that takes k_mmq_few, as far as it was faster than the ring.
+ * Qwen3-8B's four layer GEMMs (bench/gpu_matvec_bench.c, H100, one call; docs/perf-log.md,
+ * thirty-sixth session), ring / few us at 1, 2, 4 tokens: Q4_K 95.7 / 63.8, 94.0 / 69.3,
+ * 94.7 / 83.4 (8: 86.6 / 112.6); Q4_0 85.4 / 70.0, 84.7 / 78.3, 85.3 / 92.6; Q8_0 100.2 /
+ * 93.7, 100.1 / 103.8; Q6_K 137.8 / 135.1, 135.4 / 140.5 (Q5_K, not timed: as Q4_0).
+ * EDGERUNNER_CUDA_MMQ_FEW (0 to 4; read once) sets it for every type, for measurements;
+ * either kernel gives the same bits. */
+static int few_max_t(int type) {
+    static int env_t = -2;
+    if (env_t == -2) {
         const char *env = getenv("EDGERUNNER_CUDA_MMQ_FEW");
-        max_t = env && *env ? atoi(env) : MF_MAX_T;
+        env_t = env && *env ? atoi(env) : -1;
     }
-    return max_t < MF_MAX_T ? max_t : MF_MAX_T;
+    if (env_t >= 0)
+        return env_t;
+    return type == CUDA_W_Q4_K ? 4 : type == CUDA_W_Q4_0 || type == CUDA_W_Q5_K ? 2 : 1;
 }
 
 /* The few-token kernel for T tokens of w, or cudaErrorNotSupported where the ring runs them
  * (its shares: split_steps whole stages). */
 static cudaError_t launch_few(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
-    if (p.xq || p.T > few_max_t())
+    if (p.xq || p.T > few_max_t(w->type) || p.T > 4)
         return cudaErrorNotSupported;
     const int n_stages = (int)(w->n_in / (32 * MR_CB));
     p.split_steps = (n_stages + n_split - 1) / n_split * MR_CB; /* the ring's */
@@ -972,9 +980,7 @@ static cudaError_t launch_few(const cuda_weight *w, mmq_args p, int n_split, cud
         return launch_few_nt<1>(w, p, n_split, stream);
     if (p.T <= 2)
         return launch_few_nt<2>(w, p, n_split, stream);
-    if (p.T <= 4)
-        return launch_few_nt<4>(w, p, n_split, stream);
-    return launch_few_nt<8>(w, p, n_split, stream);
+    return launch_few_nt<4>(w, p, n_split, stream);
 }
 
 /* Whether w's batch GEMMs take the ring: by its shape alone (a token's numbers may not
