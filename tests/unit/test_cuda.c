@@ -1413,11 +1413,12 @@ void test_cuda_gemm(void) {
     /* prefill and batch GEMM: (tokens, n_out, n_in) at Qwen3-0.6B's shapes, partial tiles
      * of tokens and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and
      * 44 elements, the element-by-element stages); the residual add and odd row strides;
-     * each tile height (128, 64, 32 tokens) against a token alone */
+     * each tile height (128, 64, 32 tokens) against a token alone; batches of 2, 3 and 5
+     * (the int8 GEMM's few-token kernel or not, by type) */
     static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
                                 {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256},
                                 {24, 160, 512},    {8, 1024, 3072},   {129, 128, 64}, {300, 384, 640},
-                                {512, 256, 128}};
+                                {512, 256, 128},   {3, 96, 1024},     {5, 200, 2048}, {2, 160, 768}};
     cuda_gemm_set_mmq(0); /* F16 tiles for every type; the int8 tensor cores apart below */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {
@@ -1460,7 +1461,9 @@ void test_cuda_gemm(void) {
                 cuda_gemm_set_mmq(1);
                 const double err = gemm_case(&m, &ref8, acc, acc, 1, !acc);
                 cuda_gemm_set_mmq(0);
-                CHECK(err <= 1e-5, "%s batch GEMM on int8 tensor cores %d tokens x %d x %d%s: error %.3g of sum |x w|",
+                CHECK(err >= 0.0 && err <= 1e-5,
+                      "%s batch GEMM on int8 tensor cores %d tokens x %d x %d%s: error %.3g of sum |x w| (-1: a "
+                      "token alone differs from its row of the batch)",
                       cuda_wtype_name(t), gm[s][0], gm[s][1], gm[s][2], acc ? " (accumulate, odd ldy)" : "", err);
                 if (s == 0 && acc == 0)
                     printf("  %s batch GEMM on int8 tensor cores %d x %d x %d: error %.2e of sum |x w|\n",

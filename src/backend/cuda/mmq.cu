@@ -17,9 +17,11 @@
  * go into the mma as they are (one XOR of their bias a word), the 4-bit planes' after a
  * shift, a mask and at most a subtraction a word (mma_word, wtypes.cuh).
  *
- * Two kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
+ * Three kernels. k_mmq_ring (below, for K a multiple of 128: every Qwen3 matrix, every K
  * type) streams the weights and inputs through a ring of cp.async stages in shared
- * memory. k_mmq (the rest, Q8_0 and Q4_0): a block computes 64 weight rows (16 a warp) x
+ * memory; there a batch of a few tokens takes k_mmq_few (a thread a row, the same
+ * integers and sums by dp4a and the CUDA cores). k_mmq (the rest, Q8_0 and Q4_0): a block
+ * computes 64 weight rows (16 a warp) x
  * 8 NT tokens, K in chunks of MQ_CB quant blocks: each warp's lanes hold their rows'
  * quants of the chunk in registers (8 contiguous bytes a lane, row and block; the next
  * chunk's load in flight while the mmas run on this one), the block stages its tokens'
@@ -386,6 +388,37 @@ static constexpr __host__ __device__ int k_head_bytes(void) {
     return WT == CUDA_W_Q4_K ? 16 : WT == CUDA_W_Q5_K ? 32 : WT == CUDA_W_Q6_K ? 48 : 0;
 }
 
+/* Where piece `part` of a row's K scales for the stage at block kb0 starts in its super-
+ * block's scale bytes (k_head_bytes of them, copied in order): Q4_K, Q5_K 16-byte pieces,
+ * the first 16 bytes and Q5_K's high bits of the stage's 4 blocks at 16 + 4 (kb0 % 8);
+ * Q6_K 11 words, its high bits at 8 (kb0 % 8), scales at 64 + 2 (kb0 % 8), d at 80. */
+template <int WT>
+static __device__ __forceinline__ int k_head_at(int kb0, int part) {
+    if (WT == CUDA_W_Q6_K)
+        return part < 8 ? 8 * (kb0 & 7) + 4 * part : part < 10 ? 64 + 2 * (kb0 & 7) + 4 * (part - 8) : 80;
+    return part ? 16 + 4 * (kb0 & 7) : 0;
+}
+
+/* The scales of block b of the stage at kb (its row's staged K scales at k, k_head_at's
+ * layout), as the ring decodes them once a stage and chunk_scale from the row's scales. */
+template <int WT>
+static __device__ __forceinline__ chunk_sc head_scale(const uint8_t *k, int kb, int b) {
+    chunk_sc s = {};
+    if (WT == CUDA_W_Q6_K) {
+        const float2 d = q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 40)),
+                                    reinterpret_cast<const uint16_t *>(k + 32)[b]);
+        s.d[0] = d.x, s.d[1] = d.y;
+        s.h[0] = reinterpret_cast<const uint32_t *>(k)[2 * b];
+        s.h[1] = reinterpret_cast<const uint32_t *>(k)[2 * b + 1];
+    } else {
+        const float2 dm = k_scale_min(*reinterpret_cast<const uint4 *>(k), (kb + b) & 7);
+        s.d[0] = dm.x, s.m[0] = dm.y;
+        if (WT == CUDA_W_Q5_K)
+            s.h[0] = reinterpret_cast<const uint32_t *>(k + 16)[b];
+    }
+    return s;
+}
+
 /* Bytes of one stage, and where its parts start: weights' quants (64, MR_ROW), their
  * scales (64, MR_CB) halves (Q8_0, Q4_0) or K scales (64, KH), then the input: with PRE
  * its quants (8 NT, MR_ROW), scales (8 NT, MR_CB) floats and, for Q4_K and Q5_K (XS), its
@@ -433,10 +466,9 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
         cp_async4(st + ring_layout<WT, 1, true, 1>::w_d + r * MR_CB * 2 + 4 * part,
                   (const __half *)w.d + row * n_blocks + kb0 + 2 * part);
     }
-    /* the K types' scales of the stage (k_head_bytes; a stage is half a super-block, kb0 % 8
-     * is 0 or 4). Q4_K, Q5_K: a 16-byte copy a thread, the super-block's first 16 bytes and
-     * Q5_K's high bits at 16 + 4 (kb0 % 8); Q6_K (super-blocks of 84 bytes, 4-byte aligned):
-     * 11 words a row, its high bits at 8 (kb0 % 8), scales at 64 + 2 (kb0 % 8), d at 80 */
+    /* the K types' scales of the stage (k_head_at; a stage is half a super-block, kb0 % 8
+     * is 0 or 4): Q4_K, Q5_K a 16-byte copy a thread, Q6_K (super-blocks of 84 bytes, 4-byte
+     * aligned) 11 words a row */
     constexpr int KH = k_head_bytes<WT>(), SB = cuda_wtype_scale_bytes(WT);
     const uint8_t *k_row0 = (const uint8_t *)w.d + (kb0 >> 3) * SB; /* row 0's super-block */
     const int64_t k_row_bytes = (int64_t)(K / 256 * SB);
@@ -445,14 +477,13 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
         if (threadIdx.x < 64 * KH / 16) {
             const int r = threadIdx.x / (KH / 16), part = threadIdx.x % (KH / 16);
             const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-            cp_async16(k_dst + r * KH + 16 * part, k_row0 + row * k_row_bytes + (part ? 16 + 4 * (kb0 & 7) : 0), 16);
+            cp_async16(k_dst + r * KH + 16 * part, k_row0 + row * k_row_bytes + k_head_at<WT>(kb0, part), 16);
         }
     } else if (WT == CUDA_W_Q6_K) {
         for (int e = threadIdx.x; e < 64 * 11; e += THREADS) {
             const int r = e / 11, word = e % 11;
             const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-            const int at = word < 8 ? 8 * (kb0 & 7) + 4 * word : word < 10 ? 64 + 2 * (kb0 & 7) + 4 * (word - 8) : 80;
-            cp_async4(k_dst + r * KH + 4 * word, k_row0 + row * k_row_bytes + at);
+            cp_async4(k_dst + r * KH + 4 * word, k_row0 + row * k_row_bytes + k_head_at<WT>(kb0, word));
         }
     }
 }
@@ -684,6 +715,274 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
     return p.xq ? launch_ring_s<NT, true, 4>(w, p, grid, stream) : launch_ring_s<NT, false, 4>(w, p, grid, stream);
 }
 
+/* ---- A few tokens: a thread a row -----------------------------------------------------
+ * At a few tokens a batch GEMM streams its weights once for all of them, as a decode
+ * matvec does, and the ring's tiles of 64 rows wait on their stages: Qwen3-8B's four layer
+ * GEMMs of Q4_K at one token took 95.7 us against the decode matvecs' 50.2 for the same
+ * bytes (H100, docs/perf-log.md, thirty-sixth session). Here each thread takes one row of
+ * one share of K and walks its blocks in order, every token's sum in a register: each
+ * warp streams its 32 rows' stages (MR_CB blocks, and their scales) through a ring of its
+ * own in shared memory, MF_S - 1 stages in flight, waited for by the warp alone; every
+ * token's input is quantized into shared memory MF_XCB blocks at a time (quant8, as the
+ * ring quantizes it). A block's integer is the ring's (the same codes, mma_word's less
+ * the lane permutation, summed by dp4a: exact either way) and so is its scaling, term
+ * for term (fma_isums, mma_block_k), over the ring's shares: a token's row of y is the
+ * same bits whichever kernel runs its batch. For K a multiple of 128 (the ring's) and
+ * batches of up to 4 tokens (few_max_t). */
+#define MF_WARPS 4
+#define MF_S 4     /* stages of a warp's ring */
+#define MF_XCB 64  /* blocks of the input quantized at a time */
+
+/* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (MR_CB blocks,
+ * then 16 bytes of padding, so that 8 lanes' 16-byte reads of their own rows fall in
+ * distinct banks), their scales (Q8_0, Q4_0: MR_CB halves a row) or K scales (k_head_at,
+ * k_head_bytes a row). After MF_WARPS rings of MF_S stages, the input: quants (NT,
+ * MF_XCB x 32) int8, scales and sums as quantized (NT, MF_XCB) floats. */
+template <int WT, int NT>
+struct few_layout {
+    static constexpr int BB = (int)cuda_row_bytes(WT, 32), ROW = MR_CB * BB + 16;
+    static constexpr int HEAD = cuda_wtype_int8_one_scale(WT) ? 2 * MR_CB : k_head_bytes<WT>();
+    static constexpr int head = 32 * ROW, stage = head + 32 * HEAD, ring = MF_S * stage;
+    static constexpr int x = MF_WARPS * ring, x_d = x + NT * MF_XCB * 32, x_s = x_d + NT * MF_XCB * 4;
+    static constexpr int bytes = x_s + NT * MF_XCB * 4;
+};
+
+/* A warp's stage kb0 .. kb0 + MR_CB - 1 of its rows row0 .. row0 + 31 (read-only: may be
+ * issued before pdl_wait): a row's quants coalesced across the warp, its scales a lane a
+ * row. Rows past N copy the last row (computed, never stored). */
+template <int WT, int NT>
+static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t row0, int kb0, uint8_t *st, int lane) {
+    typedef few_layout<WT, NT> L;
+    const int K = (int)w.n_in;
+    const size_t row_bytes = cuda_row_bytes(WT, K);
+    constexpr int PARTS = MR_CB * L::BB / 16; /* 16-byte pieces of a row's stage: 8 or 4 */
+#pragma unroll
+    for (int i = 0; i < PARTS; i++) {
+        const int j = i * 32 + lane, r = j / PARTS, part = j % PARTS;
+        const int64_t row = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
+        cp_async16(st + r * L::ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * L::BB + 16 * part,
+                   16);
+    }
+    const int64_t row = row0 + lane < w.n_out ? row0 + lane : w.n_out - 1;
+    uint8_t *h = st + L::head + lane * L::HEAD;
+    if constexpr (cuda_wtype_int8_one_scale(WT)) {
+        const __half *d = (const __half *)w.d + row * (K / 32) + kb0;
+        cp_async4(h, d);
+        cp_async4(h + 4, d + 2);
+    } else {
+        constexpr int SB = cuda_wtype_scale_bytes(WT);
+        const uint8_t *k = (const uint8_t *)w.d + row * (int64_t)(K / 256 * SB) + (kb0 >> 3) * SB;
+        if constexpr (WT == CUDA_W_Q6_K) {
+#pragma unroll
+            for (int word = 0; word < 11; word++)
+                cp_async4(h + 4 * word, k + k_head_at<WT>(kb0, word));
+        } else {
+#pragma unroll
+            for (int part = 0; part < L::HEAD / 16; part++)
+                cp_async16(h + 16 * part, k + k_head_at<WT>(kb0, part), 16);
+        }
+    }
+}
+
+/* Every token's input, blocks kc .. kc + MF_XCB - 1 (those past kb_end and tokens past T:
+ * zeros), quantized into the layout's x: 4 lanes a (token, block), as the ring's stages. */
+template <int WT, int NT>
+static __device__ __forceinline__ void few_stage_x(const mmq_args &p, int K, int kc, int kb_end, uint8_t *smem) {
+    typedef few_layout<WT, NT> L;
+    const int q = threadIdx.x & 3;
+#pragma unroll 2
+    for (int it = 0; it < NT * MF_XCB * 4 / (32 * MF_WARPS); it++) {
+        const int pair = it * (32 * MF_WARPS / 4) + (threadIdx.x >> 2), t = pair / MF_XCB, b = pair % MF_XCB;
+        const uint4 raw = t < p.T && kc + b < kb_end
+                              ? __ldcg(reinterpret_cast<const uint4 *>(p.X + (int64_t)t * K + (int64_t)(kc + b) * 32 + 8 * q))
+                              : make_uint4(0, 0, 0, 0);
+        float d;
+        const uint2 qs = quant8(raw, &d);
+        const int sum = cuda_wtype_int8_offset(WT) ? quant8_sum(qs) : 0;
+        *reinterpret_cast<uint2 *>(smem + L::x + t * MF_XCB * 32 + b * 32 + 8 * q) = qs;
+        if (q == 0) {
+            reinterpret_cast<float *>(smem + L::x_d)[t * MF_XCB + b] = d;
+            if (cuda_wtype_int8_offset(WT))
+                reinterpret_cast<float *>(smem + L::x_s)[t * MF_XCB + b] = (float)sum * d;
+        }
+    }
+}
+
+/* acc[t] += one block's products for a row (its quants at wq, its scales: dw, or s for the
+ * K types) and every token (staged input: quants at xq + t MF_XCB 32, scale xd[t MF_XCB],
+ * sum xs[t MF_XCB]): the ring's terms in the ring's order. */
+template <int WT, int NT>
+static __device__ __forceinline__ void few_block(const uint8_t *wq, float dw, const chunk_sc &s, const int8_t *xq,
+                                                 const float *xd, const float *xs, float acc[NT]) {
+    /* codes (signed int8, 4 a word) of elements 4i.. (c[i]) and, for the 4-bit planes,
+     * 16 + 4i.. (c[4 + i]), against the input's words i and 4 + i */
+    uint32_t c[8];
+    if constexpr (WT == CUDA_W_Q8_0) {
+        const uint4 a = *reinterpret_cast<const uint4 *>(wq), b = *reinterpret_cast<const uint4 *>(wq + 16);
+        const uint32_t u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            c[i] = u[i] ^ 0x80808080u;
+    } else {
+        const uint4 a = *reinterpret_cast<const uint4 *>(wq);
+        const uint32_t u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int g = 0; g < 2; g++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t v = word_codes<WT>(u[i], word_high_bits<WT>(s, i), g, i);
+                c[4 * g + i] = WT == CUDA_W_Q4_0   ? __vsub4(v, 0x08080808u)
+                               : WT == CUDA_W_Q6_K ? __vsub4(v, 0x20202020u)
+                                                   : v;
+            }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const int4 x0 = *reinterpret_cast<const int4 *>(xq + t * MF_XCB * 32);
+        const int4 x1 = *reinterpret_cast<const int4 *>(xq + t * MF_XCB * 32 + 16);
+        const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const float dx = xd[t * MF_XCB];
+        int sa = MQ_MAGIC, sg = MQ_MAGIC; /* (fma_isums) the first 16 elements' (Q6_K) or all */
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            sa = __dp4a((int)c[i], xw[i], sa);
+#pragma unroll
+        for (int i = 4; i < 8; i++) {
+            if (WT == CUDA_W_Q6_K)
+                sg = __dp4a((int)c[i], xw[i], sg);
+            else
+                sa = __dp4a((int)c[i], xw[i], sa);
+        }
+        if constexpr (cuda_wtype_int8_one_scale(WT)) {
+            acc[t] = fmaf(__int_as_float(sa) - MQ_MAGIC_F, dw * dx, acc[t]);
+        } else {
+            acc[t] = fmaf(__int_as_float(sa) - MQ_MAGIC_F, s.d[0] * dx, acc[t]);
+            if (WT == CUDA_W_Q6_K)
+                acc[t] = fmaf(__int_as_float(sg) - MQ_MAGIC_F, s.d[1] * dx, acc[t]);
+            else
+                acc[t] = fmaf(s.m[0], xs[t * MF_XCB], acc[t]);
+        }
+    }
+}
+
+/* grid (ceil(N / (32 MF_WARPS)), 1, n_split), 32 MF_WARPS threads, dynamic shared memory
+ * few_layout<WT, NT>::bytes; T <= NT tokens; shares as the ring's. */
+template <int WT, int NT>
+__global__ void __launch_bounds__(32 * MF_WARPS) k_mmq_few(const cuda_weight w, const mmq_args p) {
+    typedef few_layout<WT, NT> L;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int K = (int)w.n_in, n_blocks = K / 32, kb_begin = (int)blockIdx.z * p.split_steps;
+    const int kb_end = min(n_blocks, kb_begin + p.split_steps);
+    const int n_stages = kb_end > kb_begin ? (kb_end - kb_begin) / MR_CB : 0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t row0 = ((int64_t)blockIdx.x * MF_WARPS + warp) * 32, row = row0 + lane;
+    uint8_t *ring = smem + warp * L::ring;
+
+    /* the first stages' weights load while the previous kernel ends; the input after it */
+#pragma unroll
+    for (int s = 0; s < MF_S - 1; s++) {
+        if (s < n_stages)
+            few_issue<WT, NT>(w, row0, kb_begin + s * MR_CB, ring + s * L::stage, lane);
+        cp_async_commit();
+    }
+    pdl_wait();
+    pdl_launch_next();
+
+    float acc[NT] = {};
+    for (int i = 0; i < n_stages; i++) {
+        const int kb = kb_begin + i * MR_CB, kx = (kb - kb_begin) % MF_XCB; /* the stage in the staged input */
+        if (kx == 0) { /* the next MF_XCB blocks of input (every warp is here: the same n_stages) */
+            __syncthreads(); /* the previous ones are used */
+            few_stage_x<WT, NT>(p, K, kb, kb_end, smem);
+            __syncthreads();
+        }
+        cp_async_wait<MF_S - 2>(); /* this lane's copies of stage i */
+        __syncwarp();              /* the warp's; and stage i - 1's slot is free */
+        const int next = i + MF_S - 1;
+        if (next < n_stages)
+            few_issue<WT, NT>(w, row0, kb_begin + next * MR_CB, ring + (next % MF_S) * L::stage, lane);
+        cp_async_commit();
+        const uint8_t *st = ring + (i % MF_S) * L::stage;
+        const uint8_t *wq = st + lane * L::ROW, *head = st + L::head + lane * L::HEAD;
+#pragma unroll
+        for (int b = 0; b < MR_CB; b++) {
+            float dw = 0.0f;
+            chunk_sc s = {};
+            if constexpr (cuda_wtype_int8_one_scale(WT))
+                dw = __half2float(reinterpret_cast<const __half *>(head)[b]);
+            else
+                s = head_scale<WT>(head, kb, b);
+            few_block<WT, NT>(wq + b * L::BB, dw, s, (const int8_t *)(smem + L::x) + (kx + b) * 32,
+                              (const float *)(smem + L::x_d) + kx + b, (const float *)(smem + L::x_s) + kx + b, acc);
+        }
+    }
+    cp_async_wait_all();
+    if (row < w.n_out) {
+        float *const Y = p.y + blockIdx.z * (size_t)p.T * (size_t)p.ldy;
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            if (t < p.T) {
+                float *y = Y + t * p.ldy + row;
+                *y = p.accumulate ? *y + acc[t] : acc[t];
+            }
+    }
+}
+
+template <int NT>
+static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_split, cudaStream_t stream) {
+    const dim3 grid((unsigned int)((w->n_out + 32 * MF_WARPS - 1) / (32 * MF_WARPS)), 1, (unsigned int)n_split);
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = pdl_config(grid, dim3(32 * MF_WARPS), 0, stream, &attr);
+#define CALL(WT)                                                                    \
+    {                                                                               \
+        constexpr int smem = few_layout<WT, NT>::bytes;                             \
+        cfg.dynamicSmemBytes = smem;                                                \
+        static bool allowed = false; /* once per kernel, before its first launch */ \
+        if (!allowed) {                                                             \
+            const cudaError_t e = allow_smem(k_mmq_few<WT, NT>, smem);              \
+            if (e != cudaSuccess)                                                   \
+                return e;                                                           \
+            allowed = true;                                                         \
+        }                                                                           \
+        return cudaLaunchKernelEx(&cfg, k_mmq_few<WT, NT>, *w, p);                  \
+    }
+    CUDA_WTYPE_SWITCH_INT8(w->type, CALL);
+#undef CALL
+    return cudaErrorInvalidValue;
+}
+
+/* The largest batch of a type that takes k_mmq_few, as far as it was faster than the ring.
+ * Qwen3-8B's four layer GEMMs (bench/gpu_matvec_bench.c, H100, one call; docs/perf-log.md,
+ * thirty-sixth session), ring / few us at 1, 2, 4 tokens: Q4_K 95.7 / 63.8, 94.0 / 69.3,
+ * 94.7 / 83.4 (8: 86.6 / 112.6); Q4_0 85.4 / 70.0, 84.7 / 78.3, 85.3 / 92.6; Q8_0 100.2 /
+ * 93.7, 100.1 / 103.8; Q6_K 137.8 / 135.1, 135.4 / 140.5 (Q5_K, not timed: as Q4_0).
+ * EDGERUNNER_CUDA_MMQ_FEW (0 to 4; read once) sets it for every type, for measurements;
+ * either kernel gives the same bits. */
+static int few_max_t(int type) {
+    static int env_t = -2;
+    if (env_t == -2) {
+        const char *env = getenv("EDGERUNNER_CUDA_MMQ_FEW");
+        env_t = env && *env ? atoi(env) : -1;
+    }
+    if (env_t >= 0)
+        return env_t;
+    return type == CUDA_W_Q4_K ? 4 : type == CUDA_W_Q4_0 || type == CUDA_W_Q5_K ? 2 : 1;
+}
+
+/* The few-token kernel for T tokens of w, or cudaErrorNotSupported where the ring runs them
+ * (its shares: split_steps whole stages). */
+static cudaError_t launch_few(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
+    if (p.xq || p.T > few_max_t(w->type) || p.T > 4)
+        return cudaErrorNotSupported;
+    const int n_stages = (int)(w->n_in / (32 * MR_CB));
+    p.split_steps = (n_stages + n_split - 1) / n_split * MR_CB; /* the ring's */
+    if (p.T <= 1)
+        return launch_few_nt<1>(w, p, n_split, stream);
+    if (p.T <= 2)
+        return launch_few_nt<2>(w, p, n_split, stream);
+    return launch_few_nt<4>(w, p, n_split, stream);
+}
+
 /* Whether w's batch GEMMs take the ring: by its shape alone (a token's numbers may not
  * depend on the batch), unless EDGERUNNER_CUDA_MMQ_RING=0 (read once; for measurements).
  * The K types always (their K is a multiple of 256; k_mmq has no path for them). */
@@ -696,10 +995,14 @@ static bool use_ring(const cuda_weight *w) {
     return (mode || !cuda_wtype_int8_one_scale(w->type)) && w->n_in % (32 * MR_CB) == 0;
 }
 
-/* NT tiles of 8 tokens a block, in the ring where w's shape allows it */
+/* NT tiles of 8 tokens a block, in the ring where w's shape allows it; a batch of a few
+ * tokens there in k_mmq_few */
 template <int NT>
 static cudaError_t launch_mmq(const cuda_weight *w, const mmq_args &p, int n_split, cudaStream_t stream) {
-    return use_ring(w) ? launch_ring<NT>(w, p, n_split, stream) : launch_nt<NT>(w, p, n_split, stream);
+    if (!use_ring(w))
+        return launch_nt<NT>(w, p, n_split, stream);
+    const cudaError_t e = NT == 1 ? launch_few(w, p, n_split, stream) : cudaErrorNotSupported;
+    return e != cudaErrorNotSupported ? e : launch_ring<NT>(w, p, n_split, stream);
 }
 
 extern "C" int cuda_mmq_prequantize(int n_tokens) { return n_tokens > MQ_INKERNEL_MAX_T; }
