@@ -760,8 +760,8 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
     for (int i = 0; i < PARTS; i++) {
         const int j = i * 32 + lane, r = j / PARTS, part = j % PARTS;
         const int64_t row = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
-        cp_async16(st + r * L::ROW + 16 * part, (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * L::BB + 16 * part,
-                   16);
+        const uint8_t *src = (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * L::BB + 16 * part;
+        cp_async16(st + r * L::ROW + 16 * part, src, 16);
     }
     const int64_t row = row0 + lane < w.n_out ? row0 + lane : w.n_out - 1;
     uint8_t *h = st + L::head + lane * L::HEAD;
@@ -793,9 +793,10 @@ static __device__ __forceinline__ void few_stage_x(const mmq_args &p, int K, int
 #pragma unroll 2
     for (int it = 0; it < NT * MF_XCB * 4 / (32 * MF_WARPS); it++) {
         const int pair = it * (32 * MF_WARPS / 4) + (threadIdx.x >> 2), t = pair / MF_XCB, b = pair % MF_XCB;
-        const uint4 raw = t < p.T && kc + b < kb_end
-                              ? __ldcg(reinterpret_cast<const uint4 *>(p.X + (int64_t)t * K + (int64_t)(kc + b) * 32 + 8 * q))
-                              : make_uint4(0, 0, 0, 0);
+        const uint4 raw =
+            t < p.T && kc + b < kb_end
+                ? __ldcg(reinterpret_cast<const uint4 *>(p.X + (int64_t)t * K + (int64_t)(kc + b) * 32 + 8 * q))
+                : make_uint4(0, 0, 0, 0);
         float d;
         const uint2 qs = quant8(raw, &d);
         const int sum = cuda_wtype_int8_offset(WT) ? quant8_sum(qs) : 0;
