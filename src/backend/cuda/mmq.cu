@@ -65,17 +65,21 @@ static __device__ __forceinline__ void mma_s8(int d[4], const uint32_t a[4], uin
 }
 
 /* acc (a tile's C fragment: rows g, g + 8 x tokens 2c, 2c + 1) += an mma's integers sum
- * times the scales of their rows (w0, w1) and tokens (dx0, dx1), by fmaf in this order.
+ * times the scales of their rows (w0, w1) and tokens (dx0, dx1), by fmaf in this order
+ * (fma_isum: one integer, as k_mmq_few adds its own).
  * The mma started sum at MQ_MAGIC, so an integer comes out as the float 1.5 * 2^23 + isum
  * (exact for |isum| < 2^22; a block's is at most 32 * 127 * 127): one F32 subtraction
  * gives isum exactly, as (float) isum would, whose conversion runs at a quarter of the
  * FP32 rate and bounded the GEMM at 32-64 tokens. */
+static __device__ __forceinline__ float fma_isum(float acc, int sum, float w, float dx) {
+    return fmaf(__int_as_float(sum) - MQ_MAGIC_F, w * dx, acc);
+}
 static __device__ __forceinline__ void fma_isums(float acc[4], const int sum[4], float w0, float w1, float dx0,
                                                  float dx1) {
-    acc[0] = fmaf(__int_as_float(sum[0]) - MQ_MAGIC_F, w0 * dx0, acc[0]);
-    acc[1] = fmaf(__int_as_float(sum[1]) - MQ_MAGIC_F, w0 * dx1, acc[1]);
-    acc[2] = fmaf(__int_as_float(sum[2]) - MQ_MAGIC_F, w1 * dx0, acc[2]);
-    acc[3] = fmaf(__int_as_float(sum[3]) - MQ_MAGIC_F, w1 * dx1, acc[3]);
+    acc[0] = fma_isum(acc[0], sum[0], w0, dx0);
+    acc[1] = fma_isum(acc[1], sum[1], w0, dx1);
+    acc[2] = fma_isum(acc[2], sum[2], w1, dx0);
+    acc[3] = fma_isum(acc[3], sum[3], w1, dx1);
 }
 
 /* Where lane c's 8 bytes of a quant block (cuda_row_bytes(WT, 32) bytes: Q8_0 32, the 4-bit
@@ -152,6 +156,11 @@ static __device__ __forceinline__ uint2 quant8(uint4 raw, float *d_out) {
     return quant8_f32(v, d_out);
 }
 
+/* A block's sum as quantized (the K offsets' xs): d times the sum of its quants (q: this
+ * lane's 8; quant8_sum, so every lane of the warp must call this). The one definition of
+ * what k_quantize_x, the ring and k_mmq_few stage. */
+static __device__ __forceinline__ float quant8_xs(uint2 q, float d) { return (float)quant8_sum(q) * d; }
+
 /* xq (n_rows, K) int8, xd and xs (n_rows, K / 32) float: X (n_rows, K) F16 quantized per
  * block of 32, each block's scale d and its sum as quantized (d times the sum of its
  * quants); grid of 256-thread blocks over n_rows K / 8 threads. */
@@ -164,12 +173,12 @@ __global__ void k_quantize_x(const __half *X, int64_t n, int8_t *xq, float *xd, 
     const uint4 raw = 8 * i < n ? __ldcg(reinterpret_cast<const uint4 *>(X) + i) : make_uint4(0, 0, 0, 0);
     float d;
     const uint2 q = quant8(raw, &d);
-    const int sum = quant8_sum(q);
+    const float sum = quant8_xs(q, d);
     if (8 * i < n) {
         reinterpret_cast<uint2 *>(xq)[i] = q;
         if ((i & 3) == 0) {
             xd[i >> 2] = d;
-            xs[i >> 2] = (float)sum * d;
+            xs[i >> 2] = sum;
         }
     }
 }
@@ -399,20 +408,28 @@ static __device__ __forceinline__ int k_head_at(int kb0, int part) {
     return part ? 16 + 4 * (kb0 & 7) : 0;
 }
 
-/* The scales of block b of the stage at kb (its row's staged K scales at k, k_head_at's
- * layout), as the ring decodes them once a stage and chunk_scale from the row's scales. */
+/* Block b's scales of the stage at kb from its row's staged K scales at k (k_head_at's
+ * layout), as chunk_scale decodes them from the row's: Q6_K its two groups' scales, Q4_K
+ * and Q5_K the sub-block's scale and offset. */
 template <int WT>
-static __device__ __forceinline__ chunk_sc head_scale(const uint8_t *k, int kb, int b) {
+static __device__ __forceinline__ float2 head_dec(const uint8_t *k, int kb, int b) {
+    if constexpr (WT == CUDA_W_Q6_K)
+        return q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 40)),
+                          reinterpret_cast<const uint16_t *>(k + 32)[b]);
+    else
+        return k_scale_min(*reinterpret_cast<const uint4 *>(k), (kb + b) & 7);
+}
+
+/* Block b's chunk_sc: its decoded scales dec (head_dec) and high bits from the staged k. */
+template <int WT>
+static __device__ __forceinline__ chunk_sc head_scale(const uint8_t *k, float2 dec, int b) {
     chunk_sc s = {};
     if (WT == CUDA_W_Q6_K) {
-        const float2 d = q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 40)),
-                                    reinterpret_cast<const uint16_t *>(k + 32)[b]);
-        s.d[0] = d.x, s.d[1] = d.y;
+        s.d[0] = dec.x, s.d[1] = dec.y;
         s.h[0] = reinterpret_cast<const uint32_t *>(k)[2 * b];
         s.h[1] = reinterpret_cast<const uint32_t *>(k)[2 * b + 1];
     } else {
-        const float2 dm = k_scale_min(*reinterpret_cast<const uint4 *>(k), (kb + b) & 7);
-        s.d[0] = dm.x, s.m[0] = dm.y;
+        s.d[0] = dec.x, s.m[0] = dec.y;
         if (WT == CUDA_W_Q5_K)
             s.h[0] = reinterpret_cast<const uint32_t *>(k + 16)[b];
     }
@@ -596,11 +613,11 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
                 float d;
                 const uint2 qs = quant8(*reinterpret_cast<const uint4 *>(st + L::x + tt * 256 + b * 64 + 16 * q), &d);
                 *reinterpret_cast<uint2 *>(qq + tt * MR_ROW + b * 32 + 8 * q) = qs;
-                const int sum = L::XS ? quant8_sum(qs) : 0;
+                const float sum = L::XS ? quant8_xs(qs, d) : 0.0f;
                 if (q == 0) {
                     qd[tt * MR_CB + b] = d;
                     if (L::XS)
-                        qsum[tt * MR_CB + b] = (float)sum * d;
+                        qsum[tt * MR_CB + b] = sum;
                 }
             }
             xq = qq;
@@ -610,12 +627,7 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
         if constexpr (KH > 0) { /* the stage's weight scales and offsets, a (row, block) a thread */
             float2 *dec = reinterpret_cast<float2 *>(ring + L::k_dec);
             for (int e = threadIdx.x; e < 64 * MR_CB; e += THREADS) {
-                const uint8_t *k = st + L::k_head + e / MR_CB * KH;
-                if constexpr (WT == CUDA_W_Q6_K)
-                    dec[e] = q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 40)),
-                                        reinterpret_cast<const uint16_t *>(k + 32)[e % MR_CB]);
-                else
-                    dec[e] = k_scale_min(*reinterpret_cast<const uint4 *>(k), (kb + e % MR_CB) & 7);
+                dec[e] = head_dec<WT>(st + L::k_head + e / MR_CB * KH, kb, e % MR_CB);
             }
         }
         if (!PRE || KH > 0)
@@ -631,21 +643,12 @@ __global__ void __launch_bounds__(TW *MQ_THREADS, (ring_min_blocks<WT, NT, PRE, 
                 mma_block<WT, NTW>(a0, a1, __half2float(wd[b]), __half2float(wd[8 * MR_CB + b]), xq + b * 32 + 8 * c,
                                    MR_ROW, xd + b, MR_CB, g, c, acc);
             } else { /* rows g and g + 8: their scales decoded above, their high bits */
-                chunk_sc s[2] = {};
+                chunk_sc s[2];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int r = warp * 16 + g + 8 * h;
-                    const float2 dec = reinterpret_cast<const float2 *>(ring + L::k_dec)[r * MR_CB + b];
-                    const uint8_t *k = st + L::k_head + r * KH;
-                    if (WT == CUDA_W_Q6_K) {
-                        s[h].d[0] = dec.x, s[h].d[1] = dec.y;
-                        s[h].h[0] = reinterpret_cast<const uint32_t *>(k)[2 * b];
-                        s[h].h[1] = reinterpret_cast<const uint32_t *>(k)[2 * b + 1];
-                    } else {
-                        s[h].d[0] = dec.x, s[h].m[0] = dec.y;
-                        if (WT == CUDA_W_Q5_K)
-                            s[h].h[0] = reinterpret_cast<const uint32_t *>(k + 16)[b];
-                    }
+                    s[h] = head_scale<WT>(st + L::k_head + r * KH,
+                                          reinterpret_cast<const float2 *>(ring + L::k_dec)[r * MR_CB + b], b);
                 }
                 mma_block_k<WT, NTW>(a0, a1, s[0], s[1], xq + b * 32 + 8 * c, MR_ROW, xd + b, xs + b, MR_CB, g, c,
                                      acc);
@@ -700,14 +703,20 @@ static cudaError_t launch_ring_s(const cuda_weight *w, const mmq_args &p, const 
     return launch_ring_nt<NT, PRE, S, 1>(w, p, grid, stream);
 }
 
+/* K's blocks a share in the ring (and k_mmq_few, whose sums must be the ring's): whole
+ * stages */
+static int ring_split_steps(const cuda_weight *w, int n_split) {
+    const int n_stages = (int)(w->n_in / (32 * MR_CB));
+    return (n_stages + n_split - 1) / n_split * MR_CB;
+}
+
 template <int NT>
 static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
     static const int stages_env = ring_env("EDGERUNNER_CUDA_MMQ_STAGES");
     const int stages = stages_env ? stages_env : NT == 8 ? 4 : 3;
-    const int n_stages = (int)(w->n_in / (32 * MR_CB));
     const dim3 grid((unsigned int)((w->n_out + 63) / 64), (unsigned int)((p.T + 8 * NT - 1) / (8 * NT)),
                     (unsigned int)n_split);
-    p.split_steps = (n_stages + n_split - 1) / n_split * MR_CB; /* whole stages */
+    p.split_steps = ring_split_steps(w, n_split);
     if (grid.y > 65535u)
         return cudaErrorInvalidValue;
     if (stages == 3)
@@ -732,6 +741,7 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
 #define MF_WARPS 4
 #define MF_S 4     /* stages of a warp's ring */
 #define MF_XCB 64  /* blocks of the input quantized at a time */
+#define MF_MAX_T 4 /* batches of up to this many tokens (launch_few's instances) */
 
 /* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (MR_CB blocks,
  * then 16 bytes of padding, so that 8 lanes' 16-byte reads of their own rows fall in
@@ -799,12 +809,12 @@ static __device__ __forceinline__ void few_stage_x(const mmq_args &p, int K, int
                 : make_uint4(0, 0, 0, 0);
         float d;
         const uint2 qs = quant8(raw, &d);
-        const int sum = cuda_wtype_int8_offset(WT) ? quant8_sum(qs) : 0;
+        const float sum = cuda_wtype_int8_offset(WT) ? quant8_xs(qs, d) : 0.0f;
         *reinterpret_cast<uint2 *>(smem + L::x + t * MF_XCB * 32 + b * 32 + 8 * q) = qs;
         if (q == 0) {
             reinterpret_cast<float *>(smem + L::x_d)[t * MF_XCB + b] = d;
             if (cuda_wtype_int8_offset(WT))
-                reinterpret_cast<float *>(smem + L::x_s)[t * MF_XCB + b] = (float)sum * d;
+                reinterpret_cast<float *>(smem + L::x_s)[t * MF_XCB + b] = sum;
         }
     }
 }
@@ -855,11 +865,11 @@ static __device__ __forceinline__ void few_block(const uint8_t *wq, float dw, co
                 sa = __dp4a((int)c[i], xw[i], sa);
         }
         if constexpr (cuda_wtype_int8_one_scale(WT)) {
-            acc[t] = fmaf(__int_as_float(sa) - MQ_MAGIC_F, dw * dx, acc[t]);
+            acc[t] = fma_isum(acc[t], sa, dw, dx);
         } else {
-            acc[t] = fmaf(__int_as_float(sa) - MQ_MAGIC_F, s.d[0] * dx, acc[t]);
+            acc[t] = fma_isum(acc[t], sa, s.d[0], dx);
             if (WT == CUDA_W_Q6_K)
-                acc[t] = fmaf(__int_as_float(sg) - MQ_MAGIC_F, s.d[1] * dx, acc[t]);
+                acc[t] = fma_isum(acc[t], sg, s.d[1], dx);
             else
                 acc[t] = fmaf(s.m[0], xs[t * MF_XCB], acc[t]);
         }
@@ -912,7 +922,7 @@ __global__ void __launch_bounds__(32 * MF_WARPS) k_mmq_few(const cuda_weight w, 
             if constexpr (cuda_wtype_int8_one_scale(WT))
                 dw = __half2float(reinterpret_cast<const __half *>(head)[b]);
             else
-                s = head_scale<WT>(head, kb, b);
+                s = head_scale<WT>(head, head_dec<WT>(head, kb, b), b);
             few_block<WT, NT>(wq + b * L::BB, dw, s, (const int8_t *)(smem + L::x) + (kx + b) * 32,
                               (const float *)(smem + L::x_d) + kx + b, (const float *)(smem + L::x_s) + kx + b, acc);
         }
@@ -957,8 +967,8 @@ static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_
  * thirty-sixth session), ring / few us at 1, 2, 4 tokens: Q4_K 95.7 / 63.8, 94.0 / 69.3,
  * 94.7 / 83.4 (8: 86.6 / 112.6); Q4_0 85.4 / 70.0, 84.7 / 78.3, 85.3 / 92.6; Q8_0 100.2 /
  * 93.7, 100.1 / 103.8; Q6_K 137.8 / 135.1, 135.4 / 140.5 (Q5_K, not timed: as Q4_0).
- * EDGERUNNER_CUDA_MMQ_FEW (0 to 4; read once) sets it for every type, for measurements;
- * either kernel gives the same bits. */
+ * EDGERUNNER_CUDA_MMQ_FEW (0 to MF_MAX_T; read once) sets it for every type, for
+ * measurements; either kernel gives the same bits. */
 static int few_max_t(int type) {
     static int env_t = -2;
     if (env_t == -2) {
@@ -973,10 +983,9 @@ static int few_max_t(int type) {
 /* The few-token kernel for T tokens of w, or cudaErrorNotSupported where the ring runs them
  * (its shares: split_steps whole stages). */
 static cudaError_t launch_few(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
-    if (p.xq || p.T > few_max_t(w->type) || p.T > 4)
+    if (p.xq || p.T > few_max_t(w->type) || p.T > MF_MAX_T)
         return cudaErrorNotSupported;
-    const int n_stages = (int)(w->n_in / (32 * MR_CB));
-    p.split_steps = (n_stages + n_split - 1) / n_split * MR_CB; /* the ring's */
+    p.split_steps = ring_split_steps(w, n_split);
     if (p.T <= 1)
         return launch_few_nt<1>(w, p, n_split, stream);
     if (p.T <= 2)
