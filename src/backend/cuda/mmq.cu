@@ -781,11 +781,16 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
         cp_async4(h + 4, d + 2);
     } else {
         constexpr int SB = cuda_wtype_scale_bytes(WT);
-        const uint8_t *k = (const uint8_t *)w.d + row * (int64_t)(K / 256 * SB) + (kb0 >> 3) * SB;
-        if constexpr (WT == CUDA_W_Q6_K) {
+        const int64_t k_row_bytes = (int64_t)(K / 256 * SB);
+        const uint8_t *k = (const uint8_t *)w.d + row * k_row_bytes + (kb0 >> 3) * SB;
+        if constexpr (WT == CUDA_W_Q6_K) { /* 32 rows x 11 words, a few rows an instruction */
 #pragma unroll
-            for (int word = 0; word < 11; word++)
-                cp_async4(h + 4 * word, k + k_head_at<WT>(kb0, word));
+            for (int i = 0; i < 11; i++) {
+                const int f = i * 32 + lane, r = f / 11, word = f % 11;
+                const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
+                cp_async4(st + L::head + r * L::HEAD + 4 * word,
+                          (const uint8_t *)w.d + rr * k_row_bytes + (kb0 >> 3) * SB + k_head_at<WT>(kb0, word));
+            }
         } else {
 #pragma unroll
             for (int part = 0; part < L::HEAD / 16; part++)
