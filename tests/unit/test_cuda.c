@@ -1456,16 +1456,21 @@ void test_cuda_gemm(void) {
             }
             /* the int8 tensor cores (mmq.cu) for the batch GEMM, against the quantized x:
              * the batch quantized beforehand (accumulate 0) or inside (1); each token alone
-             * quantized inside */
-            for (int acc = 0; int8 && acc < 2; acc++) {
+             * quantized inside; the few-token kernel where it pays (few -1), and wherever it
+             * can run (4: these shapes are smaller than where it pays for most types) */
+            for (int v = 0; int8 && v < 4; v++) {
+                const int acc = v & 1, few = v < 2 ? -1 : 4;
                 cuda_gemm_set_mmq(1);
+                cuda_mmq_set_few(few);
                 const double err = gemm_case(&m, &ref8, acc, acc, 1, !acc);
+                cuda_mmq_set_few(-1);
                 cuda_gemm_set_mmq(0);
                 CHECK(err >= 0.0 && err <= 1e-5,
-                      "%s batch GEMM on int8 tensor cores %d tokens x %d x %d%s: error %.3g of sum |x w| (-1: a "
-                      "token alone differs from its row of the batch)",
-                      cuda_wtype_name(t), gm[s][0], gm[s][1], gm[s][2], acc ? " (accumulate, odd ldy)" : "", err);
-                if (s == 0 && acc == 0)
+                      "%s batch GEMM on int8 tensor cores (few-token kernel: %d) %d tokens x %d x %d%s: error %.3g "
+                      "of sum |x w| (-1: a token alone differs from its row of the batch)",
+                      cuda_wtype_name(t), few, gm[s][0], gm[s][1], gm[s][2], acc ? " (accumulate, odd ldy)" : "",
+                      err);
+                if (s == 0 && v == 0)
                     printf("  %s batch GEMM on int8 tensor cores %d x %d x %d: error %.2e of sum |x w|\n",
                            cuda_wtype_name(t), gm[s][0], gm[s][1], gm[s][2], err);
             }

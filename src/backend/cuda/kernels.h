@@ -308,6 +308,10 @@ int cuda_gemm_split_count(const cuda_weight *w);
  * (their inputs quantized per block of 32, as the CPU's dot) instead of F16 tiles: yes
  * unless EDGERUNNER_CUDA_MMQ=0; on < 0 goes back to that default. */
 void cuda_gemm_set_mmq(int on);
+/* Which batches of the int8 types take mmq.cu's few-token kernel rather than its ring (the
+ * same bits): by type and size (max_t < 0, the default unless EDGERUNNER_CUDA_MMQ_FEW), else
+ * those of up to max_t tokens (at most 4) of every type and size. */
+void cuda_mmq_set_few(int max_t);
 /* The int8 part of cuda_gemm_batch (mmq.cu): y (T, ldy) (+)= x w^T for n_split = 1, else
  * the sums of the n_split shares of K into as many planes of (T, ldy) floats at y. x
  * (T, n_in) F16, or its quants xq (T, n_in), scales xd and sums xs (T, n_in / 32) from

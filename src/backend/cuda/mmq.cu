@@ -738,7 +738,7 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
  * the lane permutation, summed by dp4a: exact either way) and so is its scaling, term
  * for term (fma_isums, mma_block_k), over the ring's shares: a token's row of y is the
  * same bits whichever kernel runs its batch. For K a multiple of 128 (the ring's) and
- * batches of up to 4 tokens (few_max_t). */
+ * batches of up to 4 tokens (few_pays). */
 #define MF_WARPS 4
 #define MF_S 4     /* stages of a warp's ring */
 #define MF_XCB 64  /* blocks of the input quantized at a time */
@@ -968,28 +968,47 @@ static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_
     return cudaErrorInvalidValue;
 }
 
-/* The largest batch of a type that takes k_mmq_few, as far as it was faster than the ring.
- * Qwen3-8B's four layer GEMMs (bench/gpu_matvec_bench.c, H100, one call; docs/perf-log.md,
- * thirty-sixth session), ring / few us at 1, 2, 4 tokens: Q4_K 95.7 / 63.8, 94.0 / 69.3,
- * 94.7 / 83.4 (8: 86.6 / 112.6); Q4_0 85.4 / 70.0, 84.7 / 78.3, 85.3 / 92.6; Q8_0 100.2 /
- * 93.7, 100.1 / 103.8; Q6_K 137.8 / 135.1, 135.4 / 140.5 (Q5_K, not timed: as Q4_0).
- * EDGERUNNER_CUDA_MMQ_FEW (0 to MF_MAX_T; read once) sets it for every type, for
- * measurements; either kernel gives the same bits. */
-static int few_max_t(int type) {
-    static int env_t = -2;
-    if (env_t == -2) {
+/* Whether k_mmq_few runs a batch of T tokens of w rather than the ring: where it measured
+ * faster, by w's type and size alone (either kernel gives the same bits). The fewest
+ * weights (n_out x n_in, millions) from which it does at 1, 2 and 3-4 tokens; -1: at no
+ * size. From every int8 type's four layer GEMMs at Qwen3 0.6B, 1.7B, 4B and 8B shapes
+ * (bench/gpu_matvec_bench.c with T, H100, one call; docs/perf-log.md, thirty-seventh
+ * session): a thread a row pays where rows are many, less so as tokens are added (8B, us
+ * ring / few at 1, 2, 4 tokens: Q4_K 94.3 / 64.1, 70.1, 84.7; Q6_K 134.5 / 104.7, 113.2,
+ * 137.6; Q8_0 97.1 / 91.5, 101.8, 119.2); on 0.6B's smaller matrices Q6_K's loses even at
+ * one token (wo: the ring 4.91 us, k_mmq_few 5.78). */
+static const struct {
+    int type;
+    int min_mweights[3];
+} few_rule[] = {{CUDA_W_Q4_K, {0, 0, 30}},   {CUDA_W_Q5_K, {0, 4, 30}}, {CUDA_W_Q6_K, {6, 8, 40}},
+                {CUDA_W_Q4_0, {0, 10, -1}}, {CUDA_W_Q8_0, {0, -1, -1}}};
+
+/* cuda_mmq_set_few's: -2 not yet read from EDGERUNNER_CUDA_MMQ_FEW, -1 by few_rule, else
+ * batches of up to that many tokens of every type and size (tests, measurements) */
+static int few_mode = -2;
+
+extern "C" void cuda_mmq_set_few(int max_t) { few_mode = max_t < 0 ? -2 : max_t; }
+
+static bool few_pays(const cuda_weight *w, int T) {
+    if (few_mode == -2) {
         const char *env = getenv("EDGERUNNER_CUDA_MMQ_FEW");
-        env_t = env && *env ? atoi(env) : -1;
+        few_mode = env && *env ? atoi(env) : -1;
+        few_mode = few_mode < 0 ? -1 : few_mode;
     }
-    if (env_t >= 0)
-        return env_t;
-    return type == CUDA_W_Q4_K ? 4 : type == CUDA_W_Q4_0 || type == CUDA_W_Q5_K ? 2 : 1;
+    if (few_mode >= 0)
+        return T <= few_mode;
+    const int col = T <= 1 ? 0 : T <= 2 ? 1 : 2;
+    for (size_t i = 0; i < sizeof few_rule / sizeof few_rule[0]; i++)
+        if (few_rule[i].type == w->type)
+            return few_rule[i].min_mweights[col] >= 0 &&
+                   w->n_out * w->n_in >= few_rule[i].min_mweights[col] * (int64_t)1000000;
+    return false;
 }
 
 /* The few-token kernel for T tokens of w, or cudaErrorNotSupported where the ring runs them
  * (its shares: split_steps whole stages). */
 static cudaError_t launch_few(const cuda_weight *w, mmq_args p, int n_split, cudaStream_t stream) {
-    if (p.xq || p.T > few_max_t(w->type) || p.T > MF_MAX_T)
+    if (p.xq || p.T > MF_MAX_T || !few_pays(w, p.T))
         return cudaErrorNotSupported;
     p.split_steps = ring_split_steps(w, n_split);
     if (p.T <= 1)
