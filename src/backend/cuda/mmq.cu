@@ -846,12 +846,8 @@ static __device__ __forceinline__ void few_block(const uint8_t *wq, float dw, co
 #pragma unroll
         for (int g = 0; g < 2; g++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint32_t v = word_codes<WT>(u[i], word_high_bits<WT>(s, i), g, i);
-                c[4 * g + i] = WT == CUDA_W_Q4_0   ? __vsub4(v, 0x08080808u)
-                               : WT == CUDA_W_Q6_K ? __vsub4(v, 0x20202020u)
-                                                   : v;
-            }
+            for (int i = 0; i < 4; i++)
+                c[4 * g + i] = plane_codes<WT>(u[i], s, g, i);
     }
 #pragma unroll
     for (int t = 0; t < NT; t++) {

@@ -455,6 +455,16 @@ static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xs
     return s;
 }
 
+/* Word i of a 4-bit plane's block (u: its bytes 4i..4i+3; byte e holds element e in its
+ * low nibble, e + 16 in its high one; Q5_K's and Q6_K's high bits in s), group g of
+ * word_codes (the low nibbles, g 0, or the high ones), as four signed int8 codes: Q4_0's
+ * and Q6_K's less their bias (8, 32: the signed byte, by the wrap of __vsub4). */
+template <int WT>
+static __device__ __forceinline__ uint32_t plane_codes(uint32_t u, const chunk_sc &s, int g, int i) {
+    const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), g, i);
+    return WT == CUDA_W_Q4_0 ? __vsub4(q, 0x08080808u) : WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q;
+}
+
 /* The int8 dot of chunk v of a Q4_K, Q5_K or Q6_K row (scales s: chunk_scale) with the
  * input quantized per block of 32 (xq, xsum as chunk_isum's), in units of the input
  * block's scale. The chunk is the block: word i holds elements 4 i .. 4 i + 3 in its low
@@ -472,12 +482,8 @@ static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, c
 #pragma unroll
     for (int g = 0; g < 2; g++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            uint32_t q = word_codes<WT>(words[i], word_high_bits<WT>(s, i), g, i);
-            if (WT == CUDA_W_Q6_K)
-                q = __vsub4(q, 0x20202020u); /* q - 32 */
-            sum[g] = __dp4a((int)q, xg[g][i], sum[g]);
-        }
+        for (int i = 0; i < 4; i++)
+            sum[g] = __dp4a((int)plane_codes<WT>(words[i], s, g, i), xg[g][i], sum[g]);
     if (WT == CUDA_W_Q6_K)
         return s.d[0] * (float)sum[0] + s.d[1] * (float)sum[1];
     return s.d[0] * (float)(sum[0] + sum[1]) + s.m[0] * (float)xsum;
@@ -486,18 +492,14 @@ static __device__ __forceinline__ float chunk_qsum(uint4 v, const chunk_sc &s, c
 /* The types of cuda_wtype_int8_mma (mmq.cu): word i of lane c's 8 bytes of a block (u; i =
  * 2 (c & 1) + 0 or 1: Q8_0's bytes 8c.., the planes' bytes 8 (c & 1)..) as four signed
  * int8 codes of the mma's A fragment: the block's elements 8c..8c+3 (the first word) or
- * 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR. The others are 4-bit planes (byte
- * e: element e in its low nibble, e + 16 in its high one; Q5_K's and Q6_K's high bits in
- * s), elements 8c.. in group c >> 1 of word_codes; Q4_0's and Q6_K's codes less their
- * bias (8, 32: the signed byte, by the wrap of __vsub4). */
+ * 8c+4..8c+7 (the second). Q8_0 holds q + 128: one XOR; the planes' elements 8c.. are
+ * group c >> 1 of plane_codes. */
 template <int WT>
 static __device__ __forceinline__ uint32_t mma_word(uint32_t u, const chunk_sc &s, int c, int i) {
-    if constexpr (WT == CUDA_W_Q8_0) {
+    if constexpr (WT == CUDA_W_Q8_0)
         return u ^ 0x80808080u;
-    } else {
-        const uint32_t q = word_codes<WT>(u, word_high_bits<WT>(s, i), c >> 1, i);
-        return WT == CUDA_W_Q4_0 ? __vsub4(q, 0x08080808u) : WT == CUDA_W_Q6_K ? __vsub4(q, 0x20202020u) : q;
-    }
+    else
+        return plane_codes<WT>(u, s, c >> 1, i);
 }
 
 /* Q6_K's two scales of a block, its groups of 16: the super-block's d times their signed
