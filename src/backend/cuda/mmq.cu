@@ -409,6 +409,15 @@ static __device__ __forceinline__ int k_head_at(int kb0, int part) {
     return part ? 16 + 4 * (kb0 & 7) : 0;
 }
 
+/* Where piece `part` (k_head_at) of row `row`'s K scales for the stage at block kb0 is in
+ * w.d (rows of K / 256 super-blocks' scale bytes). */
+template <int WT>
+static __device__ __forceinline__ const uint8_t *k_head_src(const cuda_weight &w, int64_t row, int kb0, int part) {
+    constexpr int SB = cuda_wtype_scale_bytes(WT);
+    const int64_t k_row_bytes = (int64_t)((int)w.n_in / 256 * SB);
+    return (const uint8_t *)w.d + (kb0 >> 3) * SB + row * k_row_bytes + k_head_at<WT>(kb0, part);
+}
+
 /* Block b's scales of the stage at kb from its row's staged K scales at k (k_head_at's
  * layout), as chunk_scale decodes them from the row's: Q6_K its two groups' scales, Q4_K
  * and Q5_K the sub-block's scale and offset. */
@@ -487,21 +496,19 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
     /* the K types' scales of the stage (k_head_at; a stage is half a super-block, kb0 % 8
      * is 0 or 4): Q4_K, Q5_K a 16-byte copy a thread, Q6_K (super-blocks of 84 bytes, 4-byte
      * aligned) 11 words a row */
-    constexpr int KH = k_head_bytes<WT>(), SB = cuda_wtype_scale_bytes(WT);
-    const uint8_t *k_row0 = (const uint8_t *)w.d + (kb0 >> 3) * SB; /* row 0's super-block */
-    const int64_t k_row_bytes = (int64_t)(K / 256 * SB);
+    constexpr int KH = k_head_bytes<WT>();
     uint8_t *k_dst = st + ring_layout<WT, 1, true, 1>::k_head;
     if (WT == CUDA_W_Q4_K || WT == CUDA_W_Q5_K) {
         if (threadIdx.x < 64 * KH / 16) {
             const int r = threadIdx.x / (KH / 16), part = threadIdx.x % (KH / 16);
             const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-            cp_async16(k_dst + r * KH + 16 * part, k_row0 + row * k_row_bytes + k_head_at<WT>(kb0, part), 16);
+            cp_async16(k_dst + r * KH + 16 * part, k_head_src<WT>(w, row, kb0, part), 16);
         }
     } else if (WT == CUDA_W_Q6_K) {
         for (int e = threadIdx.x; e < 64 * 11; e += THREADS) {
             const int r = e / 11, word = e % 11;
             const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
-            cp_async4(k_dst + r * KH + 4 * word, k_row0 + row * k_row_bytes + k_head_at<WT>(kb0, word));
+            cp_async4(k_dst + r * KH + 4 * word, k_head_src<WT>(w, row, kb0, word));
         }
     }
 }
@@ -780,23 +787,17 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
         const __half *d = (const __half *)w.d + row * (K / 32) + kb0;
         cp_async4(h, d);
         cp_async4(h + 4, d + 2);
-    } else {
-        constexpr int SB = cuda_wtype_scale_bytes(WT);
-        const int64_t k_row_bytes = (int64_t)(K / 256 * SB);
-        const uint8_t *k = (const uint8_t *)w.d + row * k_row_bytes + (kb0 >> 3) * SB;
-        if constexpr (WT == CUDA_W_Q6_K) { /* 32 rows x 11 words, a few rows an instruction */
+    } else if constexpr (WT == CUDA_W_Q6_K) { /* 32 rows x 11 words, a few rows an instruction */
 #pragma unroll
-            for (int i = 0; i < 11; i++) {
-                const int f = i * 32 + lane, r = f / 11, word = f % 11;
-                const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
-                cp_async4(st + L::head + r * L::HEAD + 4 * word,
-                          (const uint8_t *)w.d + rr * k_row_bytes + (kb0 >> 3) * SB + k_head_at<WT>(kb0, word));
-            }
-        } else {
-#pragma unroll
-            for (int part = 0; part < L::HEAD / 16; part++)
-                cp_async16(h + 16 * part, k + k_head_at<WT>(kb0, part), 16);
+        for (int i = 0; i < 11; i++) {
+            const int f = i * 32 + lane, r = f / 11, word = f % 11;
+            const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
+            cp_async4(st + L::head + r * L::HEAD + 4 * word, k_head_src<WT>(w, rr, kb0, word));
         }
+    } else {
+#pragma unroll
+        for (int part = 0; part < L::HEAD / 16; part++)
+            cp_async16(h + 16 * part, k_head_src<WT>(w, row, kb0, part), 16);
     }
 }
 
