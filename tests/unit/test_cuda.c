@@ -1414,11 +1414,13 @@ void test_cuda_gemm(void) {
      * of tokens and rows, a single token, rows not 16-byte aligned (F16/BF16/F32: 172 and
      * 44 elements, the element-by-element stages); the residual add and odd row strides;
      * each tile height (128, 64, 32 tokens) against a token alone; batches of 2, 3 and 5
-     * (the int8 GEMM's few-token kernel or not, by type) */
+     * (the int8 GEMM's few-token kernel or not, by type); K in shares of 12 blocks (3 x
+     * 4096 x 2560, 300 x 384 x 640: the few-token kernel's stages of 8 blocks cut short at
+     * a share's start or end) */
     static const int gm[][3] = {{200, 1024, 3072}, {130, 4096, 1024}, {64, 64, 64}, {1, 2, 32},
                                 {70, 100, 96},     {37, 50, 172},     {9, 20, 44}, {33, 70, 768}, {1, 3, 256},
                                 {24, 160, 512},    {8, 1024, 3072},   {129, 128, 64}, {300, 384, 640},
-                                {512, 256, 128},   {3, 96, 1024},     {5, 200, 2048}, {2, 160, 768}};
+                                {512, 256, 128},   {3, 96, 1024},     {5, 200, 2048}, {2, 160, 768}, {3, 4096, 2560}};
     cuda_gemm_set_mmq(0); /* F16 tiles for every type; the int8 tensor cores apart below */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         for (size_t s = 0; s < sizeof gm / sizeof gm[0]; s++) {

@@ -738,8 +738,8 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
  * GEMMs of Q4_K at one token took 95.7 us against the decode matvecs' 50.2 for the same
  * bytes (H100, docs/perf-log.md, thirty-sixth session). Here each thread takes one row of
  * one share of K and walks its blocks in order, every token's sum in a register: each
- * warp streams its 32 rows' stages (MR_CB blocks, and their scales) through a ring of its
- * own in shared memory, MF_S - 1 stages in flight, waited for by the warp alone; every
+ * warp streams its 32 rows' stages (few_cb blocks, and their scales) through a ring of its
+ * own in shared memory, all stages but one in flight, waited for by the warp alone; every
  * token's input is quantized into shared memory MF_XCB blocks at a time (quant8, as the
  * ring quantizes it). A block's integer is the ring's (the same codes, mma_word's less
  * the lane permutation, summed by dp4a: exact either way) and so is its scaling, term
@@ -747,43 +747,86 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
  * same bits whichever kernel runs its batch. For K a multiple of 128 (the ring's) and
  * batches of up to 4 tokens (few_pays). */
 #define MF_WARPS 4
-#define MF_S 4     /* stages of a warp's ring */
+#define MF_CB16 8 /* a stage's blocks where a block's quants are 16 bytes (few_cb) */
+#ifndef MF_S16
+#define MF_S16 2 /* stages of a warp's ring (few_stages): Q4_0, Q4_K */
+#endif
+#ifndef MF_S8
+#define MF_S8 3 /* Q8_0 */
+#endif
+#ifndef MF_S
+#define MF_S 4 /* Q5_K, Q6_K */
+#endif
 #define MF_XCB 64  /* blocks of the input quantized at a time */
 #define MF_MAX_T 4 /* batches of up to this many tokens (launch_few's instances) */
 
-/* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (MR_CB blocks,
- * then 16 bytes of padding, so that 8 lanes' 16-byte reads of their own rows fall in
- * distinct banks), their scales (Q8_0, Q4_0: MR_CB halves a row) or K scales (k_head_at,
- * k_head_bytes a row). After MF_WARPS rings of MF_S stages, the input: quants (NT,
- * MF_XCB x 32) int8, scales and sums as quantized (NT, MF_XCB) floats. */
+/* Quant blocks of a stage of w's rows: Q4_0 and Q4_K (16 bytes a block) 8, so that a row's
+ * piece is 128 contiguous bytes as Q8_0's 4 blocks. A stage never crosses a multiple of
+ * its size in K (a Q4_K super-block's scales serve it whole). Q5_K's and Q6_K's staged
+ * scales are laid out for the ring's 4 (k_head_at). */
+template <int WT>
+static constexpr __host__ __device__ int few_cb(void) {
+    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_CB16 : MR_CB;
+}
+
+/* Stages of a warp's ring. Fewer take less shared memory, so more warps share a
+ * multiprocessor, which pays more than stages in flight where a block's dot products are
+ * light. Qwen3-8B's four layer GEMMs at one token (us, H100, docs/perf-log.md, thirty-
+ * eighth session), blocks x stages: Q4_K 4 x 4 63.9, 8 x 3 55.9, 8 x 2 52.7; Q4_0 69.9,
+ * 60.5, 56.6; Q8_0 4 x 4 91.6, 4 x 3 88.8, 4 x 2 89.7 (at two tokens 101.6, 93.9, 100.1);
+ * Q5_K 4 x 4 76.7, 4 x 3 81.5. */
+template <int WT>
+static constexpr __host__ __device__ int few_stages(void) {
+    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_S16 : WT == CUDA_W_Q8_0 ? MF_S8 : MF_S;
+}
+
+/* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (CB blocks, then
+ * 16 bytes of padding, so that 8 lanes' 16-byte reads of their own rows fall in distinct
+ * banks), their scales (Q8_0, Q4_0: CB halves a row) or K scales (k_head_at, k_head_bytes
+ * a row). After MF_WARPS rings of S stages, the input: quants (NT, MF_XCB x 32) int8,
+ * scales and sums as quantized (NT, MF_XCB) floats. */
 template <int WT, int NT>
 struct few_layout {
-    static constexpr int BB = (int)cuda_row_bytes(WT, 32), ROW = MR_CB * BB + 16;
-    static constexpr int HEAD = cuda_wtype_int8_one_scale(WT) ? 2 * MR_CB : k_head_bytes<WT>();
-    static constexpr int head = 32 * ROW, stage = head + 32 * HEAD, ring = MF_S * stage;
+    static constexpr int CB = few_cb<WT>(), S = few_stages<WT>();
+    static_assert(CB == MR_CB || WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K, "Q5_K's, Q6_K's heads hold 4 blocks");
+    static_assert(CB % MR_CB == 0 && MF_XCB % CB == 0 && S >= 2, "whole shares' blocks; stages within the input");
+    static constexpr int BB = (int)cuda_row_bytes(WT, 32), ROW = CB * BB + 16;
+    static constexpr int HEAD = cuda_wtype_int8_one_scale(WT) ? 2 * CB : k_head_bytes<WT>();
+    static constexpr int head = 32 * ROW, stage = head + 32 * HEAD, ring = S * stage;
     static constexpr int x = MF_WARPS * ring, x_d = x + NT * MF_XCB * 32, x_s = x_d + NT * MF_XCB * 4;
     static constexpr int bytes = x_s + NT * MF_XCB * 4;
 };
 
-/* A warp's stage kb0 .. kb0 + MR_CB - 1 of its rows row0 .. row0 + 31 (read-only: may be
+/* A warp's stage of nb blocks from kb0 of its rows row0 .. row0 + 31 (read-only: may be
  * issued before pdl_wait): a row's quants coalesced across the warp, its scales a lane a
- * row. Rows past N copy the last row (computed, never stored). */
+ * row (Q8_0: 4 halves) or spread over the lanes. Rows past N copy the last row (computed,
+ * never stored). */
 template <int WT, int NT>
-static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t row0, int kb0, uint8_t *st, int lane) {
+static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t row0, int kb0, int nb, uint8_t *st,
+                                                 int lane) {
     typedef few_layout<WT, NT> L;
     const int K = (int)w.n_in;
     const size_t row_bytes = cuda_row_bytes(WT, K);
-    constexpr int PARTS = MR_CB * L::BB / 16; /* 16-byte pieces of a row's stage: 8 or 4 */
+    constexpr int PARTS = L::CB * L::BB / 16; /* 16-byte pieces of a row's stage */
 #pragma unroll
     for (int i = 0; i < PARTS; i++) {
         const int j = i * 32 + lane, r = j / PARTS, part = j % PARTS;
         const int64_t row = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
         const uint8_t *src = (const uint8_t *)w.w + row * row_bytes + (size_t)kb0 * L::BB + 16 * part;
-        cp_async16(st + r * L::ROW + 16 * part, src, 16);
+        if (L::CB == MR_CB || part < nb * L::BB / 16) /* a share's first or last stage may hold fewer */
+            cp_async16(st + r * L::ROW + 16 * part, src, 16);
     }
     const int64_t row = row0 + lane < w.n_out ? row0 + lane : w.n_out - 1;
     uint8_t *h = st + L::head + lane * L::HEAD;
-    if constexpr (cuda_wtype_int8_one_scale(WT)) {
+    if constexpr (cuda_wtype_int8_one_scale(WT) && L::CB != MR_CB) { /* 32 rows x CB / 2 words */
+#pragma unroll
+        for (int i = 0; i < L::CB / 2; i++) {
+            const int f = i * 32 + lane, r = f / (L::CB / 2), word = f % (L::CB / 2);
+            const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
+            if (2 * word < nb)
+                cp_async4(st + L::head + r * L::HEAD + 4 * word, (const __half *)w.d + rr * (K / 32) + kb0 + 2 * word);
+        }
+    } else if constexpr (cuda_wtype_int8_one_scale(WT)) {
         const __half *d = (const __half *)w.d + row * (K / 32) + kb0;
         cp_async4(h, d);
         cp_async4(h + 4, d + 2);
@@ -880,46 +923,60 @@ static __device__ __forceinline__ void few_block(const uint8_t *wq, float dw, co
 }
 
 /* grid (ceil(N / (32 MF_WARPS)), 1, n_split), 32 MF_WARPS threads, dynamic shared memory
- * few_layout<WT, NT>::bytes; T <= NT tokens; shares as the ring's. */
+ * few_layout<WT, NT>::bytes; T <= NT tokens; shares as the ring's, in stages between
+ * multiples of CB blocks (a share's first and last may be shorter). */
 template <int WT, int NT>
 __global__ void __launch_bounds__(32 * MF_WARPS) k_mmq_few(const cuda_weight w, const mmq_args p) {
     typedef few_layout<WT, NT> L;
+    constexpr int CB = L::CB, S = L::S;
     extern __shared__ __align__(16) uint8_t smem[];
     const int K = (int)w.n_in, n_blocks = K / 32, kb_begin = (int)blockIdx.z * p.split_steps;
     const int kb_end = min(n_blocks, kb_begin + p.split_steps);
-    const int n_stages = kb_end > kb_begin ? (kb_end - kb_begin) / MR_CB : 0;
+    const int kb_base = CB == MR_CB ? kb_begin : kb_begin - kb_begin % CB; /* shares: whole MR_CB */
+    const int n_stages = kb_end <= kb_begin ? 0
+                         : CB == MR_CB    ? (kb_end - kb_begin) / CB
+                                          : (kb_end - kb_base + CB - 1) / CB;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row0 = ((int64_t)blockIdx.x * MF_WARPS + warp) * 32, row = row0 + lane;
     uint8_t *ring = smem + warp * L::ring;
+/* stage i's first block, and its count */
+#define STAGE_AT(i) (CB == MR_CB ? kb_begin + (i) * CB : max(kb_begin, kb_base + (i) * CB))
+#define STAGE_NB(i) (CB == MR_CB ? CB : min(kb_end, kb_base + ((i) + 1) * CB) - STAGE_AT(i))
 
     /* the first stages' weights load while the previous kernel ends; the input after it */
 #pragma unroll
-    for (int s = 0; s < MF_S - 1; s++) {
+    for (int s = 0; s < S - 1; s++) {
         if (s < n_stages)
-            few_issue<WT, NT>(w, row0, kb_begin + s * MR_CB, ring + s * L::stage, lane);
+            few_issue<WT, NT>(w, row0, STAGE_AT(s), STAGE_NB(s), ring + s * L::stage, lane);
         cp_async_commit();
     }
     pdl_wait();
     pdl_launch_next();
 
     float acc[NT] = {};
+    int kx0 = -MF_XCB; /* the first of the MF_XCB blocks of input staged (none yet) */
     for (int i = 0; i < n_stages; i++) {
-        const int kb = kb_begin + i * MR_CB, kx = (kb - kb_begin) % MF_XCB; /* the stage in the staged input */
-        if (kx == 0) { /* the next MF_XCB blocks of input (every warp is here: the same n_stages) */
+        const int kb = STAGE_AT(i), nb = STAGE_NB(i);
+        /* past them, the next (every warp: the same stages) */
+        if (CB == MR_CB ? (kb - kb_begin) % MF_XCB == 0 : kb + nb > kx0 + MF_XCB) {
             __syncthreads(); /* the previous ones are used */
             few_stage_x<WT, NT>(p, K, kb, kb_end, smem);
             __syncthreads();
+            kx0 = kb;
         }
-        cp_async_wait<MF_S - 2>(); /* this lane's copies of stage i */
-        __syncwarp();              /* the warp's; and stage i - 1's slot is free */
-        const int next = i + MF_S - 1;
+        const int kx = CB == MR_CB ? (kb - kb_begin) % MF_XCB : kb - kx0; /* the stage in the staged input */
+        cp_async_wait<S - 2>();  /* this lane's copies of stage i */
+        __syncwarp();            /* the warp's; and stage i - 1's slot is free */
+        const int next = i + S - 1;
         if (next < n_stages)
-            few_issue<WT, NT>(w, row0, kb_begin + next * MR_CB, ring + (next % MF_S) * L::stage, lane);
+            few_issue<WT, NT>(w, row0, STAGE_AT(next), STAGE_NB(next), ring + (next % S) * L::stage, lane);
         cp_async_commit();
-        const uint8_t *st = ring + (i % MF_S) * L::stage;
+        const uint8_t *st = ring + (i % S) * L::stage;
         const uint8_t *wq = st + lane * L::ROW, *head = st + L::head + lane * L::HEAD;
 #pragma unroll
-        for (int b = 0; b < MR_CB; b++) {
+        for (int b = 0; b < CB; b++) {
+            if (CB != MR_CB && b >= nb)
+                break;
             float dw = 0.0f;
             chunk_sc s = {};
             if constexpr (cuda_wtype_int8_one_scale(WT))
@@ -930,6 +987,8 @@ __global__ void __launch_bounds__(32 * MF_WARPS) k_mmq_few(const cuda_weight w, 
                               (const float *)(smem + L::x_d) + kx + b, (const float *)(smem + L::x_s) + kx + b, acc);
         }
     }
+#undef STAGE_AT
+#undef STAGE_NB
     cp_async_wait_all();
     if (row < w.n_out) {
         float *const Y = p.y + blockIdx.z * (size_t)p.T * (size_t)p.ldy;
@@ -969,16 +1028,17 @@ static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_
  * faster, by w's type and size alone (either kernel gives the same bits). The fewest
  * weights (n_out x n_in, millions) from which it does at 1, 2 and 3-4 tokens; -1: at no
  * size. From every int8 type's four layer GEMMs at Qwen3 0.6B, 1.7B, 4B and 8B shapes
- * (bench/gpu_matvec_bench.c with T, H100, one call; docs/perf-log.md, thirty-seventh
- * session): a thread a row pays where rows are many, less so as tokens are added (8B, us
- * ring / few at 1, 2, 4 tokens: Q4_K 94.3 / 64.1, 70.1, 84.7; Q6_K 134.5 / 104.7, 113.2,
- * 137.6; Q8_0 97.1 / 91.5, 101.8, 119.2); on 0.6B's smaller matrices Q6_K's loses even at
+ * (bench/gpu_matvec_bench.c with T, H100, one call each; docs/perf-log.md, thirty-seventh
+ * session for Q5_K and Q6_K, thirty-eighth for the others): a thread a row pays where rows
+ * are many, less so as tokens are added (8B, us ring / few at 1, 2, 4 tokens: Q4_K 94.8 /
+ * 52.7, 58.4, 72.6; Q6_K 134.5 / 104.7, 113.2, 137.6; Q8_0 97.6 / 88.8, 93.9, 104.1, its
+ * gate|up alone 48.7 / 46.5 at 4 tokens); on 0.6B's smaller matrices Q6_K's loses even at
  * one token (wo: the ring 4.91 us, k_mmq_few 5.78). */
 static const struct {
     int type;
     int min_mweights[3];
-} few_rule[] = {{CUDA_W_Q4_K, {0, 0, 30}},   {CUDA_W_Q5_K, {0, 4, 30}}, {CUDA_W_Q6_K, {6, 8, 40}},
-                {CUDA_W_Q4_0, {0, 10, -1}}, {CUDA_W_Q8_0, {0, -1, -1}}};
+} few_rule[] = {{CUDA_W_Q4_K, {0, 0, 16}},  {CUDA_W_Q5_K, {0, 4, 30}}, {CUDA_W_Q6_K, {6, 8, 40}},
+                {CUDA_W_Q4_0, {0, 14, 90}}, {CUDA_W_Q8_0, {0, 90, 90}}};
 
 /* cuda_mmq_set_few's: -2 not yet read from EDGERUNNER_CUDA_MMQ_FEW, -1 by few_rule, else
  * batches of up to that many tokens of every type and size (tests, measurements) */
