@@ -754,6 +754,12 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
 #ifndef MF_S8
 #define MF_S8 3 /* Q8_0 */
 #endif
+#ifndef MF_CB5
+#define MF_CB5 8 /* Q5_K's stage */
+#endif
+#ifndef MF_S5
+#define MF_S5 2 /* and ring */
+#endif
 #ifndef MF_S
 #define MF_S 4 /* Q5_K, Q6_K */
 #endif
@@ -761,12 +767,12 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
 #define MF_MAX_T 4 /* batches of up to this many tokens (launch_few's instances) */
 
 /* Quant blocks of a stage of w's rows: Q4_0 and Q4_K (16 bytes a block) 8, so that a row's
- * piece is 128 contiguous bytes as Q8_0's 4 blocks. A stage never crosses a multiple of
- * its size in K (a Q4_K super-block's scales serve it whole). Q5_K's and Q6_K's staged
- * scales are laid out for the ring's 4 (k_head_at). */
+ * piece is 128 contiguous bytes as Q8_0's 4 blocks; Q5_K 8 (160 bytes). A stage never
+ * crosses a multiple of its size in K (a super-block's scales serve it whole). Q6_K's
+ * staged scales are laid out for the ring's 4 (k_head_at). */
 template <int WT>
 static constexpr __host__ __device__ int few_cb(void) {
-    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_CB16 : MR_CB;
+    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_CB16 : WT == CUDA_W_Q5_K ? MF_CB5 : MR_CB;
 }
 
 /* Stages of a warp's ring. Fewer take less shared memory, so more warps share a
@@ -774,10 +780,13 @@ static constexpr __host__ __device__ int few_cb(void) {
  * light. Qwen3-8B's four layer GEMMs at one token (us, H100, docs/perf-log.md, thirty-
  * eighth session), blocks x stages: Q4_K 4 x 4 63.9, 8 x 3 55.9, 8 x 2 52.7; Q4_0 69.9,
  * 60.5, 56.6; Q8_0 4 x 4 91.6, 4 x 3 88.8, 4 x 2 89.7 (at two tokens 101.6, 93.9, 100.1);
- * Q5_K 4 x 4 76.7, 4 x 3 81.5. */
+ * Q5_K 4 x 4 78.4, 8 x 3 69.9, 8 x 2 64.5; Q6_K 4 x 4 104.6, 4 x 3 106.3. */
 template <int WT>
 static constexpr __host__ __device__ int few_stages(void) {
-    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_S16 : WT == CUDA_W_Q8_0 ? MF_S8 : MF_S;
+    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_S16
+           : WT == CUDA_W_Q8_0                    ? MF_S8
+           : WT == CUDA_W_Q5_K                    ? MF_S5
+                                                  : MF_S;
 }
 
 /* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (CB blocks, then
@@ -788,10 +797,12 @@ static constexpr __host__ __device__ int few_stages(void) {
 template <int WT, int NT>
 struct few_layout {
     static constexpr int CB = few_cb<WT>(), S = few_stages<WT>();
-    static_assert(CB == MR_CB || WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K, "Q5_K's, Q6_K's heads hold 4 blocks");
+    static_assert(CB == MR_CB || WT != CUDA_W_Q6_K, "Q6_K's staged scales hold 4 blocks");
     static_assert(CB % MR_CB == 0 && MF_XCB % CB == 0 && S >= 2, "whole shares' blocks; stages within the input");
     static constexpr int BB = (int)cuda_row_bytes(WT, 32), ROW = CB * BB + 16;
-    static constexpr int HEAD = cuda_wtype_int8_one_scale(WT) ? 2 * CB : k_head_bytes<WT>();
+    static constexpr int HEAD = cuda_wtype_int8_one_scale(WT) ? 2 * CB
+                                : WT == CUDA_W_Q5_K            ? 16 + 4 * CB
+                                                               : k_head_bytes<WT>();
     static constexpr int head = 32 * ROW, stage = head + 32 * HEAD, ring = S * stage;
     static constexpr int x = MF_WARPS * ring, x_d = x + NT * MF_XCB * 32, x_s = x_d + NT * MF_XCB * 4;
     static constexpr int bytes = x_s + NT * MF_XCB * 4;
@@ -837,10 +848,11 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
             const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
             cp_async4(st + L::head + r * L::HEAD + 4 * word, k_head_src<WT>(w, rr, kb0, word));
         }
-    } else {
+    } else { /* Q4_K's 16 bytes; Q5_K's and the high bits of the stage's blocks, 4 a piece */
 #pragma unroll
         for (int part = 0; part < L::HEAD / 16; part++)
-            cp_async16(h + 16 * part, k_head_src<WT>(w, row, kb0, part), 16);
+            if (part == 0 || 4 * (part - 1) < nb)
+                cp_async16(h + 16 * part, k_head_src<WT>(w, row, kb0, part > 0) + 16 * max(part - 1, 0), 16);
     }
 }
 
@@ -1029,15 +1041,15 @@ static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_
  * weights (n_out x n_in, millions) from which it does at 1, 2 and 3-4 tokens; -1: at no
  * size. From every int8 type's four layer GEMMs at Qwen3 0.6B, 1.7B, 4B and 8B shapes
  * (bench/gpu_matvec_bench.c with T, H100, one call each; docs/perf-log.md, thirty-seventh
- * session for Q5_K and Q6_K, thirty-eighth for the others): a thread a row pays where rows
- * are many, less so as tokens are added (8B, us ring / few at 1, 2, 4 tokens: Q4_K 94.8 /
+ * session for Q6_K, thirty-eighth for the others): a thread a row pays where rows are
+ * many, less so as tokens are added (8B, us ring / few at 1, 2, 4 tokens: Q4_K 94.8 /
  * 52.7, 58.4, 72.6; Q6_K 134.5 / 104.7, 113.2, 137.6; Q8_0 97.6 / 88.8, 93.9, 104.1, its
  * gate|up alone 48.7 / 46.5 at 4 tokens); on 0.6B's smaller matrices Q6_K's loses even at
  * one token (wo: the ring 4.91 us, k_mmq_few 5.78). */
 static const struct {
     int type;
     int min_mweights[3];
-} few_rule[] = {{CUDA_W_Q4_K, {0, 0, 16}},  {CUDA_W_Q5_K, {0, 4, 30}}, {CUDA_W_Q6_K, {6, 8, 40}},
+} few_rule[] = {{CUDA_W_Q4_K, {0, 0, 16}},  {CUDA_W_Q5_K, {0, 0, 15}}, {CUDA_W_Q6_K, {6, 8, 40}},
                 {CUDA_W_Q4_0, {0, 14, 90}}, {CUDA_W_Q8_0, {0, 90, 90}}};
 
 /* cuda_mmq_set_few's: -2 not yet read from EDGERUNNER_CUDA_MMQ_FEW, -1 by few_rule, else
