@@ -747,32 +747,16 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
  * same bits whichever kernel runs its batch. For K a multiple of 128 (the ring's) and
  * batches of up to 4 tokens (few_pays). */
 #define MF_WARPS 4
-#define MF_CB16 8 /* a stage's blocks where a block's quants are 16 bytes (few_cb) */
-#ifndef MF_S16
-#define MF_S16 2 /* stages of a warp's ring (few_stages): Q4_0, Q4_K */
-#endif
-#ifndef MF_S8
-#define MF_S8 3 /* Q8_0 */
-#endif
-#ifndef MF_CB5
-#define MF_CB5 8 /* Q5_K's stage */
-#endif
-#ifndef MF_S5
-#define MF_S5 2 /* and ring */
-#endif
-#ifndef MF_S
-#define MF_S 4 /* Q5_K, Q6_K */
-#endif
 #define MF_XCB 64  /* blocks of the input quantized at a time */
 #define MF_MAX_T 4 /* batches of up to this many tokens (launch_few's instances) */
 
-/* Quant blocks of a stage of w's rows: Q4_0 and Q4_K (16 bytes a block) 8, so that a row's
- * piece is 128 contiguous bytes as Q8_0's 4 blocks; Q5_K 8 (160 bytes). A stage never
- * crosses a multiple of its size in K (a super-block's scales serve it whole). Q6_K's
- * staged scales are laid out for the ring's 4 (k_head_at). */
+/* Quant blocks of a stage of w's rows: 8 (Q4_0, Q4_K 128 contiguous bytes of a row, Q5_K
+ * 160), but Q8_0's 4 (already 128 bytes) and Q6_K's 4 (its staged scales are laid out for
+ * the ring's 4, k_head_at). A stage never crosses a multiple of its size in K (a
+ * super-block's scales serve it whole). */
 template <int WT>
 static constexpr __host__ __device__ int few_cb(void) {
-    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_CB16 : WT == CUDA_W_Q5_K ? MF_CB5 : MR_CB;
+    return WT == CUDA_W_Q8_0 || WT == CUDA_W_Q6_K ? MR_CB : 8;
 }
 
 /* Stages of a warp's ring. Fewer take less shared memory, so more warps share a
@@ -783,10 +767,7 @@ static constexpr __host__ __device__ int few_cb(void) {
  * Q5_K 4 x 4 78.4, 8 x 3 69.9, 8 x 2 64.5; Q6_K 4 x 4 104.6, 4 x 3 106.3. */
 template <int WT>
 static constexpr __host__ __device__ int few_stages(void) {
-    return WT == CUDA_W_Q4_0 || WT == CUDA_W_Q4_K ? MF_S16
-           : WT == CUDA_W_Q8_0                    ? MF_S8
-           : WT == CUDA_W_Q5_K                    ? MF_S5
-                                                  : MF_S;
+    return WT == CUDA_W_Q8_0 ? 3 : WT == CUDA_W_Q6_K ? 4 : 2;
 }
 
 /* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (CB blocks, then
