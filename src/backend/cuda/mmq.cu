@@ -419,11 +419,15 @@ static __device__ __forceinline__ const uint8_t *k_head_src(const cuda_weight &w
 }
 
 /* Block b's scales of the stage at kb from its row's staged K scales at k (k_head_at's
- * layout), as chunk_scale decodes them from the row's: Q6_K its two groups' scales, Q4_K
- * and Q5_K the sub-block's scale and offset. */
-template <int WT>
+ * layout; WHOLE: Q6_K's super-block's 84 bytes as they lie, k_mmq_few's), as chunk_scale
+ * decodes them from the row's: Q6_K its two groups' scales, Q4_K and Q5_K the sub-block's
+ * scale and offset. */
+template <int WT, bool WHOLE = false>
 static __device__ __forceinline__ float2 head_dec(const uint8_t *k, int kb, int b) {
-    if constexpr (WT == CUDA_W_Q6_K)
+    if constexpr (WT == CUDA_W_Q6_K && WHOLE)
+        return q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 80)),
+                          reinterpret_cast<const uint16_t *>(k + 64)[(kb + b) & 7]);
+    else if constexpr (WT == CUDA_W_Q6_K)
         return q6k_scales(__half2float(*reinterpret_cast<const __half *>(k + 40)),
                           reinterpret_cast<const uint16_t *>(k + 32)[b]);
     else
@@ -750,13 +754,13 @@ static cudaError_t launch_ring(const cuda_weight *w, mmq_args p, int n_split, cu
 #define MF_XCB 64  /* blocks of the input quantized at a time */
 #define MF_MAX_T 4 /* batches of up to this many tokens (launch_few's instances) */
 
-/* Quant blocks of a stage of w's rows: 8 (Q4_0, Q4_K 128 contiguous bytes of a row, Q5_K
- * 160), but Q8_0's 4 (already 128 bytes) and Q6_K's 4 (its staged scales are laid out for
- * the ring's 4, k_head_at). A stage never crosses a multiple of its size in K (a
- * super-block's scales serve it whole). */
-template <int WT>
+/* Quant blocks of a stage of w's rows for NT tokens: 8 (Q4_0, Q4_K 128 contiguous bytes
+ * of a row, Q5_K 160, Q6_K 192 with its super-block's scales whole), but Q8_0's 4 (already
+ * 128 bytes) and Q6_K's 4 at 3-4 tokens (the ring's staged scales, k_head_at). A stage
+ * never crosses a multiple of its size in K (a super-block's scales serve it whole). */
+template <int WT, int NT>
 static constexpr __host__ __device__ int few_cb(void) {
-    return WT == CUDA_W_Q8_0 || WT == CUDA_W_Q6_K ? MR_CB : 8;
+    return WT == CUDA_W_Q8_0 || (WT == CUDA_W_Q6_K && NT > 2) ? MR_CB : 8;
 }
 
 /* Stages of a warp's ring. Fewer take less shared memory, so more warps share a
@@ -764,10 +768,12 @@ static constexpr __host__ __device__ int few_cb(void) {
  * light. Qwen3-8B's four layer GEMMs at one token (us, H100, docs/perf-log.md, thirty-
  * eighth session), blocks x stages: Q4_K 4 x 4 63.9, 8 x 3 55.9, 8 x 2 52.7; Q4_0 69.9,
  * 60.5, 56.6; Q8_0 4 x 4 91.6, 4 x 3 88.8, 4 x 2 89.7 (at two tokens 101.6, 93.9, 100.1);
- * Q5_K 4 x 4 78.4, 8 x 3 69.9, 8 x 2 64.5; Q6_K 4 x 4 104.6, 4 x 3 106.3. */
-template <int WT>
+ * Q5_K 4 x 4 78.4, 8 x 3 69.9, 8 x 2 64.5; Q6_K (thirty-ninth) 4 x 4 104.5, 8 x 3 97.9,
+ * 8 x 2 85.4, at two tokens 112.9, 107.4, 94.0, but at four 132.0, 128.3, 123.1 with
+ * gate|up alone 55.8, 59.7, 58.1: 4 x 4 there. */
+template <int WT, int NT>
 static constexpr __host__ __device__ int few_stages(void) {
-    return WT == CUDA_W_Q8_0 ? 3 : WT == CUDA_W_Q6_K ? 4 : 2;
+    return WT == CUDA_W_Q8_0 ? 3 : WT == CUDA_W_Q6_K && NT > 2 ? 4 : 2;
 }
 
 /* Bytes of a warp's stage, and where its parts start: its 32 rows' quants (CB blocks, then
@@ -777,13 +783,13 @@ static constexpr __host__ __device__ int few_stages(void) {
  * scales and sums as quantized (NT, MF_XCB) floats. */
 template <int WT, int NT>
 struct few_layout {
-    static constexpr int CB = few_cb<WT>(), S = few_stages<WT>();
-    static_assert(CB == MR_CB || WT != CUDA_W_Q6_K, "Q6_K's staged scales hold 4 blocks");
+    static constexpr int CB = few_cb<WT, NT>(), S = few_stages<WT, NT>();
     static_assert(CB % MR_CB == 0 && MF_XCB % CB == 0 && S >= 2, "whole shares' blocks; stages within the input");
     static constexpr int BB = (int)cuda_row_bytes(WT, 32), ROW = CB * BB + 16;
-    static constexpr int HEAD = cuda_wtype_int8_one_scale(WT) ? 2 * CB
-                                : WT == CUDA_W_Q5_K            ? 16 + 4 * CB
-                                                               : k_head_bytes<WT>();
+    static constexpr int HEAD = cuda_wtype_int8_one_scale(WT)  ? 2 * CB
+                                : WT == CUDA_W_Q5_K             ? 16 + 4 * CB
+                                : WT == CUDA_W_Q6_K && CB == 8 ? 84 /* the super-block's, whole */
+                                                                : k_head_bytes<WT>();
     static constexpr int head = 32 * ROW, stage = head + 32 * HEAD, ring = S * stage;
     static constexpr int x = MF_WARPS * ring, x_d = x + NT * MF_XCB * 32, x_s = x_d + NT * MF_XCB * 4;
     static constexpr int bytes = x_s + NT * MF_XCB * 4;
@@ -822,6 +828,13 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
         const __half *d = (const __half *)w.d + row * (K / 32) + kb0;
         cp_async4(h, d);
         cp_async4(h + 4, d + 2);
+    } else if constexpr (WT == CUDA_W_Q6_K && L::CB == 8) { /* 32 rows x 21 words, a few rows an instruction */
+#pragma unroll
+        for (int i = 0; i < 21; i++) {
+            const int f = i * 32 + lane, r = f / 21, word = f % 21;
+            const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
+            cp_async4(st + L::head + r * L::HEAD + 4 * word, k_head_src<WT>(w, rr, kb0 & ~7, 0) + 4 * word);
+        }
     } else if constexpr (WT == CUDA_W_Q6_K) { /* 32 rows x 11 words, a few rows an instruction */
 #pragma unroll
         for (int i = 0; i < 11; i++) {
@@ -974,6 +987,8 @@ __global__ void __launch_bounds__(32 * MF_WARPS) k_mmq_few(const cuda_weight w, 
             chunk_sc s = {};
             if constexpr (cuda_wtype_int8_one_scale(WT))
                 dw = __half2float(reinterpret_cast<const __half *>(head)[b]);
+            else if constexpr (WT == CUDA_W_Q6_K && CB == 8) /* the super-block's scales: its block's */
+                s = head_scale<WT>(head, head_dec<WT, true>(head, kb, b), (kb + b) & 7);
             else
                 s = head_scale<WT>(head, head_dec<WT>(head, kb, b), b);
             few_block<WT, NT>(wq + b * L::BB, dw, s, (const int8_t *)(smem + L::x) + (kx + b) * 32,
@@ -1022,15 +1037,16 @@ static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_
  * weights (n_out x n_in, millions) from which it does at 1, 2 and 3-4 tokens; -1: at no
  * size. From every int8 type's four layer GEMMs at Qwen3 0.6B, 1.7B, 4B and 8B shapes
  * (bench/gpu_matvec_bench.c with T, H100, one call each; docs/perf-log.md, thirty-seventh
- * session for Q6_K, thirty-eighth for the others): a thread a row pays where rows are
- * many, less so as tokens are added (8B, us ring / few at 1, 2, 4 tokens: Q4_K 94.8 /
- * 52.7, 58.4, 72.6; Q6_K 134.5 / 104.7, 113.2, 137.6; Q8_0 97.6 / 88.8, 93.9, 104.1, its
- * gate|up alone 48.7 / 46.5 at 4 tokens); on 0.6B's smaller matrices Q6_K's loses even at
- * one token (wo: the ring 4.91 us, k_mmq_few 5.78). */
+ * session for Q6_K at 3-4 tokens, thirty-ninth at 1-2, thirty-eighth for the others): a
+ * thread a row pays where rows are many, less so as tokens are added (8B, us ring / few
+ * at 1, 2, 4 tokens: Q4_K 94.8 / 52.7, 58.4, 72.6; Q6_K 137.1 / 85.4, 94.0, 137.6; Q8_0
+ * 97.6 / 88.8, 93.9, 104.1, its gate|up alone 48.7 / 46.5 at 4 tokens); on 0.6B's
+ * smallest matrix Q6_K's loses even at one token (wo, 2.1M: the ring 4.82 us, k_mmq_few
+ * 5.51; down, 3.1M: 5.70 / 5.52). */
 static const struct {
     int type;
     int min_mweights[3];
-} few_rule[] = {{CUDA_W_Q4_K, {0, 0, 16}},  {CUDA_W_Q5_K, {0, 0, 15}}, {CUDA_W_Q6_K, {6, 8, 40}},
+} few_rule[] = {{CUDA_W_Q4_K, {0, 0, 16}},  {CUDA_W_Q5_K, {0, 0, 15}}, {CUDA_W_Q6_K, {3, 8, 40}},
                 {CUDA_W_Q4_0, {0, 14, 90}}, {CUDA_W_Q8_0, {0, 90, 90}}};
 
 /* cuda_mmq_set_few's: -2 not yet read from EDGERUNNER_CUDA_MMQ_FEW, -1 by few_rule, else
