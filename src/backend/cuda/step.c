@@ -433,7 +433,8 @@ er_status cuda_decode_batch(void *ctx, const backend_batch *b, float *logits) {
                              "the batch attention's shares")) != ER_OK ||
             (st = cuda_alloc((void **)&cc->att.ticket, tickets, "the batch attention's tickets")) != ER_OK)
             return st;
-        CUDA_TRY(cudaMemset(cc->att.ticket, 0, tickets));
+        /* in cc->stream: cudaMemset's legacy stream is not ordered with it (non-blocking) */
+        CUDA_TRY(cudaMemsetAsync(cc->att.ticket, 0, tickets, cc->stream));
     }
     CUDA_TRY(cudaMemcpyAsync(cc->batch, cc->batch_host, (size_t)(4 * cc->n_batch) * sizeof(int32_t),
                              cudaMemcpyHostToDevice, cc->stream));
