@@ -1039,7 +1039,7 @@ static cudaError_t launch_few_nt(const cuda_weight *w, const mmq_args &p, int n_
  * (bench/gpu_matvec_bench.c with T, H100, one call each; docs/perf-log.md, thirty-seventh
  * session for Q6_K at 3-4 tokens, thirty-ninth at 1-2, thirty-eighth for the others): a
  * thread a row pays where rows are many, less so as tokens are added (8B, us ring / few
- * at 1, 2, 4 tokens: Q4_K 94.8 / 52.7, 58.4, 72.6; Q6_K 137.1 / 85.4, 94.0, 137.6; Q8_0
+ * at 1, 2, 4 tokens: Q4_K 94.8 / 52.7, 58.4, 72.6; Q6_K 137.1 / 85.4, 94.0, 132.0; Q8_0
  * 97.6 / 88.8, 93.9, 104.1, its gate|up alone 48.7 / 46.5 at 4 tokens); on 0.6B's
  * smallest matrix Q6_K's loses even at one token (wo, 2.1M: the ring 4.82 us, k_mmq_few
  * 5.51; down, 3.1M: 5.70 / 5.52). */
