@@ -179,14 +179,13 @@ template <int DPL, int KV>
 __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, const cuda_batch_rows br,
                                 void *k_cache_l, void *v_cache_l) {
     __shared__ float bufs[8][32 * DPL];
-    pdl_wait();
-    pdl_launch_next();
     const int t = blockIdx.x, hh = blockIdx.y * 8 + threadIdx.y, lane = threadIdx.x;
-    if (hh >= p.n_head + p.n_head_kv)
-        return;
+    const bool live = hh < p.n_head + p.n_head_kv;
     float *buf = bufs[threadIdx.y];
     const int hd = p.head_dim, kv_dim = p.n_head_kv * hd, q_dim = p.n_head * hd;
     float *row = qkv + (size_t)t * (q_dim + 2 * kv_dim);
+    /* the token's rows (the batch's positions, copied before the graph), its norm weights
+     * and RoPE angles: read while the previous kernel ends */
     const void *kc = k_cache_l, *vc = v_cache_l;
     const int pos = token_rows(br, t, pos0, &kc, &vc);
     void *k_cache = const_cast<void *>(kc), *v_cache = const_cast<void *>(vc);
@@ -194,8 +193,14 @@ __global__ void k_qk_rope_store(const cuda_attn_params p, float *qkv, int pos0, 
     const float *norm_w = is_q ? p.q_norm : p.k_norm;
     float nw[DPL];
     float2 cs[(DPL + 1) / 2];
-    load_norm<DPL>(norm_w, hd, lane, nw);
-    load_rope<DPL>(p, pos, lane, cs);
+    if (live) {
+        load_norm<DPL>(norm_w, hd, lane, nw);
+        load_rope<DPL>(p, pos, lane, cs);
+    }
+    pdl_wait();
+    pdl_launch_next();
+    if (!live)
+        return;
     if (is_q) {
         head_norm_rope<DPL>(row + hh * hd, head_bias(p, hh * hd), buf, norm_w != nullptr, nw, cs, p, lane);
         for (int i = lane; i < hd; i += 32)

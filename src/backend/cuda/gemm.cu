@@ -275,11 +275,15 @@ __global__ void __launch_bounds__(1024)
 k_split_norm(const float *__restrict__ part, int n_split, size_t plane, int n, float *__restrict__ x,
              const float *__restrict__ w, float eps, __half *__restrict__ h) {
     __shared__ float red[32];
+    const int stride = blockDim.x; /* n / E */
+    float wv[E]; /* the norm's weights, read while the GEMM ends */
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        wv[k] = w[threadIdx.x + k * stride];
     pdl_wait();
     pdl_launch_next();
     const float *pr = part + (size_t)blockIdx.x * n + threadIdx.x;
     float *xr = x + (size_t)blockIdx.x * n + threadIdx.x;
-    const int stride = blockDim.x; /* n / E */
     float v[E], ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < E; k++)
@@ -298,10 +302,8 @@ k_split_norm(const float *__restrict__ part, int n_split, size_t plane, int n, f
     ss = block_sum(ss, red);
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
 #pragma unroll
-    for (int k = 0; k < E; k++) {
-        const int i = threadIdx.x + k * stride;
-        h[(size_t)blockIdx.x * n + i] = __float2half_rn(v[k] * scale * w[i]);
-    }
+    for (int k = 0; k < E; k++)
+        h[(size_t)blockIdx.x * n + threadIdx.x + k * stride] = __float2half_rn(v[k] * scale * wv[k]);
 }
 
 /* Elements a thread of k_split_norm for rows of n: the fewest of 1, 2, 4, 5, 8 that leave
