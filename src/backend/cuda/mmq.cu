@@ -409,19 +409,27 @@ static __device__ __forceinline__ int k_head_at(int kb0, int part) {
     return part ? 16 + 4 * (kb0 & 7) : 0;
 }
 
-/* Where piece `part` (k_head_at) of row `row`'s K scales for the stage at block kb0 is in
- * w.d (rows of K / 256 super-blocks' scale bytes). */
+/* Where the scale bytes of the super-block holding block kb0 of row `row` start in w.d
+ * (rows of K / 256 super-blocks' scale bytes). */
 template <int WT>
-static __device__ __forceinline__ const uint8_t *k_head_src(const cuda_weight &w, int64_t row, int kb0, int part) {
+static __device__ __forceinline__ const uint8_t *k_super_src(const cuda_weight &w, int64_t row, int kb0) {
     constexpr int SB = cuda_wtype_scale_bytes(WT);
     const int64_t k_row_bytes = (int64_t)((int)w.n_in / 256 * SB);
-    return (const uint8_t *)w.d + (kb0 >> 3) * SB + row * k_row_bytes + k_head_at<WT>(kb0, part);
+    return (const uint8_t *)w.d + (kb0 >> 3) * SB + row * k_row_bytes;
+}
+
+/* Where piece `part` (k_head_at) of row `row`'s K scales for the stage at block kb0 is in
+ * w.d. */
+template <int WT>
+static __device__ __forceinline__ const uint8_t *k_head_src(const cuda_weight &w, int64_t row, int kb0, int part) {
+    return k_super_src<WT>(w, row, kb0) + k_head_at<WT>(kb0, part);
 }
 
 /* Block b's scales of the stage at kb from its row's staged K scales at k (k_head_at's
- * layout; WHOLE: Q6_K's super-block's 84 bytes as they lie, k_mmq_few's), as chunk_scale
- * decodes them from the row's: Q6_K its two groups' scales, Q4_K and Q5_K the sub-block's
- * scale and offset. */
+ * layout; WHOLE: Q6_K's super-block's scale bytes as they lie in w.d, k_mmq_few's), as
+ * chunk_scale decodes them from the row's: Q6_K its two groups' scales, Q4_K and Q5_K the
+ * sub-block's scale and offset. (chunk_scale itself on the WHOLE bytes compiled to other
+ * code, 0.4% slower: docs/perf-log.md, thirty-ninth session.) */
 template <int WT, bool WHOLE = false>
 static __device__ __forceinline__ float2 head_dec(const uint8_t *k, int kb, int b) {
     if constexpr (WT == CUDA_W_Q6_K && WHOLE)
@@ -788,7 +796,7 @@ struct few_layout {
     static constexpr int BB = (int)cuda_row_bytes(WT, 32), ROW = CB * BB + 16;
     static constexpr int HEAD = cuda_wtype_int8_one_scale(WT)  ? 2 * CB
                                 : WT == CUDA_W_Q5_K             ? 16 + 4 * CB
-                                : WT == CUDA_W_Q6_K && CB == 8 ? 84 /* the super-block's, whole */
+                                : WT == CUDA_W_Q6_K && CB == 8 ? cuda_wtype_scale_bytes(WT) /* whole */
                                                                 : k_head_bytes<WT>();
     static constexpr int head = 32 * ROW, stage = head + 32 * HEAD, ring = S * stage;
     static constexpr int x = MF_WARPS * ring, x_d = x + NT * MF_XCB * 32, x_s = x_d + NT * MF_XCB * 4;
@@ -829,11 +837,12 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
         cp_async4(h, d);
         cp_async4(h + 4, d + 2);
     } else if constexpr (WT == CUDA_W_Q6_K && L::CB == 8) { /* 32 rows x 21 words, a few rows an instruction */
+        constexpr int WORDS = L::HEAD / 4; /* the super-block's scale bytes */
 #pragma unroll
-        for (int i = 0; i < 21; i++) {
-            const int f = i * 32 + lane, r = f / 21, word = f % 21;
+        for (int i = 0; i < WORDS; i++) {
+            const int f = i * 32 + lane, r = f / WORDS, word = f % WORDS;
             const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
-            cp_async4(st + L::head + r * L::HEAD + 4 * word, k_head_src<WT>(w, rr, kb0 & ~7, 0) + 4 * word);
+            cp_async4(st + L::head + r * L::HEAD + 4 * word, k_super_src<WT>(w, rr, kb0) + 4 * word);
         }
     } else if constexpr (WT == CUDA_W_Q6_K) { /* 32 rows x 11 words, a few rows an instruction */
 #pragma unroll
