@@ -360,7 +360,14 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     const int nr = min(rows_per_block, n_logical - r0);
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
 
-    /* the weights do not depend on the previous kernel: start their copies first */
+    /* I8: the norm weights of stage_quant's first round. gate|up's go to registers before
+     * its copies below, behind which they would return; qkv's measured slower so
+     * (docs/perf-log.md, fortieth session), and keep their place after them. */
+    constexpr bool W0_FIRST = gated(MODE);
+    float4 w0[2];
+    if constexpr (I8 && W0_FIRST)
+        stage_norm_weights<MV_THREADS, 1>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
+    /* the weights do not depend on the previous kernel: start their copies */
     const staged_x sx = staged_at<WT, I8>(smem, n_in); /* the input, swizzled, or quantized */
     uint8_t *p = smem + staged_x_bytes(WT, I8, n_in);
     const float *nw = /* f32: the norm weights, in shared memory (I8: w0 below) */
@@ -382,8 +389,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
         }
     }
     cp_async_commit(); /* group 2: the weights (group 1: the norm weights, f32 only) */
-    float4 w0[2]; /* I8: the norm weights of stage_quant's first round */
-    if constexpr (I8)
+    if constexpr (I8 && !W0_FIRST)
         stage_norm_weights<MV_THREADS, 1>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
 
     pdl_wait();
@@ -647,8 +653,14 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
+    /* I8: the norm weights of stage_quant's first round: gate|up's first, as k_matvec's */
+    constexpr int G = STREAM_GROUPS(norm);
+    constexpr bool W0_FIRST = gated(MODE);
+    float4 w0[2 * G];
+    if constexpr (I8 && W0_FIRST)
+        stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
     const staged_x sx = staged_at<WT, I8>(smem, n_in); /* the input, swizzled, or quantized */
-    const float *nw = /* f32: the norm weights, in shared memory (I8: w0 below) */
+    const float *nw = /* f32: the norm weights, in shared memory (I8: w0) */
         norm && !I8 ? reinterpret_cast<const float *>(stage_async(smem + staged_x_bytes(WT, I8, n_in), norm_w,
                                                                   (size_t)n_in * sizeof(float)))
                     : nullptr;
@@ -679,9 +691,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         pass_rows<MODE, R>(w, d, rb, sb, gw, n_logical, n_warps, rows, scales);
         stream_chunks<WT, R, STREAM_PRE_CHUNKS>(rows, scales, lane, first);
     }
-    constexpr int G = STREAM_GROUPS(norm);
-    float4 w0[2 * G]; /* I8: the norm weights of stage_quant's first round */
-    if constexpr (I8)
+    if constexpr (I8 && !W0_FIRST)
         stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
     pdl_wait();
     pdl_launch_next();
