@@ -666,19 +666,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
                     : nullptr;
     cp_async_commit();
     cp_async_commit(); /* (empty) stage_input waits for all groups but the last */
-    /* l2 < 0: the first pass's rows, which do not depend on the previous kernel, on their
-     * way to L2 while this block waits for it and stages the input (stream_l2) */
     static_assert(R == 2 || (R == 3 && !gated(MODE)), "rows per warp and pass");
-    if (l2 < 0 && gw < n_logical) {
-        for (int k = 0; k < R; k++) {
-            const int rk = pass_row<MODE>(gw, k, n_logical, n_warps);
-            if (rk >= n_logical * parts)
-                break;
-            const uint8_t *row = w + (size_t)rk * rb;
-            for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
-        }
-    }
     /* the types of cuda_wtype_stream_pre (unless pre is 0): the first chunks of the first
      * two rows in registers before the wait, so that the first dot products need not wait
      * for HBM after the input is staged (stream_chunks) */
@@ -693,6 +681,19 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     }
     if constexpr (I8 && !W0_FIRST)
         stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
+    /* l2 < 0: the first pass's rows, which do not depend on the previous kernel, on their
+     * way to L2 while this block waits for it and stages the input (stream_l2); after the
+     * loads into registers above, which would return behind them */
+    if (l2 < 0 && gw < n_logical) {
+        for (int k = 0; k < R; k++) {
+            const int rk = pass_row<MODE>(gw, k, n_logical, n_warps);
+            if (rk >= n_logical * parts)
+                break;
+            const uint8_t *row = w + (size_t)rk * rb;
+            for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
+        }
+    }
     pdl_wait();
     pdl_launch_next();
     /* l2 > 0: up to that many bytes of each first-pass row (past the chunks in `first`),
