@@ -824,33 +824,27 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
     }
     const int64_t row = row0 + lane < w.n_out ? row0 + lane : w.n_out - 1;
     uint8_t *h = st + L::head + lane * L::HEAD;
-    if constexpr (cuda_wtype_int8_one_scale(WT) && L::CB != MR_CB) { /* 32 rows x CB / 2 words */
-#pragma unroll
-        for (int i = 0; i < L::CB / 2; i++) {
-            const int f = i * 32 + lane, r = f / (L::CB / 2), word = f % (L::CB / 2);
-            const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
-            if (2 * word < nb)
-                cp_async4(st + L::head + r * L::HEAD + 4 * word, (const __half *)w.d + rr * (K / 32) + kb0 + 2 * word);
-        }
-    } else if constexpr (cuda_wtype_int8_one_scale(WT)) {
-        const __half *d = (const __half *)w.d + row * (K / 32) + kb0;
-        cp_async4(h, d);
-        cp_async4(h + 4, d + 2);
-    } else if constexpr (WT == CUDA_W_Q6_K && L::CB == 8) { /* 32 rows x 21 words, a few rows an instruction */
-        constexpr int WORDS = L::HEAD / 4; /* the super-block's scale bytes */
+    /* the stage's scales as words of 4 bytes, 32 rows x WORDS, a few rows an instruction:
+     * Q8_0's and Q4_0's halves in pairs, Q6_K's super-block scale bytes whole (stages of 8
+     * blocks) or the stage's 11 words (k_head_src) */
+    constexpr bool ONE = cuda_wtype_int8_one_scale(WT);
+    constexpr bool WORDWISE = (ONE && L::CB != MR_CB) || WT == CUDA_W_Q6_K;
+    constexpr int WORDS = ONE ? L::CB / 2 : WT == CUDA_W_Q6_K && L::CB == 8 ? L::HEAD / 4 : 11;
+    if constexpr (WORDWISE) {
 #pragma unroll
         for (int i = 0; i < WORDS; i++) {
             const int f = i * 32 + lane, r = f / WORDS, word = f % WORDS;
             const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
-            cp_async4(st + L::head + r * L::HEAD + 4 * word, k_super_src<WT>(w, rr, kb0) + 4 * word);
+            const void *src = ONE          ? (const void *)((const __half *)w.d + rr * (K / 32) + kb0 + 2 * word)
+                              : L::CB == 8 ? (const void *)(k_super_src<WT>(w, rr, kb0) + 4 * word)
+                                           : (const void *)k_head_src<WT>(w, rr, kb0, word);
+            if (!ONE || 2 * word < nb)
+                cp_async4(st + L::head + r * L::HEAD + 4 * word, src);
         }
-    } else if constexpr (WT == CUDA_W_Q6_K) { /* 32 rows x 11 words, a few rows an instruction */
-#pragma unroll
-        for (int i = 0; i < 11; i++) {
-            const int f = i * 32 + lane, r = f / 11, word = f % 11;
-            const int64_t rr = row0 + r < w.n_out ? row0 + r : w.n_out - 1;
-            cp_async4(st + L::head + r * L::HEAD + 4 * word, k_head_src<WT>(w, rr, kb0, word));
-        }
+    } else if constexpr (ONE) {
+        const __half *d = (const __half *)w.d + row * (K / 32) + kb0;
+        cp_async4(h, d);
+        cp_async4(h + 4, d + 2);
     } else { /* Q4_K's 16 bytes; Q5_K's and the high bits of the stage's blocks, 4 a piece */
 #pragma unroll
         for (int part = 0; part < L::HEAD / 16; part++)
