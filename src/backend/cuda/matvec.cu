@@ -653,7 +653,11 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
-    /* I8: the norm weights of stage_quant's first round: gate|up's first, as k_matvec's */
+    /* I8: the norm weights of stage_quant's first round: gate|up's first, as k_matvec's.
+     * Issued after the L2 prefetch and the first chunks (until bf2468a and bb8340c), they
+     * were placed by ptxas after griddepcontrol.wait in most normed instances (cuobjdump:
+     * all but Q8_0's of two rows); in this order, before it in all. qkv's issued first
+     * measured slower (docs/perf-log.md, fortieth session). */
     constexpr int G = STREAM_GROUPS(norm);
     constexpr bool W0_FIRST = gated(MODE);
     float4 w0[2 * G];
