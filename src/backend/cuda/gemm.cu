@@ -276,7 +276,9 @@ k_split_norm(const float *__restrict__ part, int n_split, size_t plane, int n, f
              const float *__restrict__ w, float eps, __half *__restrict__ h) {
     __shared__ float red[32];
     const int stride = blockDim.x; /* n / E */
-    float wv[E]; /* the norm's weights, read while the GEMM ends */
+    /* the norm's weights, meant to be read while the GEMM ends; but ptxas places these
+     * loads (ld.global.nc) after the wait (cuobjdump: docs/perf-log.md, fortieth session) */
+    float wv[E];
 #pragma unroll
     for (int k = 0; k < E; k++)
         wv[k] = w[threadIdx.x + k * stride];
