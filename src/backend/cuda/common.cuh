@@ -164,7 +164,10 @@ static cudaError_t allow_smem(K kernel, size_t smem) {
  * it must pdl_wait before reading or writing anything earlier kernels write, and the
  * wait returns when the previous kernel has completed, which itself waited for its own
  * predecessor. A kernel's work on read-only data (weight loads) goes before its wait;
- * see matvec.cu for where the decode kernels let the next one launch. */
+ * see matvec.cu for where the decode kernels let the next one launch. ptxas may place
+ * ld.global.nc loads (__ldg, const __restrict__ pointers) after the wait whatever the
+ * source order (griddepcontrol.wait is ACQBULK in the SASS: cuobjdump -sass shows where
+ * they went); cp.async and coherent loads (plain, __ldcg) stay before it. */
 static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 static __device__ __forceinline__ void pdl_launch_next(void) { asm volatile("griddepcontrol.launch_dependents;"); }
 
