@@ -370,7 +370,7 @@ k_matvec(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, 
     /* the weights do not depend on the previous kernel: start their copies */
     const staged_x sx = staged_at<WT, I8>(smem, n_in); /* the input, swizzled, or quantized */
     uint8_t *p = smem + staged_x_bytes(WT, I8, n_in);
-    const float *nw = /* f32: the norm weights, in shared memory (I8: w0 below) */
+    const float *nw = /* f32: the norm weights, in shared memory (I8: w0) */
         norm && !I8 ? reinterpret_cast<const float *>(stage_async(p, norm_w, (size_t)n_in * sizeof(float))) : nullptr;
     if (!I8)
         p += staged_bytes((size_t)n_in * sizeof(float));

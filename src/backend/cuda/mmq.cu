@@ -402,6 +402,8 @@ static constexpr __host__ __device__ int k_head_bytes(void) {
  * block's scale bytes (k_head_bytes of them, copied in order): Q4_K, Q5_K 16-byte pieces,
  * the first 16 bytes and Q5_K's high bits of the stage's 4 blocks at 16 + 4 (kb0 % 8);
  * Q6_K 11 words, its high bits at 8 (kb0 % 8), scales at 64 + 2 (kb0 % 8), d at 80. */
+/* k_head_at's pieces of a Q6_K stage, a word each: 8 of high bits, 2 of scales, d */
+#define K6_STAGE_WORDS 11
 template <int WT>
 static __device__ __forceinline__ int k_head_at(int kb0, int part) {
     if (WT == CUDA_W_Q6_K)
@@ -517,8 +519,8 @@ static __device__ __forceinline__ void ring_issue_w(const cuda_weight &w, int64_
             cp_async16(k_dst + r * KH + 16 * part, k_head_src<WT>(w, row, kb0, part), 16);
         }
     } else if (WT == CUDA_W_Q6_K) {
-        for (int e = threadIdx.x; e < 64 * 11; e += THREADS) {
-            const int r = e / 11, word = e % 11;
+        for (int e = threadIdx.x; e < 64 * K6_STAGE_WORDS; e += THREADS) {
+            const int r = e / K6_STAGE_WORDS, word = e % K6_STAGE_WORDS;
             const int64_t row = n_tile + r < w.n_out ? n_tile + r : w.n_out - 1;
             cp_async4(k_dst + r * KH + 4 * word, k_head_src<WT>(w, row, kb0, word));
         }
@@ -829,7 +831,7 @@ static __device__ __forceinline__ void few_issue(const cuda_weight &w, int64_t r
      * blocks) or the stage's 11 words (k_head_src) */
     constexpr bool ONE = cuda_wtype_int8_one_scale(WT);
     constexpr bool WORDWISE = (ONE && L::CB != MR_CB) || WT == CUDA_W_Q6_K;
-    constexpr int WORDS = ONE ? L::CB / 2 : WT == CUDA_W_Q6_K && L::CB == 8 ? L::HEAD / 4 : 11;
+    constexpr int WORDS = ONE ? L::CB / 2 : WT == CUDA_W_Q6_K && L::CB == 8 ? L::HEAD / 4 : K6_STAGE_WORDS;
     if constexpr (WORDWISE) {
 #pragma unroll
         for (int i = 0; i < WORDS; i++) {
