@@ -276,12 +276,12 @@ k_split_norm(const float *__restrict__ part, int n_split, size_t plane, int n, f
              const float *__restrict__ w, float eps, __half *__restrict__ h) {
     __shared__ float red[32];
     const int stride = blockDim.x; /* n / E */
-    /* the norm's weights, meant to be read while the GEMM ends; but ptxas places these
-     * loads (ld.global.nc) after the wait (cuobjdump: docs/perf-log.md, fortieth session) */
+    /* the norm's weights, read while the GEMM ends: through L2, as ptxas sinks read-only
+     * path loads (ld.global.nc) past the wait (cuobjdump: docs/perf-log.md, fortieth session) */
     float wv[E];
 #pragma unroll
     for (int k = 0; k < E; k++)
-        wv[k] = w[threadIdx.x + k * stride];
+        wv[k] = __ldcg(w + threadIdx.x + k * stride);
     pdl_wait();
     pdl_launch_next();
     const float *pr = part + (size_t)blockIdx.x * n + threadIdx.x;
