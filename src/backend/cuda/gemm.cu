@@ -277,7 +277,8 @@ k_split_norm(const float *__restrict__ part, int n_split, size_t plane, int n, f
     __shared__ float red[32];
     const int stride = blockDim.x; /* n / E */
     /* the norm's weights, read while the GEMM ends: through L2, as ptxas sinks read-only
-     * path loads (ld.global.nc) past the wait (cuobjdump: docs/perf-log.md, fortieth session) */
+     * path loads (ld.global.nc) past the wait (cuobjdump: docs/perf-log.md, fortieth
+     * and forty-first sessions) */
     float wv[E];
 #pragma unroll
     for (int k = 0; k < E; k++)
