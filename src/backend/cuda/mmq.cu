@@ -402,14 +402,15 @@ static constexpr __host__ __device__ int k_head_bytes(void) {
  * block's scale bytes (k_head_bytes of them, copied in order): Q4_K, Q5_K 16-byte pieces,
  * the first 16 bytes and Q5_K's high bits of the stage's 4 blocks at 16 + 4 (kb0 % 8);
  * Q6_K 11 words, its high bits at 8 (kb0 % 8), scales at 64 + 2 (kb0 % 8), d at 80. */
-/* k_head_at's pieces of a Q6_K stage, a word each: 8 of high bits, 2 of scales, d */
-#define K6_STAGE_WORDS 11
 template <int WT>
 static __device__ __forceinline__ int k_head_at(int kb0, int part) {
     if (WT == CUDA_W_Q6_K)
         return part < 8 ? 8 * (kb0 & 7) + 4 * part : part < 10 ? 64 + 2 * (kb0 & 7) + 4 * (part - 8) : 80;
     return part ? 16 + 4 * (kb0 & 7) : 0;
 }
+
+/* k_head_at's pieces of a Q6_K stage, a word each: 8 of high bits, 2 of scales, d */
+#define K6_STAGE_WORDS 11
 
 /* Where the scale bytes of the super-block holding block kb0 of row `row` start in w.d
  * (rows of K / 256 super-blocks' scale bytes). */
