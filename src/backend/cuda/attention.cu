@@ -23,8 +23,7 @@
 
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
-#define ATT_SPLIT_MAX 128 /* most blocks per head in the split decode: a thread each in the merge */
-static_assert(ATT_SPLIT_MAX == ATT_WARPS * 32, "k_attention_merge gives each share a thread");
+#define ATT_SPLIT_MAX 128 /* most blocks per head in the split decode */
 
 /* An element of a decode round as it sits in a register until used: the F16 cache's
  * 16 bits, else the float's bits. F16 elements are widened only where they are used:
@@ -386,50 +385,62 @@ k_attention_decode_split_f16(const cuda_attn_params p, const float *__restrict__
     }
 }
 
-/* grid (n_head): head h's n_split states of a split decode (part, (n_head, n_split, hd +
- * 2)) merged into its hd outputs in out. Each share's m and l are read by a thread of its
- * own and reduced across the block, then each output sums its n_split values with the
- * loads unrolled: a merge reading them one after another (each thread every share's m,
- * then thread 0 every l) took about 10 us a layer, mostly waiting on dependent loads
- * (measured at Qwen3-0.6B's shape, 16k keys: 33 against 23 us for the split kernel alone);
- * folding the merge into the split kernel's last block to finish was slower still (36
- * us). The order of the sums is fixed. A share without keys (m = -inf) weighs nothing. */
+/* Folds a share's state (mt, lt, at) into an online softmax state (m, l, a); a share
+ * without keys (mt = -inf) weighs nothing. */
+static __device__ __forceinline__ void fold_share(float &m, float &l, float &a, float mt, float lt, float at) {
+    if (mt == -INFINITY)
+        return;
+    const float mn = fmaxf(m, mt), sa = expf(m - mn), sb = expf(mt - mn);
+    l = l * sa + lt * sb;
+    a = a * sa + at * sb;
+    m = mn;
+}
+
+/* grid (n_head, hd / 32 rounded up): 32 outputs of head h, a lane each, from the head's
+ * n_split states (part, (n_head, n_split, hd + 2)). Warp w folds shares w, w + ATT_WARPS,
+ * ... in that order, MERGE_LOADS at a time whose loads are all issued before any is used;
+ * warp 0 then folds the 4 warps' states in order, so the order of the sums is fixed. Its
+ * latency is the step's (wo waits for it): up to 64 shares cost one round trip to L2.
+ * The merge before (grid (n_head), a thread a share) read every share's m and l, reduced
+ * them across the block, then each output's n_split values 16 at a time: 5 round trips
+ * at 49 shares. Measured on an H100 (docs/perf-log.md, forty-second session; gpu_depth.sh,
+ * 256 steps), one round trip: Qwen3-0.6B Q8_0 1,283 -> 1,363 tok/s at 4,096 keys, 793 ->
+ * 833 at 16,384; 8B Q8_0 266 -> 272 at 4,096. Reading them one after another (each thread
+ * every share's m) had taken 10 us a layer at 0.6B's 16k keys; folding the merge into the
+ * split kernel's last block to finish was slower than both (twenty-eighth session). */
+#define MERGE_LOADS 16
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_merge(const float *__restrict__ part, int n_split, int hd, float *__restrict__ out) {
-    __shared__ float weight[ATT_SPLIT_MAX], w_red[ATT_WARPS];
+    __shared__ float wm[ATT_WARPS][32], wl[ATT_WARPS][32], wa[ATT_WARPS][32]; /* (m, l, a) a warp and lane */
     const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int i = blockIdx.y * 32 + lane; /* this lane's output */
     const float *ph = part + (size_t)h * n_split * (hd + 2);
     pdl_launch_next();
     pdl_wait();
-    /* n_split <= ATT_SPLIT_MAX = blockDim.x: thread s holds share s */
-    const int s = threadIdx.x;
-    const float m = s < n_split ? __ldcg(ph + (size_t)s * (hd + 2)) : -INFINITY;
-    const float l = s < n_split ? __ldcg(ph + (size_t)s * (hd + 2) + 1) : 0.0f;
-    float gm = warp_max(m);
-    if (lane == 0)
-        w_red[warp] = gm;
-    __syncthreads();
-    gm = w_red[0];
-    for (int w = 1; w < ATT_WARPS; w++)
-        gm = fmaxf(gm, w_red[w]);
-    const float wt = m == -INFINITY ? 0.0f : expf(m - gm);
-    if (s < n_split)
-        weight[s] = wt;
-    const float wl = warp_sum(wt * l);
-    __syncthreads(); /* every warp has read w_red */
-    if (lane == 0)
-        w_red[warp] = wl;
-    __syncthreads();
-    float gl = 0.0f;
-    for (int w = 0; w < ATT_WARPS; w++)
-        gl += w_red[w];
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float a = 0.0f;
-#pragma unroll 16
-        for (int t = 0; t < n_split; t++)
-            a += weight[t] * __ldcg(ph + (size_t)t * (hd + 2) + 2 + i);
-        out[h * hd + i] = a / gl;
+    float m = -INFINITY, l = 0.0f, a = 0.0f;
+    for (int t0 = warp; t0 < n_split; t0 += MERGE_LOADS * ATT_WARPS) {
+        float mt[MERGE_LOADS], lt[MERGE_LOADS], at[MERGE_LOADS];
+#pragma unroll
+        for (int k = 0; k < MERGE_LOADS; k++) {
+            const int t = t0 + k * ATT_WARPS;
+            const float *ps = ph + (size_t)t * (hd + 2);
+            mt[k] = t < n_split ? __ldcg(ps) : -INFINITY;
+            lt[k] = t < n_split ? __ldcg(ps + 1) : 0.0f;
+            at[k] = t < n_split && i < hd ? __ldcg(ps + 2 + i) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < MERGE_LOADS; k++)
+            fold_share(m, l, a, mt[k], lt[k], at[k]);
     }
+    wm[warp][lane] = m;
+    wl[warp][lane] = l;
+    wa[warp][lane] = a;
+    __syncthreads();
+    if (warp != 0 || i >= hd)
+        return;
+    for (int w = 1; w < ATT_WARPS; w++)
+        fold_share(m, l, a, wm[w][lane], wl[w][lane], wa[w][lane]);
+    out[h * hd + i] = a / l;
 }
 
 template <int DPL, int KV>
@@ -541,7 +552,7 @@ extern "C" cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, co
     cudaLaunchConfig_t cfg = pdl_config(dim3(sl.grid_heads, n_split), dim3(ATT_WARPS * 32), sl.smem, stream, &attr);
     if ((e = cudaLaunchKernelEx(&cfg, sl.fn, *p, qkv, k_cache, v_cache, state, part)) != cudaSuccess)
         return e;
-    cfg = pdl_config(dim3(p->n_head), dim3(ATT_WARPS * 32), 0, stream, &attr);
+    cfg = pdl_config(dim3(p->n_head, (p->head_dim + 31) / 32), dim3(ATT_WARPS * 32), 0, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_attention_merge, (const float *)part, n_split, p->head_dim, out);
 }
 
