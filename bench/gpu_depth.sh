@@ -18,6 +18,8 @@
 #
 # Usage (on the GPU machine): LB=path/to/llama-bench DEPTHS="0 4096 16384" STEPS=512 \
 #     bench/gpu_depth.sh build/edgerunner FILE.gguf ...      (a markdown table on stdout)
+# llama-bench loads only files with a tokenizer (make_random_qwen3.py --vocab); where it
+# gives no figure the column says "?" and stderr says why.
 set -uo pipefail
 er=$1
 shift
@@ -59,8 +61,10 @@ for f in "$@"; do
     for d in $DEPTHS; do
         lc="?"
         if [ -n "$LB" ]; then
-            lc=$("$LB" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d "$d" -r 3 -o json 2> /dev/null |
+            lc=$("$LB" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d "$d" -r 3 -o json 2> /tmp/gpu_depth_lb.err |
                 python3 -c "import json, sys; r = json.load(sys.stdin); print(f'{r[0][\"avg_ts\"]:.0f}')" 2> /dev/null || echo "?")
+            # why there is no figure (a file without the tokenizer, a missing library), on stderr
+            [ "$lc" = "?" ] && echo "gpu_depth.sh: llama-bench gave no figure: $(grep -i error /tmp/gpu_depth_lb.err | tail -1)" >&2
         fi
         row="| $b | $d | $lc"
         first=""
