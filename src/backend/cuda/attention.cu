@@ -23,7 +23,6 @@
 
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
-#define ATT_SPLIT_MAX 128 /* most blocks per head in the split decode */
 
 /* An element of a decode round as it sits in a register until used: the F16 cache's
  * 16 bits, else the float's bits. F16 elements are widened only where they are used:
@@ -536,14 +535,14 @@ extern "C" int cuda_attention_split_count(const cuda_attn_params *p) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sl.fn, ATT_WARPS * 32, sl.smem) != cudaSuccess)
         return 1;
     const int n = per_sm * n_sm / sl.grid_heads;
-    return n < 1 ? 1 : n > ATT_SPLIT_MAX ? ATT_SPLIT_MAX : n;
+    return n < 1 ? 1 : n > CUDA_ATT_SPLIT_MAX ? CUDA_ATT_SPLIT_MAX : n;
 }
 
 extern "C" cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *qkv, void *k_cache,
                                                    void *v_cache, const cuda_step_state *state, float *part,
                                                    int n_split, float *out, cudaStream_t stream) {
     const split_launch sl = split_kernel(p);
-    if (!sl.fn || n_split < 1 || n_split > ATT_SPLIT_MAX)
+    if (!sl.fn || n_split < 1 || n_split > CUDA_ATT_SPLIT_MAX)
         return cudaErrorInvalidValue;
     cudaError_t e = allow_smem(sl.fn, sl.smem);
     if (e != cudaSuccess)

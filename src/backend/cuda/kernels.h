@@ -174,8 +174,10 @@ cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, v
 cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *qkv, void *k_cache, void *v_cache,
                                         const cuda_step_state *state, float *part, int n_split, float *out,
                                         cudaStream_t stream);
+/* The most blocks per head cuda_attention_decode_split takes. */
+enum { CUDA_ATT_SPLIT_MAX = 128 };
 /* Blocks per head for cuda_attention_decode_split: as many as are resident on the device
- * at once, in [1, 128]. */
+ * at once, in [1, CUDA_ATT_SPLIT_MAX]. */
 int cuda_attention_split_count(const cuda_attn_params *p);
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : biases + Q/K norm + RoPE in
