@@ -23,6 +23,8 @@
 set -uo pipefail
 er=$1
 shift
+lb_err=$(mktemp) # llama-bench's stderr, for the reason when it gives no figure
+trap 'rm -f "$lb_err"' EXIT
 DEPTHS=${DEPTHS:-0 4096 16384}
 STEPS=${STEPS:-512}
 LB=${LB:-}
@@ -61,10 +63,10 @@ for f in "$@"; do
     for d in $DEPTHS; do
         lc="?"
         if [ -n "$LB" ]; then
-            lc=$("$LB" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d "$d" -r 3 -o json 2> /tmp/gpu_depth_lb.err |
+            lc=$("$LB" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d "$d" -r 3 -o json 2> "$lb_err" |
                 python3 -c "import json, sys; r = json.load(sys.stdin); print(f'{r[0][\"avg_ts\"]:.0f}')" 2> /dev/null || echo "?")
             # why there is no figure (a file without the tokenizer, a missing library), on stderr
-            [ "$lc" = "?" ] && echo "gpu_depth.sh: llama-bench gave no figure: $(grep -i error /tmp/gpu_depth_lb.err | tail -1)" >&2
+            [ "$lc" = "?" ] && echo "gpu_depth.sh: llama-bench gave no figure: $(grep -i error "$lb_err" | tail -1)" >&2
         fi
         row="| $b | $d | $lc"
         first=""
