@@ -102,8 +102,8 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     {
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
         /* EDGERUNNER_CUDA_N_SPLIT (1 to CUDA_ATT_SPLIT_MAX) overrides the blocks per KV head,
-         * for measurements: fewer than the resident slots measured faster at 8B
-         * (docs/perf-log.md, forty-second session) */
+         * for measurements: fewer than the resident slots measured faster where chains run
+         * (4B and 8B Q8_0), slower elsewhere (docs/perf-log.md, forty-third session) */
         const int64_t n_split = env_int("EDGERUNNER_CUDA_N_SPLIT", cuda_attention_split_count(&ap));
         cc->n_split = (int)(n_split < 1 ? 1 : n_split > CUDA_ATT_SPLIT_MAX ? CUDA_ATT_SPLIT_MAX : n_split);
         /* the fused epilogues: not with post-norms, nor rows k_split_norm does not take */
