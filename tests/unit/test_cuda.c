@@ -1847,9 +1847,10 @@ void test_cuda(void) {
     /* the split decode over a long context (n_head, n_head_kv, head_dim, position, window,
      * biases): Qwen3-0.6B's heads at 1 to 16,384 positions, Qwen3-8B's and 32B's, heads of
      * 64, 256 (with a window), 80 and 8 dims, Qwen2's biases; each with the device's
-     * block count (cuda_attention_split_count), one block, 7 (shares not a power of two)
-     * and 128 (more blocks than rounds of keys: empty shares), each in the F16 cache (the
-     * default, its own kernel for heads of 64, 128 and 256) and in F32 or Q8_0 by turns */
+     * block count (cuda_attention_split_count), its count at 2 a multiprocessor (between
+     * chains), one block, 7 (shares not a power of two) and 128 (more blocks than rounds
+     * of keys: empty shares), each in the F16 cache (the default, its own kernel for heads
+     * of 64, 128 and 256) and in F32 or Q8_0 by turns */
     static const int split[][6] = {{16, 8, 128, 0, 0, 0},     {16, 8, 128, 15, 0, 0},    {16, 8, 128, 16, 0, 0},
                                    {16, 8, 128, 17, 0, 0},    {16, 8, 128, 1000, 0, 0},  {16, 8, 128, 4095, 0, 0},
                                    {16, 8, 128, 16383, 0, 0}, {32, 8, 128, 5000, 0, 0},  {64, 8, 128, 2000, 0, 0},
@@ -1860,9 +1861,11 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
         const int *a = split[i];
         const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, a[4]);
-        const int n_dev = cuda_attention_split_count(&p), counts[] = {n_dev, 1, 7, 128};
-        CHECK(n_dev >= 1 && n_dev <= 128, "split count %d for %d heads", n_dev, a[0]);
-        for (int c = 0; c < 8; c++) {
+        const int n_dev = cuda_attention_split_count(&p, 0), n_two = cuda_attention_split_count(&p, 2);
+        const int counts[] = {n_dev, n_two, 1, 7, 128};
+        CHECK(n_dev >= 1 && n_dev <= 128 && n_two >= 1 && n_two <= n_dev, "split counts %d, %d for %d heads", n_dev,
+              n_two, a[0]);
+        for (int c = 0; c < 10; c++) {
             const int other = a[2] % 32 == 0 && (i + (size_t)c) % 2 ? CUDA_KV_Q8_0 : CUDA_KV_F32;
             const int kv = c % 2 ? other : CUDA_KV_F16;
             const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, 1, a[5], kv, counts[c / 2], 0};
@@ -1882,7 +1885,7 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof spiked / sizeof spiked[0]; i++) {
         const int *a = spiked[i];
         const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, 0);
-        const int counts[] = {cuda_attention_split_count(&p), 1};
+        const int counts[] = {cuda_attention_split_count(&p, 0), 1};
         for (int c = 0; c < 2; c++) {
             const attn_case ac = {a[0], a[1], a[2], a[3], 0, 1, 1, 0, CUDA_KV_F16, counts[c], 6};
             int cache_ok = 0;
@@ -1895,7 +1898,7 @@ void test_cuda(void) {
     }
     const cuda_attn_params qwen3_06b = {.n_head = 16, .n_head_kv = 8, .head_dim = 128, .kv_type = CUDA_KV_F16};
     printf("  split decode attention: worst error %.2e (%d blocks per head at Qwen3-0.6B's shape)\n", split_worst,
-           cuda_attention_split_count(&qwen3_06b));
+           cuda_attention_split_count(&qwen3_06b, 0));
 
     /* the prefill's Q/K/V preparation (n_head, n_head_kv, head_dim, tokens, pos0, norms,
      * biases): Qwen3, Qwen2 (biases), Gemma-3 (256 dims), stories260K, 80-dim heads */

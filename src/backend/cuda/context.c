@@ -101,11 +101,13 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     cc->split_min = env_int("EDGERUNNER_CUDA_SPLIT_MIN", CUDA_SPLIT_MIN);
     {
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
-        /* EDGERUNNER_CUDA_N_SPLIT (1 to CUDA_ATT_SPLIT_MAX) overrides the blocks per KV head,
-         * for measurements: fewer than the resident slots measured faster where chains run
-         * (4B and 8B Q8_0), slower elsewhere (docs/perf-log.md, forty-third session) */
-        const int64_t n_split = env_int("EDGERUNNER_CUDA_N_SPLIT", cuda_attention_split_count(&ap));
+        /* EDGERUNNER_CUDA_N_SPLIT (1 to CUDA_ATT_SPLIT_MAX) overrides the blocks per KV head
+         * of both, for measurements. attn_part holds n_split's states, the larger. */
+        const int64_t n_env = env_int("EDGERUNNER_CUDA_N_SPLIT", -1);
+        const int64_t n_split = n_env >= 0 ? n_env : cuda_attention_split_count(&ap, 0);
+        const int64_t n_chain = n_env >= 0 ? n_env : cuda_attention_split_count(&ap, CUDA_SPLIT_PER_SM_CHAIN);
         cc->n_split = (int)(n_split < 1 ? 1 : n_split > CUDA_ATT_SPLIT_MAX ? CUDA_ATT_SPLIT_MAX : n_split);
+        cc->n_split_chain = (int)(n_chain < 1 ? 1 : n_chain > cc->n_split ? cc->n_split : n_chain);
         /* the fused epilogues: not with post-norms, nor rows k_split_norm does not take */
         cc->fuse_epilogues = env_int("EDGERUNNER_CUDA_FUSE", 1) != 0 && cuda_gemm_epi_norm_fits(c->n_embd);
         for (int64_t il = 0; il < c->n_layer; il++)

@@ -110,6 +110,7 @@ typedef struct cuda_context {
     cudaGraphExec_t step;    /* the decode step, captured at first use */
     cudaGraphExec_t step_long; /* the same with the split attention (positions >= split_min) */
     int n_split;             /* blocks per head of the split attention (cuda_attention_split_count) */
+    int n_split_chain;       /* the same between chains (CUDA_SPLIT_PER_SM_CHAIN), <= n_split */
     int64_t split_min;       /* the first position whose step splits its attention over the context */
 } cuda_context;
 
@@ -130,6 +131,15 @@ enum { CUDA_SMALL_PROMPT = 4 };
  * environment variable EDGERUNNER_CUDA_SPLIT_MIN overrides it (0: always split), for
  * tests and measurements. */
 enum { CUDA_SPLIT_MIN = 512 };
+
+/* Split attention blocks a multiprocessor where chains (chain.cu) run before and after the
+ * attention; elsewhere as many as fit (3 at Qwen3's heads). A chain block takes a whole
+ * multiprocessor's shared memory, so it waits for every attention block there. On an
+ * H100, 32 blocks per KV head (about 2 a multiprocessor) against 49 (3), tok/s at 1,024 /
+ * 4,096 / 16,384 keys: 8B Q8_0 298 / 283 / 244 against 291 / 277 / 243, 4B Q8_0 456 / 423
+ * / 347 against 443 / 410 / 344; where no chain runs, fewer lost 1-5% (8B Q4_0, 1.7B,
+ * 0.6B; docs/perf-log.md, forty-third session). */
+enum { CUDA_SPLIT_PER_SM_CHAIN = 2 };
 
 /* upload.c */
 er_status cuda_model_upload(const model_view *m, void **out);

@@ -177,8 +177,9 @@ cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *
 /* The most blocks per head cuda_attention_decode_split takes. */
 enum { CUDA_ATT_SPLIT_MAX = 128 };
 /* Blocks per head for cuda_attention_decode_split: as many as are resident on the device
- * at once, in [1, CUDA_ATT_SPLIT_MAX]. */
-int cuda_attention_split_count(const cuda_attn_params *p);
+ * at once, at most per_sm_max a multiprocessor where per_sm_max > 0, in [1,
+ * CUDA_ATT_SPLIT_MAX]. */
+int cuda_attention_split_count(const cuda_attn_params *p, int per_sm_max);
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : biases + Q/K norm + RoPE in
  * place on q, K/V (with their biases) to the caches. */

@@ -126,13 +126,13 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
         if (!qkv_done)
             CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state,
                                  cc->stream));
-        if (split)
-            CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part, cc->n_split, cc->attn,
-                                                 cc->stream));
-        else
-            CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, cc->stream));
         cuda_chain_link links[CUDA_CHAIN_MAX];
         const int n_links = chain_links(cc, il, links);
+        if (split)
+            CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part,
+                                                 n_links ? cc->n_split_chain : cc->n_split, cc->attn, cc->stream));
+        else
+            CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, cc->stream));
         qkv_done = n_links == 4;
         if (n_links) {
             CUDA_TRY(cuda_chain(links, n_links, c->norm_eps, cc->state, chained, cc->stream));
