@@ -133,12 +133,13 @@ enum { CUDA_SMALL_PROMPT = 4 };
 enum { CUDA_SPLIT_MIN = 512 };
 
 /* Split attention blocks a multiprocessor where chains (chain.cu) run before and after the
- * attention; elsewhere as many as fit (3 at Qwen3's heads). A chain block takes a whole
- * multiprocessor's shared memory, so it waits for every attention block there. On an
- * H100, 32 blocks per KV head (about 2 a multiprocessor) against 49 (3), tok/s at 1,024 /
- * 4,096 / 16,384 keys: 8B Q8_0 298 / 283 / 244 against 291 / 277 / 243, 4B Q8_0 456 / 423
- * / 347 against 443 / 410 / 344; where no chain runs, fewer lost 1-5% (8B Q4_0, 1.7B,
- * 0.6B; docs/perf-log.md, forty-third session). */
+ * attention; elsewhere as many as fit (3 at Qwen3's heads). Measured, not explained in
+ * full: a chain block takes a whole multiprocessor's shared memory, so no attention block
+ * shares a multiprocessor with it, on either side. On an H100, 32 blocks per KV head
+ * (about 2 a multiprocessor) against 49 (3), tok/s at 1,024 / 4,096 / 16,384 keys: 8B
+ * Q8_0 298 / 283 / 244 against 291 / 277 / 243, 4B Q8_0 456 / 423 / 347 against 443 /
+ * 410 / 344; where no chain runs, fewer lost 1-5% (8B Q4_0, 1.7B, 0.6B; docs/perf-log.md,
+ * forty-third session). */
 enum { CUDA_SPLIT_PER_SM_CHAIN = 2 };
 
 /* upload.c */
