@@ -127,7 +127,10 @@ enum { CUDA_SMALL_PROMPT = 4 };
  *   Qwen3-4B Q4_0 695 / 645 at 384, 653 / 638 at 640;
  *   Qwen3-8B Q4_0 563 / 533 at 256, 535 / 532 at 512, 523 / 535 at 640, 488 / 531 at 1,024.
  * The crossover moves with the model (1.7B's near 256, 4B's past 640); 512 takes most of
- * what splitting gains (+9-17% from 768 at 0.6B and 1.7B) for a few percent at 4B. The
+ * what splitting gains (+9-17% from 768 at 0.6B and 1.7B) for a few percent at 4B.
+ * Checked on an H100 after a6aee5e's merge and CUDA_SPLIT_PER_SM_CHAIN (forty-fourth
+ * session): split against cluster, 256 steps from 256 keys, 8B Q8_0 298 / 303, 4B Q8_0
+ * 463 / 476, 0.6B level; from 768 split wins in all four files measured. The
  * environment variable EDGERUNNER_CUDA_SPLIT_MIN overrides it (0: always split), for
  * tests and measurements. */
 enum { CUDA_SPLIT_MIN = 512 };
@@ -135,11 +138,12 @@ enum { CUDA_SPLIT_MIN = 512 };
 /* Split attention blocks a multiprocessor where chains (chain.cu) run before and after the
  * attention; elsewhere as many as fit (3 at Qwen3's heads). Measured, not explained in
  * full: a chain block takes a whole multiprocessor's shared memory, so no attention block
- * shares a multiprocessor with it, on either side. On an H100, 32 blocks per KV head
- * (about 2 a multiprocessor) against 49 (3), tok/s at 1,024 / 4,096 / 16,384 keys: 8B
- * Q8_0 298 / 283 / 244 against 291 / 277 / 243, 4B Q8_0 456 / 423 / 347 against 443 /
- * 410 / 344; where no chain runs, fewer lost 1-5% (8B Q4_0, 1.7B, 0.6B; docs/perf-log.md,
- * forty-third session). */
+ * shares a multiprocessor with it, on either side. On an H100, this rule (33 blocks per KV
+ * head) against 3 a multiprocessor (49), tok/s at 1,024 / 4,096 / 16,384 keys, two runs
+ * each: 8B Q8_0 297 / 282 / 243-245 against 291 / 277 / 242-243, 4B Q8_0 456-457 /
+ * 419-420 / 339-343 against 442-443 / 411-412 / 346-348, 4B Q4_0 618-620 / 568-569 /
+ * 424-429 against 606-608 / 542-545 / 426-428. Where no chain runs, fewer blocks lost 1-5%
+ * (8B Q4_0, 1.7B, 0.6B; both in docs/perf-log.md, forty-third and forty-fourth sessions). */
 enum { CUDA_SPLIT_PER_SM_CHAIN = 2 };
 
 /* upload.c */
