@@ -39,6 +39,7 @@ void test_cuda_gemm(void) { printf("cuda_gemm: built without CUDA, nothing to te
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/internal.h"
 #include "backend/cuda/kernels.h"
 #include "core/fp16.h"
 #include "quant/quants.h"
@@ -1847,10 +1848,10 @@ void test_cuda(void) {
     /* the split decode over a long context (n_head, n_head_kv, head_dim, position, window,
      * biases): Qwen3-0.6B's heads at 1 to 16,384 positions, Qwen3-8B's and 32B's, heads of
      * 64, 256 (with a window), 80 and 8 dims, Qwen2's biases; each with the device's
-     * block count (cuda_attention_split_count), its count at 2 a multiprocessor (between
-     * chains), one block, 7 (shares not a power of two) and 128 (more blocks than rounds
-     * of keys: empty shares), each in the F16 cache (the default, its own kernel for heads
-     * of 64, 128 and 256) and in F32 or Q8_0 by turns */
+     * block count (cuda_attention_split_count), its count between chains
+     * (CUDA_SPLIT_PER_SM_CHAIN a multiprocessor), one block, 7 (shares not a power of two)
+     * and 128 (more blocks than rounds of keys: empty shares), each in the F16 cache (the
+     * default, its own kernel for heads of 64, 128 and 256) and in F32 or Q8_0 by turns */
     static const int split[][6] = {{16, 8, 128, 0, 0, 0},     {16, 8, 128, 15, 0, 0},    {16, 8, 128, 16, 0, 0},
                                    {16, 8, 128, 17, 0, 0},    {16, 8, 128, 1000, 0, 0},  {16, 8, 128, 4095, 0, 0},
                                    {16, 8, 128, 16383, 0, 0}, {32, 8, 128, 5000, 0, 0},  {64, 8, 128, 2000, 0, 0},
@@ -1861,10 +1862,11 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
         const int *a = split[i];
         const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, a[4]);
-        const int n_dev = cuda_attention_split_count(&p, 0), n_two = cuda_attention_split_count(&p, 2);
-        const int counts[] = {n_dev, n_two, 1, 7, 128};
-        CHECK(n_dev >= 1 && n_dev <= 128 && n_two >= 1 && n_two <= n_dev, "split counts %d, %d for %d heads", n_dev,
-              n_two, a[0]);
+        const int n_dev = cuda_attention_split_count(&p, 0);
+        const int n_chain = cuda_attention_split_count(&p, CUDA_SPLIT_PER_SM_CHAIN);
+        const int counts[] = {n_dev, n_chain, 1, 7, 128};
+        CHECK(n_dev >= 1 && n_dev <= 128 && n_chain >= 1 && n_chain <= n_dev, "split counts %d, %d for %d heads",
+              n_dev, n_chain, a[0]);
         for (int c = 0; c < 10; c++) {
             const int other = a[2] % 32 == 0 && (i + (size_t)c) % 2 ? CUDA_KV_Q8_0 : CUDA_KV_F32;
             const int kv = c % 2 ? other : CUDA_KV_F16;
