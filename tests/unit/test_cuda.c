@@ -1865,8 +1865,8 @@ void test_cuda(void) {
         const int n_dev = cuda_attention_split_count(&p, 0);
         const int n_chain = cuda_attention_split_count(&p, CUDA_SPLIT_PER_SM_CHAIN);
         const int counts[] = {n_dev, n_chain, 1, 7, 128};
-        CHECK(n_dev >= 1 && n_dev <= 128 && n_chain >= 1 && n_chain <= n_dev, "split counts %d, %d for %d heads",
-              n_dev, n_chain, a[0]);
+        CHECK(n_dev >= 1 && n_dev <= CUDA_ATT_SPLIT_MAX && n_chain >= 1 && n_chain <= n_dev,
+              "split counts %d, %d for %d heads", n_dev, n_chain, a[0]);
         for (int c = 0; c < 10; c++) {
             const int other = a[2] % 32 == 0 && (i + (size_t)c) % 2 ? CUDA_KV_Q8_0 : CUDA_KV_F32;
             const int kv = c % 2 ? other : CUDA_KV_F16;

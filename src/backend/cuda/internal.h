@@ -135,8 +135,8 @@ enum { CUDA_SMALL_PROMPT = 4 };
  * tests and measurements. */
 enum { CUDA_SPLIT_MIN = 512 };
 
-/* Split attention blocks a multiprocessor where chains (chain.cu) run before and after the
- * attention; elsewhere as many as fit (3 at Qwen3's heads). Measured, not explained in
+/* The split attention's blocks a multiprocessor where chains (chain.cu) run before and
+ * after it; elsewhere as many as fit (3 at Qwen3's heads). Measured, not explained in
  * full: a chain block takes a whole multiprocessor's shared memory, so no attention block
  * shares a multiprocessor with it, on either side. On an H100, this rule (33 blocks per KV
  * head) against 3 a multiprocessor (49), tok/s at 1,024 / 4,096 / 16,384 keys, two runs
