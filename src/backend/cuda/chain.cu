@@ -314,18 +314,17 @@ extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
 }
 
 /* Where the chain measured faster than the matvecs one by one in decode (docs/perf-log.md,
- * twentieth and twenty-first sessions; edgerunner bench, tok/s, chain / one by one):
- * Qwen3-4B (wo and down of 2,560 rows give k_matvec_stream 80 blocks for 132
- * multiprocessors), Q8_0 583 / 552, Q4_0 727 / 713; Qwen3-8B (4,096 rows) Q8_0 390 / 383.
- * Not 8B Q4_0 (578 / 582) nor 1.7B (2,048 rows: Q4_0 1,303 / 1,304; its Q8_0 layer
- * measured slower, 27.0 against 25.8 us). So: residuals of 2,560 rows and up to 4,096
- * for Q8_0, up to two thirds of what fills the streaming blocks (4B) for Q4_0. */
+ * twentieth, twenty-first and forty-fifth sessions; edgerunner bench, tok/s, chain / one
+ * by one): Qwen3-4B (wo and down of 2,560 rows give k_matvec_stream 80 blocks for 132
+ * multiprocessors), Q4_0 727 / 713, on the H200 again 774 / 746; Q8_0 583 / 552, now level
+ * (596 / 596). Not 8B (4,096 rows): Q4_0 578 / 582; Q8_0 390 / 383 at first, since the
+ * streaming matvec's later gains 394-395 / 402-404. Nor 1.7B (2,048 rows: Q4_0 1,303 /
+ * 1,304; its Q8_0 layer measured slower, 27.0 against 25.8 us). So: residuals from 2,560
+ * rows to two thirds of what fills the streaming blocks (4B). */
 extern "C" int cuda_chain_pays(const cuda_chain_link *links, int n) {
     if (n < 1)
         return 0;
     const int64_t rows = links[0].w->n_out; /* wo's: the residual's */
-    if (links[0].w->type == CUDA_W_Q8_0)
-        return rows >= 2560 && rows <= 4096;
     return rows >= 2560 && rows * 3 <= (int64_t)2 * multiprocessors() * cuda_matvec_stream_block_rows();
 }
 

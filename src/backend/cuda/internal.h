@@ -143,7 +143,9 @@ enum { CUDA_SPLIT_MIN = 512 };
  * each: 8B Q8_0 297 / 282 / 243-245 against 291 / 277 / 242-243, 4B Q8_0 456-457 /
  * 419-420 / 339-343 against 442-443 / 411-412 / 346-348, 4B Q4_0 618-620 / 568-569 /
  * 424-429 against 606-608 / 542-545 / 426-428. Where no chain runs, fewer blocks lost 1-5%
- * (8B Q4_0, 1.7B, 0.6B; both in docs/perf-log.md, forty-third and forty-fourth sessions). */
+ * (8B Q4_0, 1.7B, 0.6B; both in docs/perf-log.md, forty-third and forty-fourth sessions).
+ * 8B Q8_0 ran chains then; since the forty-fifth session it does not (cuda_chain_pays)
+ * and takes 3 a multiprocessor. */
 enum { CUDA_SPLIT_PER_SM_CHAIN = 2 };
 
 /* upload.c */
