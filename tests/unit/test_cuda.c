@@ -1867,7 +1867,7 @@ void test_cuda(void) {
         const int counts[] = {n_dev, n_chain, 1, 7, 128};
         CHECK(n_dev >= 1 && n_dev <= CUDA_ATT_SPLIT_MAX && n_chain >= 1 && n_chain <= n_dev,
               "split counts %d, %d for %d heads", n_dev, n_chain, a[0]);
-        for (int c = 0; c < 10; c++) {
+        for (int c = 0; c < 2 * (int)(sizeof counts / sizeof counts[0]); c++) { /* each count in F16, then another */
             const int other = a[2] % 32 == 0 && (i + (size_t)c) % 2 ? CUDA_KV_Q8_0 : CUDA_KV_F32;
             const int kv = c % 2 ? other : CUDA_KV_F16;
             const attn_case ac = {a[0], a[1], a[2], a[3], a[4], 1, 1, a[5], kv, counts[c / 2], 0};
