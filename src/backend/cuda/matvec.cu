@@ -750,6 +750,153 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     }
 }
 
+/* k_matvec_ring: steps (32 chunks of each of a pass's rows, one a lane) each warp keeps in
+ * flight in its own ring of shared memory */
+#ifndef RING_STEPS
+#define RING_STEPS 8
+#endif
+/* bytes of one ring slot: R rows' 512 quant bytes and their scales (Q8_0 32, Q4_0 64) */
+#define RING_SCALE_BYTES(WT) (2 * CHUNK_ELEMS(WT))
+#define RING_SLOT_BYTES(WT, R) ((R) * (512 + RING_SCALE_BYTES(WT)))
+
+/* A warp's cursor over the steps of its passes: pass row r, step s of n_steps, and the
+ * pass's R rows and scales (pass_rows). */
+template <int MODE, int R>
+struct ring_cursor {
+    const uint8_t *rows[R];
+    const __half *scales[R];
+    int r, s;
+};
+
+/* Starts copying the cursor's step into ring slot `slot` (every lane its 16 bytes of each
+ * row, lanes 0..R SL-1 a 16-byte piece of the scales), commits it as one group (an empty
+ * one past the warp's passes, so that each consumed step waits on the same count), and
+ * moves the cursor on. */
+template <int WT, int MODE, int R>
+static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uint8_t *slot, const uint8_t *w,
+                                                  const __half *d, size_t rb, size_t sb, int n_logical, int n_warps,
+                                                  int n_steps, int lane) {
+    constexpr int SCB = RING_SCALE_BYTES(WT), SL = SCB / 16, STEP = gated(MODE) ? 1 : R;
+    if (cur.r < n_logical) {
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            cp_async16(slot + k * 512 + 16 * lane, cur.rows[k] + (size_t)cur.s * 512 + 16 * lane, 16);
+        if (lane < R * SL) { /* (the row picked without indexing: cur stays in registers) */
+            const int kl = lane / SL, piece = lane % SL;
+            const __half *scales = cur.scales[0];
+#pragma unroll
+            for (int k = 1; k < R; k++)
+                scales = k == kl ? cur.scales[k] : scales;
+            cp_async16(slot + R * 512 + kl * SCB + 16 * piece,
+                       reinterpret_cast<const uint8_t *>(scales) + (size_t)cur.s * SCB + 16 * piece, 16);
+        }
+        if (++cur.s == n_steps) {
+            cur.s = 0;
+            cur.r += STEP * n_warps;
+            if (cur.r < n_logical)
+                pass_rows<MODE, R>(w, d, rb, sb, cur.r, n_logical, n_warps, cur.rows, cur.scales);
+        }
+    }
+    cp_async_commit();
+}
+
+/* k_matvec_stream's work (Q8_0 and Q4_0 on the int8 input, rows of whole steps of 32
+ * chunks), with each warp's loads in flight in shared memory rather than registers:
+ * RING_STEPS steps of its rows (RING_STEPS 512 R bytes and their scales) issued by
+ * cp.async ahead of the step it sums, across its passes, `pre` of them before the wait
+ * for the previous kernel. k_matvec_stream holds 4 chunks of 2 rows a lane in registers
+ * (4 KB a warp) and waits for each batch before it sums it. Off unless
+ * EDGERUNNER_CUDA_RING=1 (an experiment). */
+template <int WT, int MODE, int R>
+__global__ void __launch_bounds__(STREAM_THREADS, 1)
+k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
+              const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
+              int pre) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+    constexpr bool norm = MODE == MV_NORM_STORE || gated(MODE);
+    constexpr int parts = gated(MODE) ? 2 : 1, STEP = gated(MODE) ? 1 : R, SCB = RING_SCALE_BYTES(WT);
+    const int n_logical = n_out / parts;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
+    const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
+    const int n_steps = n_in / CHUNK_ELEMS(WT) / 32;
+    const staged_x sx = staged_at<WT, true>(smem, n_in);
+    uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * RING_STEPS * RING_SLOT_BYTES(WT, R);
+    ring_cursor<MODE, R> cur;
+    cur.r = gw;
+    cur.s = 0;
+    if (gw < n_logical)
+        pass_rows<MODE, R>(w, d, rb, sb, gw, n_logical, n_warps, cur.rows, cur.scales);
+    int issued = 0;
+    for (; issued < pre && issued < RING_STEPS; issued++)
+        ring_issue<WT, MODE, R>(cur, ring + issued * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps,
+                                n_steps, lane);
+    constexpr int G = STREAM_GROUPS(norm);
+    float4 w0[2 * G];
+    stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
+    pdl_wait();
+    pdl_launch_next();
+    for (; issued < RING_STEPS; issued++)
+        ring_issue<WT, MODE, R>(cur, ring + issued * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps,
+                                n_steps, lane);
+    const float scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, (const float *)norm_w, norm, eps, n_in,
+                                                           sx.xq, sx.xb, red, w0);
+    __syncthreads();
+
+    int slot = 0;
+    for (int r = gw; r < n_logical; r += STEP * n_warps) {
+        float a[R];
+#pragma unroll
+        for (int k = 0; k < R; k++)
+            a[k] = 0.0f;
+#pragma unroll 1
+        for (int s = 0; s < n_steps; s++) {
+            uint8_t *at = ring + slot * RING_SLOT_BYTES(WT, R);
+            cp_async_wait<RING_STEPS - 1>(); /* this lane's copies of the step */
+            __syncwarp();                    /* and the other lanes' scale pieces */
+            const int c = 32 * s + lane;
+            uint4 v[R];
+            chunk_sc sc[R];
+#pragma unroll
+            for (int k = 0; k < R; k++) {
+                v[k] = *reinterpret_cast<const uint4 *>(at + k * 512 + 16 * lane);
+                sc[k] = {};
+                const __half *scales = reinterpret_cast<const __half *>(at + R * 512 + k * SCB);
+                sc[k].d[0] = __half2float(scales[lane * CHUNK_ELEMS(WT) / 32]);
+            }
+            chunk_dots_sc<WT, true, R>(v, sc, sx, c, a);
+            __syncwarp(); /* the slot read by every lane before its scales are overwritten */
+            ring_issue<WT, MODE, R>(cur, at, w, d, rb, sb, n_logical, n_warps, n_steps, lane);
+            slot = slot + 1 == RING_STEPS ? 0 : slot + 1;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int k = 0; k < R; k++)
+                a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
+        if (lane == 0) {
+            if (MODE == MV_NORM_SWIGLU) {
+                y[r] = silu(a[0] * scale) * (a[1] * scale);
+            } else if (MODE == MV_NORM_GEGLU) {
+                y[r] = gelu_tanh(a[0] * scale) * (a[1] * scale);
+            } else {
+#pragma unroll
+                for (int k = 0; k < R; k++) {
+                    const int rk = pass_row<MODE>(r, k, n_logical, n_warps);
+                    if (rk >= n_logical)
+                        break;
+                    float v = a[k] * scale;
+                    if (MODE == MV_ADD)
+                        v += __ldcg(y + rk);
+                    y[rk] = v;
+                }
+            }
+        }
+    }
+    cp_async_wait_all();
+}
+
 template <int WT, bool I8>
 static cudaError_t launch_head(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                cuda_step_state *state, cudaStream_t stream) {
@@ -847,12 +994,57 @@ static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const f
                               n_in, n_out, x, norm_w, eps, y, stream_pre(), l2);
 }
 
+/* k_matvec_ring instead of k_matvec_stream: EDGERUNNER_CUDA_RING=1 (read once; an
+ * experiment), and steps of it before the wait: EDGERUNNER_CUDA_RING_PRE (2) */
+static int ring_on(void) {
+    static const int on = env_switch("EDGERUNNER_CUDA_RING", 0);
+    return on;
+}
+
+static int ring_pre(void) {
+    static int pre = -1;
+    if (pre < 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_RING_PRE");
+        pre = env && *env ? atoi(env) : 2;
+        pre = pre < 0 ? 0 : pre;
+    }
+    return pre;
+}
+
+/* Whether k_matvec_ring takes w: Q8_0 and Q4_0 rows of whole steps, scales 16-byte aligned */
+static bool ring_takes(const cuda_weight *w) {
+    return ring_on() && cuda_wtype_int8_one_scale(w->type) && w->n_in % (32 * CHUNK_ELEMS(w->type)) == 0 &&
+           ((uintptr_t)w->w & 15) == 0 && ((uintptr_t)w->d & 15) == 0;
+}
+
+template <int WT, int MODE, int R>
+static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+                                 cudaStream_t stream) {
+    const int n_out = (int)w->n_out, n_in = (int)w->n_in;
+    const size_t smem = staged_x_bytes(WT, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS * RING_SLOT_BYTES(WT, R);
+    cudaError_t e = allow_smem(k_matvec_ring<WT, MODE, R>, smem);
+    if (e != cudaSuccess)
+        return e;
+    const int rows_per_pass = gated(MODE) ? 1 : R, n_logical = n_out / (gated(MODE) ? 2 : 1);
+    const int wanted = (n_logical + STREAM_WARPS * rows_per_pass - 1) / (STREAM_WARPS * rows_per_pass);
+    const int n_blocks = multiprocessors() < wanted ? multiprocessors() : wanted;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, k_matvec_ring<WT, MODE, R>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
+                              n_out, x, norm_w, eps, y, ring_pre());
+}
+
 /* R 3 only for the types of int8 input (the matrices of 8B and the like; fewer instances) */
 template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  cudaStream_t stream) {
+    const bool r3 = stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3;
+    if constexpr (I8 && cuda_wtype_int8_one_scale(WT))
+        if (ring_takes(w))
+            return !gated(MODE) && r3 ? launch_ring_r<WT, MODE, gated(MODE) ? 2 : 3>(w, x, norm_w, eps, y, stream)
+                                      : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
     if constexpr (I8 && !gated(MODE))
-        if (stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3)
+        if (r3)
             return launch_stream_r<WT, MODE, I8, 3>(w, x, norm_w, eps, y, stream);
     return launch_stream_r<WT, MODE, I8, 2>(w, x, norm_w, eps, y, stream);
 }
