@@ -755,6 +755,10 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
 #ifndef RING_STEPS
 #define RING_STEPS 8
 #endif
+#ifndef RING_STEPS3 /* at 3 rows a pass (8: Q4_0's 16 rings take 221 KB) */
+#define RING_STEPS3 8
+#endif
+#define RING_STEPS_OF(R) ((R) == 3 ? RING_STEPS3 : RING_STEPS)
 /* bytes of one ring slot: R rows' 512 quant bytes and their scales (Q8_0 32, Q4_0 64) */
 #define RING_SCALE_BYTES(WT) (2 * CHUNK_ELEMS(WT))
 #define RING_SLOT_BYTES(WT, R) ((R) * (512 + RING_SCALE_BYTES(WT)))
@@ -822,14 +826,14 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
     const int n_steps = n_in / CHUNK_ELEMS(WT) / 32;
     const staged_x sx = staged_at<WT, true>(smem, n_in);
-    uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * RING_STEPS * RING_SLOT_BYTES(WT, R);
+    uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * RING_STEPS_OF(R) * RING_SLOT_BYTES(WT, R);
     ring_cursor<MODE, R> cur;
     cur.r = gw;
     cur.s = 0;
     if (gw < n_logical)
         pass_rows<MODE, R>(w, d, rb, sb, gw, n_logical, n_warps, cur.rows, cur.scales);
     int issued = 0;
-    for (; issued < pre && issued < RING_STEPS; issued++)
+    for (; issued < pre && issued < RING_STEPS_OF(R); issued++)
         ring_issue<WT, MODE, R>(cur, ring + issued * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps,
                                 n_steps, lane);
     constexpr int G = STREAM_GROUPS(norm);
@@ -837,7 +841,7 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
     pdl_wait();
     pdl_launch_next();
-    for (; issued < RING_STEPS; issued++)
+    for (; issued < RING_STEPS_OF(R); issued++)
         ring_issue<WT, MODE, R>(cur, ring + issued * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps,
                                 n_steps, lane);
     const float scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, (const float *)norm_w, norm, eps, n_in,
@@ -853,7 +857,7 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
 #pragma unroll 1
         for (int s = 0; s < n_steps; s++) {
             uint8_t *at = ring + slot * RING_SLOT_BYTES(WT, R);
-            cp_async_wait<RING_STEPS - 1>(); /* this lane's copies of the step */
+            cp_async_wait<RING_STEPS_OF(R) - 1>(); /* this lane's copies of the step */
             __syncwarp();                    /* and the other lanes' scale pieces */
             const int c = 32 * s + lane;
             uint4 v[R];
@@ -868,7 +872,7 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
             chunk_dots_sc<WT, true, R>(v, sc, sx, c, a);
             __syncwarp(); /* the slot read by every lane before its scales are overwritten */
             ring_issue<WT, MODE, R>(cur, at, w, d, rb, sb, n_logical, n_warps, n_steps, lane);
-            slot = slot + 1 == RING_STEPS ? 0 : slot + 1;
+            slot = slot + 1 == RING_STEPS_OF(R) ? 0 : slot + 1;
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
@@ -1021,7 +1025,7 @@ template <int WT, int MODE, int R>
 static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
-    const size_t smem = staged_x_bytes(WT, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS * RING_SLOT_BYTES(WT, R);
+    const size_t smem = staged_x_bytes(WT, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS_OF(R) * RING_SLOT_BYTES(WT, R);
     cudaError_t e = allow_smem(k_matvec_ring<WT, MODE, R>, smem);
     if (e != cudaSuccess)
         return e;
