@@ -1649,20 +1649,26 @@ void test_cuda(void) {
              * become one: at 6,144 rows on 132 multiprocessors) */
             for (int int8 = 0; int8 <= cuda_wtype_int8_dot(t); int8++) {
                 cuda_matvec_set_int8(int8);
-                for (int stream = 0; stream <= 1 + int8; stream++) {
+                /* streamed: 1 two rows a pass, 2 three, 3 and 4 the same through k_matvec_ring
+                 * (Q8_0, Q4_0: where the rows are whole steps, else as 1 and 2) */
+                const int n_stream = int8 ? (cuda_wtype_int8_one_scale(t) ? 4 : 2) : 1;
+                for (int stream = 0; stream <= n_stream; stream++) {
+                    const int rows3 = stream == 2 || stream == 4;
                     cuda_matvec_set_stream_min(stream ? 1 : 0);
-                    cuda_matvec_set_stream_rows(stream == 2 ? 3 : 1);
+                    cuda_matvec_set_stream_rows(rows3 ? 3 : 1);
+                    cuda_matvec_set_ring(stream >= 3);
                     for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                         const int gated_mode = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
-                        if ((stream && mode == MV_NORM_ARGMAX) || (stream == 2 && gated_mode))
+                        if ((stream && mode == MV_NORM_ARGMAX) || (rows3 && gated_mode))
                             continue; /* the head has its own kernel; gated rows pair up */
                         int argmax_ok = 0;
                         double tol = 0.0;
                         const double err = run_case(&m, mode, &argmax_ok, &tol);
                         CHECK(err <= tol && argmax_ok,
-                              "%s %s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|) (bound %.3g), argmax %s",
+                              "%s %s%s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|) (bound %.3g), argmax %s",
                               cuda_wtype_name(t), mode_name(mode),
-                              stream == 2 ? " (streamed, 3 rows)" : stream ? " (streamed)" : "",
+                              rows3 ? " (streamed, 3 rows)" : stream ? " (streamed)" : "",
+                              stream >= 3 ? " (ring)" : "",
                               takes_int8(&m, mode) ? " (int8 input)" : "", shapes[s][0], shapes[s][1], err, tol,
                               argmax_ok ? "ok" : "wrong");
                     }
@@ -1670,6 +1676,7 @@ void test_cuda(void) {
             }
             cuda_matvec_set_stream_min(0);
             cuda_matvec_set_stream_rows(-1);
+            cuda_matvec_set_ring(-1);
             free_matrix(&m);
         }
         /* rows that are not whole 16-byte chunks (the element path), for the types whose

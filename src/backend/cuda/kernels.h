@@ -68,6 +68,9 @@ void cuda_matvec_set_stream_min(size_t bytes);
 /* Tests: 3 forces three rows a warp and pass on every ungated streamed matrix of int8
  * input (k_matvec_stream), 0 two, 1 the rule (matvec.cu), -1 EDGERUNNER_CUDA_STREAM_R3. */
 void cuda_matvec_set_stream_rows(int mode);
+/* Tests: 1 sends the streamed Q8_0/Q4_0 matrices of int8 input whose rows are whole steps
+ * of 32 chunks to k_matvec_ring, 0 to k_matvec_stream, -1 EDGERUNNER_CUDA_RING. */
+void cuda_matvec_set_ring(int on);
 /* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the
  * K types also unless EDGERUNNER_CUDA_MV_INT8_K=0) may multiply the input
  * quantized to int8 per block of 32 (d = max |x| / 127, q = round(x / d), as the batch

@@ -1000,10 +1000,14 @@ static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const f
 
 /* k_matvec_ring instead of k_matvec_stream: EDGERUNNER_CUDA_RING=1 (read once; an
  * experiment), and steps of it before the wait: EDGERUNNER_CUDA_RING_PRE (2) */
+static int ring_mode = -1; /* cuda_matvec_set_ring; -1: from the environment */
 static int ring_on(void) {
-    static const int on = env_switch("EDGERUNNER_CUDA_RING", 0);
-    return on;
+    if (ring_mode < 0)
+        ring_mode = env_switch("EDGERUNNER_CUDA_RING", 0);
+    return ring_mode;
 }
+
+extern "C" void cuda_matvec_set_ring(int on) { ring_mode = on < 0 ? -1 : on != 0; }
 
 static int ring_pre(void) {
     static int pre = -1;
