@@ -634,6 +634,30 @@ static __device__ __forceinline__ void pass_rows(const uint8_t *w, const __half 
     }
 }
 
+/* The outputs of warp pass r of k_matvec_stream or k_matvec_ring, from its rows' sums a
+ * (every lane has them; one lane stores): SwiGLU/GeGLU of gate and up, or each row that
+ * is in the matrix, times the RMSNorm's 1 / rms, added to the residual for MV_ADD. */
+template <int MODE, int R>
+static __device__ __forceinline__ void store_pass(float *__restrict__ y, int r, const float a[R], float scale,
+                                                  int n_logical, int n_warps) {
+    if (MODE == MV_NORM_SWIGLU) {
+        y[r] = silu(a[0] * scale) * (a[1] * scale);
+    } else if (MODE == MV_NORM_GEGLU) {
+        y[r] = gelu_tanh(a[0] * scale) * (a[1] * scale);
+    } else {
+#pragma unroll
+        for (int k = 0; k < R; k++) {
+            const int rk = pass_row<MODE>(r, k, n_logical, n_warps);
+            if (rk >= n_logical)
+                break;
+            float v = a[k] * scale;
+            if (MODE == MV_ADD)
+                v += __ldcg(y + rk);
+            y[rk] = v;
+        }
+    }
+}
+
 /* A matrix too large for one slice per multiprocessor (MV_STREAM_MIN_BYTES), every mode
  * but the head's: a resident grid stages the input once per block, then warp g of G
  * takes logical rows g, g + G, ...: R at a time, or the gate and up rows of one (SwiGLU,
@@ -729,24 +753,8 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         pass_rows<MODE, R>(w, d, rb, sb, r, n_logical, n_warps, rows, scales);
         float a[R];
         rows_dot_stream<WT, I8, R, STREAM_CHUNKS>(rows, scales, n_in, sx, lane, a, first, have_first && r == gw);
-        if (lane == 0) {
-            if (MODE == MV_NORM_SWIGLU) {
-                y[r] = silu(a[0] * scale) * (a[1] * scale);
-            } else if (MODE == MV_NORM_GEGLU) {
-                y[r] = gelu_tanh(a[0] * scale) * (a[1] * scale);
-            } else {
-#pragma unroll
-                for (int k = 0; k < R; k++) {
-                    const int rk = pass_row<MODE>(r, k, n_logical, n_warps);
-                    if (rk >= n_logical)
-                        break;
-                    float v = a[k] * scale;
-                    if (MODE == MV_ADD)
-                        v += __ldcg(y + rk);
-                    y[rk] = v;
-                }
-            }
-        }
+        if (lane == 0)
+            store_pass<MODE, R>(y, r, a, scale, n_logical, n_warps);
     }
 }
 
@@ -879,24 +887,8 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
 #pragma unroll
             for (int k = 0; k < R; k++)
                 a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
-        if (lane == 0) {
-            if (MODE == MV_NORM_SWIGLU) {
-                y[r] = silu(a[0] * scale) * (a[1] * scale);
-            } else if (MODE == MV_NORM_GEGLU) {
-                y[r] = gelu_tanh(a[0] * scale) * (a[1] * scale);
-            } else {
-#pragma unroll
-                for (int k = 0; k < R; k++) {
-                    const int rk = pass_row<MODE>(r, k, n_logical, n_warps);
-                    if (rk >= n_logical)
-                        break;
-                    float v = a[k] * scale;
-                    if (MODE == MV_ADD)
-                        v += __ldcg(y + rk);
-                    y[rk] = v;
-                }
-            }
-        }
+        if (lane == 0)
+            store_pass<MODE, R>(y, r, a, scale, n_logical, n_warps);
     }
     cp_async_wait_all();
 }
