@@ -265,6 +265,12 @@ static int takes_int8(const host_matrix *m, int mode) {
     return cuda_matvec_takes_int8(&w, mode);
 }
 
+/* Whether its matvec in this mode takes k_matvec_ring (the device copy is 16-byte aligned) */
+static int takes_ring(const host_matrix *m, int mode) {
+    const cuda_weight w = {m->type, m->n_in, m->n_out, NULL, NULL, NULL};
+    return cuda_matvec_takes_ring(&w, mode);
+}
+
 /* One matvec on the device vs the host; returns the worst |error| / max |y|, and in *tol
  * the bound it is held to.
  *
@@ -1710,29 +1716,31 @@ void test_cuda(void) {
         }
     }
     cuda_matvec_set_int8(-1);
-    /* the layer matrices of the dense Qwen3 sizes as the decode step runs them (Q4_0, its
-     * input in f32 and in int8): qkv with the norm, wo and down with the residual add,
-     * gate|up with SwiGLU; from 1.7B on they take the streaming kernel, and 32B's down
-     * stages 100 KB of input (and 32 KB of its quants) */
+    /* the layer matrices of the dense Qwen3 sizes as the decode step runs them (Q4_0 and
+     * Q8_0, the input in f32 and in int8): qkv with the norm, wo and down with the residual
+     * add, gate|up with SwiGLU; from 1.7B on they take the streaming kernels (k_matvec_ring
+     * on the int8 input where it fits: not 32B's down, which stages 100 KB of input, 32 KB
+     * of quants) */
     static const int qwen3[][4] = {/* n_embd, q_dim, n_ff, n_head_kv * 128 */
                                    {2048, 2048, 6144, 1024}, {2560, 4096, 9728, 1024},
                                    {4096, 4096, 12288, 1024}, {5120, 8192, 25600, 1024}};
     for (size_t i = 0; i < sizeof qwen3 / sizeof qwen3[0]; i++) {
         const int e = qwen3[i][0], q = qwen3[i][1], ff = qwen3[i][2], kv = qwen3[i][3];
         const int mat[4][3] = {{q + 2 * kv, e, MV_NORM_STORE}, {e, q, MV_ADD}, {2 * ff, e, MV_NORM_SWIGLU}, {e, ff, MV_ADD}};
-        for (int k = 0; k < 4; k++) {
-            if (i == 3 && k == 2)
+        for (int k = 0; k < 8; k++) {
+            const int t = k < 4 ? CUDA_W_Q4_0 : CUDA_W_Q8_0, *mk = mat[k % 4];
+            if (i == 3 && k % 4 == 2)
                 continue; /* 32B's gate|up: 2 GB of doubles here; 8B's has the same kernel */
             host_matrix m;
-            CHECK(make_matrix(CUDA_W_Q4_0, mat[k][0], mat[k][1], &m) == 0, "out of memory");
+            CHECK(make_matrix(t, mk[0], mk[1], &m) == 0, "out of memory");
             for (int int8 = 0; int8 <= 1; int8++) {
                 cuda_matvec_set_int8(int8);
                 int argmax_ok = 0;
                 double tol = 0.0;
-                const double err = run_case(&m, mat[k][2], &argmax_ok, &tol);
-                CHECK(err <= tol,
-                      "Q4_0 %s%s (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|) (bound %.3g)",
-                      mode_name(mat[k][2]), takes_int8(&m, mat[k][2]) ? " (int8 input)" : "", mat[k][0], mat[k][1], e,
+                const double err = run_case(&m, mk[2], &argmax_ok, &tol);
+                CHECK(err <= tol, "%s %s%s%s (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|) (bound %.3g)",
+                      cuda_wtype_name(t), mode_name(mk[2]), takes_int8(&m, mk[2]) ? " (int8 input)" : "",
+                      takes_ring(&m, mk[2]) ? " (ring)" : "", mk[0], mk[1], e,
                       err, tol);
             }
             free_matrix(&m);

@@ -69,7 +69,8 @@ void cuda_matvec_set_stream_min(size_t bytes);
  * input (k_matvec_stream), 0 two, 1 the rule (matvec.cu), -1 EDGERUNNER_CUDA_STREAM_R3. */
 void cuda_matvec_set_stream_rows(int mode);
 /* Tests: 1 sends the streamed Q8_0/Q4_0 matrices of int8 input whose rows are whole steps
- * of 32 chunks to k_matvec_ring, 0 to k_matvec_stream, -1 EDGERUNNER_CUDA_RING. */
+ * of 32 chunks to k_matvec_ring where its shared memory fits, 0 to k_matvec_stream, -1
+ * the default (the ring unless EDGERUNNER_CUDA_RING=0). */
 void cuda_matvec_set_ring(int on);
 /* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the
  * K types also unless EDGERUNNER_CUDA_MV_INT8_K=0) may multiply the input
@@ -84,6 +85,9 @@ int cuda_matvec_int8(void);
  * cuda_matvec_int8 allows it, the head and every matrix large enough to stream
  * (matvec.cu says why). */
 int cuda_matvec_takes_int8(const cuda_weight *w, int mode);
+/* Whether w's matvec in this mode streams through k_matvec_ring (on 16-byte aligned
+ * buffers, as the step's). */
+int cuda_matvec_takes_ring(const cuda_weight *w, int mode);
 /* The rows one block of the streaming matvec sums in a pass (two a warp, ungated). */
 int cuda_matvec_stream_block_rows(void);
 

@@ -759,14 +759,8 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
 }
 
 /* k_matvec_ring: steps (32 chunks of each of a pass's rows, one a lane) each warp keeps in
- * flight in its own ring of shared memory */
-#ifndef RING_STEPS
+ * flight in its own ring of shared memory (8 at 3 rows of Q4_0: 16 rings of 13.5 KB) */
 #define RING_STEPS 8
-#endif
-#ifndef RING_STEPS3 /* at 3 rows a pass (8: Q4_0's 16 rings take 221 KB) */
-#define RING_STEPS3 8
-#endif
-#define RING_STEPS_OF(R) ((R) == 3 ? RING_STEPS3 : RING_STEPS)
 /* bytes of one ring slot: R rows' 512 quant bytes and their scales (Q8_0 32, Q4_0 64) */
 #define RING_SCALE_BYTES(WT) (2 * CHUNK_ELEMS(WT))
 #define RING_SLOT_BYTES(WT, R) ((R) * (512 + RING_SCALE_BYTES(WT)))
@@ -815,15 +809,17 @@ static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uin
 /* k_matvec_stream's work (Q8_0 and Q4_0 on the int8 input, rows of whole steps of 32
  * chunks), with each warp's loads in flight in shared memory rather than registers:
  * RING_STEPS steps of its rows (RING_STEPS 512 R bytes and their scales) issued by
- * cp.async ahead of the step it sums, across its passes, `pre` of them before the wait
- * for the previous kernel. k_matvec_stream holds 4 chunks of 2 rows a lane in registers
- * (4 KB a warp) and waits for each batch before it sums it. Off unless
- * EDGERUNNER_CUDA_RING=1 (an experiment). */
+ * cp.async ahead of the step it sums, across its passes, all of the first ones before the
+ * wait for the previous kernel. k_matvec_stream holds 4 chunks of 2 rows a lane in
+ * registers (4 KB a warp) and waits for each batch before it sums it. Measured on the H200
+ * (docs/perf-log.md, forty-ninth session; gpu_matvec_bench, us a layer, stream / ring):
+ * Qwen3-8B Q8_0 60.4 / 58.4, Q4_0 38.7 / 37.6, 4B Q8_0 40.3 / 36.4, 14B Q8_0 106.0 / 93.8;
+ * with 2 of the 8 steps before the wait it was level on the H200 and slower on an H100
+ * (8B Q8_0 76.1 / 78.7, forty-eighth session). */
 template <int WT, int MODE, int R>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
-              const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-              int pre) {
+              const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
     constexpr bool norm = MODE == MV_NORM_STORE || gated(MODE);
@@ -834,24 +830,20 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
     const int n_steps = n_in / CHUNK_ELEMS(WT) / 32;
     const staged_x sx = staged_at<WT, true>(smem, n_in);
-    uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * RING_STEPS_OF(R) * RING_SLOT_BYTES(WT, R);
+    uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * RING_STEPS * RING_SLOT_BYTES(WT, R);
     ring_cursor<MODE, R> cur;
     cur.r = gw;
     cur.s = 0;
     if (gw < n_logical)
         pass_rows<MODE, R>(w, d, rb, sb, gw, n_logical, n_warps, cur.rows, cur.scales);
-    int issued = 0;
-    for (; issued < pre && issued < RING_STEPS_OF(R); issued++)
-        ring_issue<WT, MODE, R>(cur, ring + issued * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps,
-                                n_steps, lane);
+    for (int i = 0; i < RING_STEPS; i++) /* the weights do not depend on the previous kernel */
+        ring_issue<WT, MODE, R>(cur, ring + i * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps, n_steps,
+                                lane);
     constexpr int G = STREAM_GROUPS(norm);
     float4 w0[2 * G];
     stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
     pdl_wait();
     pdl_launch_next();
-    for (; issued < RING_STEPS_OF(R); issued++)
-        ring_issue<WT, MODE, R>(cur, ring + issued * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps,
-                                n_steps, lane);
     const float scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, (const float *)norm_w, norm, eps, n_in,
                                                            sx.xq, sx.xb, red, w0);
     __syncthreads();
@@ -865,7 +857,7 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
 #pragma unroll 1
         for (int s = 0; s < n_steps; s++) {
             uint8_t *at = ring + slot * RING_SLOT_BYTES(WT, R);
-            cp_async_wait<RING_STEPS_OF(R) - 1>(); /* this lane's copies of the step */
+            cp_async_wait<RING_STEPS - 1>(); /* this lane's copies of the step */
             __syncwarp();                    /* and the other lanes' scale pieces */
             const int c = 32 * s + lane;
             uint4 v[R];
@@ -880,7 +872,7 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
             chunk_dots_sc<WT, true, R>(v, sc, sx, c, a);
             __syncwarp(); /* the slot read by every lane before its scales are overwritten */
             ring_issue<WT, MODE, R>(cur, at, w, d, rb, sb, n_logical, n_warps, n_steps, lane);
-            slot = slot + 1 == RING_STEPS_OF(R) ? 0 : slot + 1;
+            slot = slot + 1 == RING_STEPS ? 0 : slot + 1;
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
@@ -990,38 +982,37 @@ static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const f
                               n_in, n_out, x, norm_w, eps, y, stream_pre(), l2);
 }
 
-/* k_matvec_ring instead of k_matvec_stream: EDGERUNNER_CUDA_RING=1 (read once; an
- * experiment), and steps of it before the wait: EDGERUNNER_CUDA_RING_PRE (2) */
+/* k_matvec_ring instead of k_matvec_stream where it takes the matrix, unless
+ * EDGERUNNER_CUDA_RING=0 (read once; to compare) */
 static int ring_mode = -1; /* cuda_matvec_set_ring; -1: from the environment */
 static int ring_on(void) {
     if (ring_mode < 0)
-        ring_mode = env_switch("EDGERUNNER_CUDA_RING", 0);
+        ring_mode = env_switch("EDGERUNNER_CUDA_RING", 1);
     return ring_mode;
 }
 
 extern "C" void cuda_matvec_set_ring(int on) { ring_mode = on < 0 ? -1 : on != 0; }
 
-static int ring_pre(void) {
-    static int pre = -1;
-    if (pre < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_RING_PRE");
-        pre = env && *env ? atoi(env) : 2;
-        pre = pre < 0 ? 0 : pre;
-    }
-    return pre;
+/* Dynamic shared memory of a k_matvec_ring block: the staged input and 16 warps' rings */
+static size_t ring_smem(int wt, int n_in, int rows) {
+    return staged_x_bytes(wt, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS * rows * (512 + 2 * CHUNK_ELEMS(wt));
 }
+#define RING_SMEM_MAX ((227 << 10) - 32 * sizeof(float)) /* sm_90's a block, less red[32] */
 
-/* Whether k_matvec_ring takes w: Q8_0 and Q4_0 rows of whole steps, scales 16-byte aligned */
-static bool ring_takes(const cuda_weight *w) {
+/* Whether k_matvec_ring takes w at R rows a pass: Q8_0 and Q4_0 rows of whole steps,
+ * scales 16-byte aligned, and its shared memory within the card's (not Qwen3-32B's down,
+ * n_in 25,600) */
+static bool ring_takes(const cuda_weight *w, int rows) {
     return ring_on() && cuda_wtype_int8_one_scale(w->type) && w->n_in % (32 * CHUNK_ELEMS(w->type)) == 0 &&
-           ((uintptr_t)w->w & 15) == 0 && ((uintptr_t)w->d & 15) == 0;
+           ((uintptr_t)w->w & 15) == 0 && ((uintptr_t)w->d & 15) == 0 &&
+           ring_smem(w->type, (int)w->n_in, rows) <= RING_SMEM_MAX;
 }
 
 template <int WT, int MODE, int R>
 static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
-    const size_t smem = staged_x_bytes(WT, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS_OF(R) * RING_SLOT_BYTES(WT, R);
+    const size_t smem = ring_smem(WT, n_in, R);
     cudaError_t e = allow_smem(k_matvec_ring<WT, MODE, R>, smem);
     if (e != cudaSuccess)
         return e;
@@ -1031,7 +1022,7 @@ static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const flo
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec_ring<WT, MODE, R>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
-                              n_out, x, norm_w, eps, y, ring_pre());
+                              n_out, x, norm_w, eps, y);
 }
 
 /* R 3 only for the types of int8 input (the matrices of 8B and the like; fewer instances) */
@@ -1040,7 +1031,7 @@ static cudaError_t launch_stream(const cuda_weight *w, const float *x, const flo
                                  cudaStream_t stream) {
     const bool r3 = stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3;
     if constexpr (I8 && cuda_wtype_int8_one_scale(WT))
-        if (ring_takes(w))
+        if (ring_takes(w, !gated(MODE) && r3 ? 3 : 2))
             return !gated(MODE) && r3 ? launch_ring_r<WT, MODE, gated(MODE) ? 2 : 3>(w, x, norm_w, eps, y, stream)
                                       : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
     if constexpr (I8 && !gated(MODE))
@@ -1160,6 +1151,11 @@ extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
     if (!int8_type(w->type))
         return 0;
     return mode == MV_NORM_ARGMAX || streams(w, mode) || slice_int8();
+}
+
+extern "C" int cuda_matvec_takes_ring(const cuda_weight *w, int mode) {
+    const bool r3 = !gated(mode) && stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3;
+    return cuda_matvec_takes_int8(w, mode) && streams(w, mode) && ring_takes(w, r3 ? 3 : 2);
 }
 
 /* Whether p is at a 16-byte boundary (NULL is) */
