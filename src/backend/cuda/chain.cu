@@ -51,7 +51,6 @@ static_assert(CHAIN_WARPS % CHAIN_TEAMS == 0, "teams of equal size");
 #endif
 static_assert(CHAIN_STAGES % CHAIN_TEAMS == 0, "a stage's every use summed by one team: parity waits see no older use");
 #define CHAIN_SUMS 2048 /* partial sums of a block's rows (cuda_chain_fits) */
-#define CHAIN_SMEM_MAX (227 << 10)
 
 /* a matvec of the chain, as the kernel reads it */
 typedef struct chain_phase {
@@ -310,7 +309,7 @@ extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
         if (geo.rows < 1 || slice_rows * geo.per_row * 2 > CHAIN_SUMS)
             return 0;
     }
-    return chain_smem(links, n) + sizeof(float) * (CHAIN_SUMS + CHAIN_WARPS) + 16 * CHAIN_STAGES <= CHAIN_SMEM_MAX;
+    return chain_smem(links, n) + sizeof(float) * (CHAIN_SUMS + CHAIN_WARPS) + 16 * CHAIN_STAGES <= SMEM_BLOCK_MAX;
 }
 
 /* Where the chain measured faster than the matvecs one by one in decode (docs/perf-log.md,

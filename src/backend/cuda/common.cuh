@@ -143,6 +143,9 @@ static inline int multiprocessors(void) {
     return n_sm;
 }
 
+/* Shared memory a block may have on sm_90 (static and dynamic together), once allowed */
+#define SMEM_BLOCK_MAX (227 << 10)
+
 /* `smem` bytes of dynamic shared memory for kernel, and the largest carveout for it:
  * blocks of the next kernels can only become resident beside this one if the
  * multiprocessor's shared memory is configured large enough for all of them. The

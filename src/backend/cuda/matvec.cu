@@ -995,9 +995,8 @@ extern "C" void cuda_matvec_set_ring(int on) { ring_mode = on < 0 ? -1 : on != 0
 
 /* Dynamic shared memory of a k_matvec_ring block: the staged input and 16 warps' rings */
 static size_t ring_smem(int wt, int n_in, int rows) {
-    return staged_x_bytes(wt, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS * rows * (512 + 2 * CHUNK_ELEMS(wt));
+    return staged_x_bytes(wt, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS * RING_SLOT_BYTES(wt, rows);
 }
-#define RING_SMEM_MAX ((227 << 10) - 32 * sizeof(float)) /* sm_90's a block, less red[32] */
 
 /* Whether k_matvec_ring takes w at R rows a pass: Q8_0 and Q4_0 rows of whole steps,
  * scales 16-byte aligned, and its shared memory within the card's (not Qwen3-32B's down,
@@ -1005,7 +1004,7 @@ static size_t ring_smem(int wt, int n_in, int rows) {
 static bool ring_takes(const cuda_weight *w, int rows) {
     return ring_on() && cuda_wtype_int8_one_scale(w->type) && w->n_in % (32 * CHUNK_ELEMS(w->type)) == 0 &&
            ((uintptr_t)w->w & 15) == 0 && ((uintptr_t)w->d & 15) == 0 &&
-           ring_smem(w->type, (int)w->n_in, rows) <= RING_SMEM_MAX;
+           ring_smem(w->type, (int)w->n_in, rows) + 32 * sizeof(float) <= SMEM_BLOCK_MAX; /* (red[32]) */
 }
 
 template <int WT, int MODE, int R>
