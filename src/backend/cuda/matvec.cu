@@ -1000,9 +1000,13 @@ static size_t ring_smem(int wt, int n_in, int rows) {
 
 /* Whether k_matvec_ring takes w at R rows a pass: Q8_0 and Q4_0 rows of whole steps,
  * scales 16-byte aligned, and its shared memory within the card's (not Qwen3-32B's down,
- * n_in 25,600) */
+ * n_in 25,600). Not Q4_0 at 3 rows (8B's qkv: 4 steps a row, one pass a warp), which the
+ * ring made slower on both cards (gpu_matvec_bench, us, stream / ring: the H200 5.65 /
+ * 6.61, forty-ninth session; an H100 6.65 / 7.54, fiftieth, where 8B Q4_0 decode went
+ * 521.0 -> 531.4 tok/s without it, the stream alone 526.3). */
 static bool ring_takes(const cuda_weight *w, int rows) {
-    return ring_on() && cuda_wtype_int8_one_scale(w->type) && w->n_in % (32 * CHUNK_ELEMS(w->type)) == 0 &&
+    return ring_on() && cuda_wtype_int8_one_scale(w->type) && !(w->type == CUDA_W_Q4_0 && rows == 3) &&
+           w->n_in % (32 * CHUNK_ELEMS(w->type)) == 0 &&
            ((uintptr_t)w->w & 15) == 0 && ((uintptr_t)w->d & 15) == 0 &&
            ring_smem(w->type, (int)w->n_in, rows) + 32 * sizeof(float) <= SMEM_BLOCK_MAX; /* (red[32]) */
 }
@@ -1029,10 +1033,12 @@ template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  cudaStream_t stream) {
     const bool r3 = stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3;
-    if constexpr (I8 && cuda_wtype_int8_one_scale(WT))
+    if constexpr (I8 && cuda_wtype_int8_one_scale(WT)) {
+        constexpr int R3 = gated(MODE) || WT == CUDA_W_Q4_0 ? 2 : 3; /* (ring_takes: not Q4_0 at 3) */
         if (ring_takes(w, !gated(MODE) && r3 ? 3 : 2))
-            return !gated(MODE) && r3 ? launch_ring_r<WT, MODE, gated(MODE) ? 2 : 3>(w, x, norm_w, eps, y, stream)
+            return !gated(MODE) && r3 ? launch_ring_r<WT, MODE, R3>(w, x, norm_w, eps, y, stream)
                                       : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
+    }
     if constexpr (I8 && !gated(MODE))
         if (r3)
             return launch_stream_r<WT, MODE, I8, 3>(w, x, norm_w, eps, y, stream);
