@@ -817,7 +817,7 @@ static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uin
  * with 2 of the 8 steps before the wait it was level on the H200 and slower on an H100
  * (8B Q8_0 76.1 / 78.7, forty-eighth session). Decode (bench -n 32, guarded), stream /
  * ring: the H200 8B Q8_0 405.5 / 412.2 tok/s (forty-ninth); an H100 (fiftieth) 8B Q8_0
- * 324.7 / 319.7, 8B Q4_0 526.3 / 531.1 (Q4_0's qkv streamed: ring_takes), 4B Q8_0 492.8
+ * 324.7 / 319.7, 8B Q4_0 526.3 / 531.1 (its qkv streamed: ring_takes), 4B Q8_0 492.8
  * (the chain) / 493.5, and 14B Q8_0's layer 130.4 / 124.7 us. On for both cards: the
  * H200 is the one this is tuned for, and only 8B Q8_0 on an H100 loses. Blocks of 8 warps,
  * so that the next kernel's block fits beside one, were slower on an H100 at every Qwen3
@@ -1009,7 +1009,9 @@ static size_t ring_smem(int wt, int n_in, int rows) {
  * n_in 25,600). Not Q4_0 at 3 rows (8B's qkv: 4 steps a row, one pass a warp), which the
  * ring made slower on both cards (gpu_matvec_bench, us, stream / ring: the H200 5.65 /
  * 6.61, forty-ninth session; an H100 6.65 / 7.54, fiftieth, where 8B Q4_0 decode went
- * 521.0 -> 531.4 tok/s without it, the stream alone 526.3). */
+ * 521.0 -> 531.0-531.8 tok/s without it, the stream alone 526.1-526.3). 32B's wo (3 rows
+ * of 8 steps) loses 0.36 us of its 107 us layer by the rule (the H100: 10.84 / 11.20):
+ * kept simple. */
 static bool ring_takes(const cuda_weight *w, int rows) {
     return ring_on() && cuda_wtype_int8_one_scale(w->type) && !(w->type == CUDA_W_Q4_0 && rows == 3) &&
            w->n_in % (32 * CHUNK_ELEMS(w->type)) == 0 &&
