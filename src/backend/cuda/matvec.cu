@@ -817,11 +817,11 @@ static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uin
  * with 2 of the 8 steps before the wait it was level on the H200 and slower on an H100
  * (8B Q8_0 76.1 / 78.7, forty-eighth session). Decode (bench -n 32, guarded), stream /
  * ring: the H200 8B Q8_0 405.5 / 412.2 tok/s (forty-ninth); an H100 (fiftieth) 8B Q8_0
- * 324.7 / 319.7, 8B Q4_0 526.3 / 531.1 (its qkv streamed: ring_takes), 4B Q8_0 492.8
- * (the chain) / 493.5, and 14B Q8_0's layer 130.4 / 124.7 us. On for both cards: the
- * H200 is the one this is tuned for, and only 8B Q8_0 on an H100 loses. Blocks of 8 warps,
- * so that the next kernel's block fits beside one, were slower on an H100 at every Qwen3
- * size (8B Q8_0 layer 76.3 -> 83.0 us; branch try/ring-half, fiftieth session). */
+ * 324.7 / 319.7, 8B Q4_0 526.3 / 531.1 (its qkv streamed: ring_takes), and 14B Q8_0's
+ * layer 130.4 / 124.7 us. On for both cards: the H200 is the one this is tuned for, and
+ * only 8B Q8_0 on an H100 loses. Blocks of 8 warps, so that the next kernel's block fits
+ * beside one, were slower on an H100 at every Qwen3 size (8B Q8_0 layer 76.3 -> 83.0 us;
+ * branch try/ring-half, fiftieth session). */
 template <int WT, int MODE, int R>
 __global__ void __launch_bounds__(STREAM_THREADS, 1)
 k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
