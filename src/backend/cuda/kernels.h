@@ -69,8 +69,9 @@ void cuda_matvec_set_stream_min(size_t bytes);
  * input (k_matvec_stream), 0 two, 1 the rule (matvec.cu), -1 EDGERUNNER_CUDA_STREAM_R3. */
 void cuda_matvec_set_stream_rows(int mode);
 /* Tests: 1 sends the streamed Q8_0/Q4_0 matrices of int8 input whose rows are whole steps
- * of 32 chunks to k_matvec_ring where its shared memory fits, 0 to k_matvec_stream, -1
- * the default (the ring unless EDGERUNNER_CUDA_RING=0). */
+ * of 32 chunks to k_matvec_ring where its shared memory fits (not Q4_0 at 3 rows a pass:
+ * matvec.cu's ring_takes), 0 to k_matvec_stream, -1 the default (the ring unless
+ * EDGERUNNER_CUDA_RING=0). */
 void cuda_matvec_set_ring(int on);
 /* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the
  * K types also unless EDGERUNNER_CUDA_MV_INT8_K=0) may multiply the input

@@ -759,7 +759,7 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
 }
 
 /* k_matvec_ring: steps (32 chunks of each of a pass's rows, one a lane) each warp keeps in
- * flight in its own ring of shared memory (8 at 3 rows of Q4_0: 16 rings of 13.5 KB) */
+ * flight in its own ring of shared memory (8 at 3 rows of Q8_0: 16 rings of 12.75 KB) */
 #define RING_STEPS 8
 /* bytes of one ring slot: R rows' 512 quant bytes and their scales (Q8_0 32, Q4_0 64) */
 #define RING_SCALE_BYTES(WT) (2 * CHUNK_ELEMS(WT))
