@@ -959,6 +959,15 @@ static int stream_rows(int n_logical, int n_warps) {
 
 extern "C" void cuda_matvec_set_stream_rows(int mode) { stream_r3 = mode; }
 
+/* Rows a warp takes in a pass of w's streamed matvec in this mode: stream_rows' where
+ * ungated, 2 where gated (the gate and up rows of one) */
+static int stream_pass_rows(const cuda_weight *w, int mode) {
+    return !gated(mode) && stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3 ? 3 : 2;
+}
+
+/* Whether p is at a 16-byte boundary (NULL is) */
+static bool quad_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 /* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
  * pass of rows */
 template <int WT, int MODE, bool I8, int R>
@@ -1015,7 +1024,7 @@ static size_t ring_smem(int wt, int n_in, int rows) {
 static bool ring_takes(const cuda_weight *w, int rows) {
     return ring_on() && cuda_wtype_int8_one_scale(w->type) && !(w->type == CUDA_W_Q4_0 && rows == 3) &&
            w->n_in % (32 * CHUNK_ELEMS(w->type)) == 0 &&
-           ((uintptr_t)w->w & 15) == 0 && ((uintptr_t)w->d & 15) == 0 &&
+           quad_aligned(w->w) && quad_aligned(w->d) &&
            ring_smem(w->type, (int)w->n_in, rows) + 32 * sizeof(float) <= SMEM_BLOCK_MAX; /* (red[32]) */
 }
 
@@ -1040,15 +1049,15 @@ static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const flo
 template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  cudaStream_t stream) {
-    const bool r3 = stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3;
+    const int rows = stream_pass_rows(w, MODE);
     if constexpr (I8 && cuda_wtype_int8_one_scale(WT)) {
         constexpr int R3 = gated(MODE) || WT == CUDA_W_Q4_0 ? 2 : 3; /* (ring_takes: not Q4_0 at 3) */
-        if (ring_takes(w, !gated(MODE) && r3 ? 3 : 2))
-            return !gated(MODE) && r3 ? launch_ring_r<WT, MODE, R3>(w, x, norm_w, eps, y, stream)
-                                      : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
+        if (ring_takes(w, rows))
+            return rows == 3 ? launch_ring_r<WT, MODE, R3>(w, x, norm_w, eps, y, stream)
+                             : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
     }
     if constexpr (I8 && !gated(MODE))
-        if (r3)
+        if (rows == 3)
             return launch_stream_r<WT, MODE, I8, 3>(w, x, norm_w, eps, y, stream);
     return launch_stream_r<WT, MODE, I8, 2>(w, x, norm_w, eps, y, stream);
 }
@@ -1167,12 +1176,8 @@ extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
 }
 
 extern "C" int cuda_matvec_takes_ring(const cuda_weight *w, int mode) {
-    const bool r3 = !gated(mode) && stream_rows((int)w->n_out, multiprocessors() * STREAM_WARPS) == 3;
-    return cuda_matvec_takes_int8(w, mode) && streams(w, mode) && ring_takes(w, r3 ? 3 : 2);
+    return cuda_matvec_takes_int8(w, mode) && streams(w, mode) && ring_takes(w, stream_pass_rows(w, mode));
 }
-
-/* Whether p is at a 16-byte boundary (NULL is) */
-static bool quad_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, cuda_step_state *state, cudaStream_t stream) {
