@@ -319,14 +319,15 @@ extern "C" int cuda_chain_fits(const cuda_chain_link *links, int n) {
  * (596 / 596). Not 8B (4,096 rows): Q4_0 578 / 582; Q8_0 390 / 383 at first, since the
  * streaming matvec's later gains 394-395 / 402-404. Nor 1.7B (2,048 rows: Q4_0 1,303 /
  * 1,304; its Q8_0 layer measured slower, 27.0 against 25.8 us). So: residuals from 2,560
- * rows to two thirds of what fills the streaming blocks (4B). Still at 4B Q8_0, whose
- * gate|up and down one by one take k_matvec_ring: faster there in gpu_matvec_bench (us a
- * layer, chain / one by one: the H200 40.0 / 36.4, an H100 50.1 / 44.1; forty-ninth and
- * fiftieth sessions), not yet measured in decode. */
+ * rows to two thirds of what fills the streaming blocks (4B), and not where k_matvec_ring
+ * takes gate|up: one by one through the ring, 4B Q8_0 decodes at 532 tok/s against the
+ * chain's 493, Q4_0 level (686 / 684; an H100, fifty-first session). */
 extern "C" int cuda_chain_pays(const cuda_chain_link *links, int n) {
     if (n < 1)
         return 0;
     const int64_t rows = links[0].w->n_out; /* wo's: the residual's */
+    if (n > 1 && cuda_matvec_takes_ring(links[1].w, links[1].mode))
+        return 0;
     return rows >= 2560 && rows * 3 <= (int64_t)2 * multiprocessors() * cuda_matvec_stream_block_rows();
 }
 

@@ -144,8 +144,10 @@ enum { CUDA_SPLIT_MIN = 512 };
  * 419-420 / 339-343 against 442-443 / 411-412 / 346-348, 4B Q4_0 618-620 / 568-569 /
  * 424-429 against 606-608 / 542-545 / 426-428. Where no chain runs, fewer blocks lost 1-5%
  * (8B Q4_0, 1.7B, 0.6B; both in docs/perf-log.md, forty-third and forty-fourth sessions).
- * 8B Q8_0 ran chains then; since the forty-fifth session it does not (cuda_chain_pays)
- * and takes 3 a multiprocessor. */
+ * 8B Q8_0 ran chains then; since the forty-fifth session it does not (cuda_chain_pays),
+ * nor 4B since the fifty-first (k_matvec_ring; 3 a multiprocessor, the ring against the
+ * chain, H100, 256 steps at 1,024 / 4,096 / 16,384 keys: Q8_0 477 / 460 / 378 against
+ * 455 / 418 / 345, Q4_0 616 / 567 / 428 against 615 / 566 / 427). */
 enum { CUDA_SPLIT_PER_SM_CHAIN = 2 };
 
 /* upload.c */

@@ -82,7 +82,7 @@ void cuda_chain_release(const cuda_context *cc) {
 /* The layer's wo, gate|up and down, and the next layer's qkv where there is one, as the
  * links of one chain (cuda_chain, chain.cu) after the layer's attention: 3 or 4, or 0
  * where they do not fit one (post-norms, types), where the chain did not measure faster
- * (cuda_chain_pays: Qwen3-4B's shapes, not 1.7B's or 8B's), where another
+ * (cuda_chain_pays: Qwen3-4B's shapes without k_matvec_ring), where another
  * context holds the chains (chain_owner), or EDGERUNNER_CUDA_CHAIN=0; =1: wherever they
  * fit (to compare). */
 static int chain_links(const cuda_context *cc, int64_t il, cuda_chain_link *links) {
