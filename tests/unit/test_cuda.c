@@ -1741,8 +1741,7 @@ void test_cuda(void) {
                 const double err = run_case(&m, mk[2], &argmax_ok, &tol);
                 CHECK(err <= tol, "%s %s%s%s (%d x %d, Qwen3 n_embd %d): error %.3g of max(|y|, sum |w x|) (bound %.3g)",
                       cuda_wtype_name(t), mode_name(mk[2]), takes_int8(&m, mk[2]) ? " (int8 input)" : "",
-                      takes_ring(&m, mk[2]) ? " (ring)" : "", mk[0], mk[1], e,
-                      err, tol);
+                      takes_ring(&m, mk[2]) ? " (ring)" : "", mk[0], mk[1], e, err, tol);
             }
             free_matrix(&m);
         }

@@ -968,6 +968,15 @@ static int stream_pass_rows(const cuda_weight *w, int mode) {
 /* Whether p is at a 16-byte boundary (NULL is) */
 static bool quad_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* Blocks of a streamed matvec (k_matvec_stream, k_matvec_ring) of n_out rows in this mode
+ * at R rows a warp and pass: `resident` (as many as are resident at once), at most one
+ * warp per pass of rows */
+static int stream_blocks(int n_out, int mode, int R, int resident) {
+    const int rows_per_pass = gated(mode) ? 1 : R, n_logical = n_out / (gated(mode) ? 2 : 1);
+    const int wanted = (n_logical + STREAM_WARPS * rows_per_pass - 1) / (STREAM_WARPS * rows_per_pass);
+    return resident < wanted ? resident : wanted;
+}
+
 /* k_matvec_stream's grid: as many blocks as are resident at once, at most one warp per
  * pass of rows */
 template <int WT, int MODE, bool I8, int R>
@@ -985,9 +994,7 @@ static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const f
     if (e != cudaSuccess)
         return e;
     const int rows_per_pass = gated(MODE) ? 1 : R, n_logical = n_out / (gated(MODE) ? 2 : 1);
-    const int wanted = (n_logical + STREAM_WARPS * rows_per_pass - 1) / (STREAM_WARPS * rows_per_pass);
-    int n_blocks = multiprocessors() * (per_sm > 0 ? per_sm : 1);
-    n_blocks = n_blocks < wanted ? n_blocks : wanted;
+    const int n_blocks = stream_blocks(n_out, MODE, R, multiprocessors() * (per_sm > 0 ? per_sm : 1));
     /* the first pass's rows, as the kernel counts them (its L2 prefetch before the wait) */
     const int first_rows = min(n_logical, rows_per_pass * n_blocks * STREAM_WARPS) * (gated(MODE) ? 2 : 1);
     const int l2 = stream_l2(first_rows, cuda_row_bytes(WT, n_in));
@@ -1036,9 +1043,7 @@ static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const flo
     cudaError_t e = allow_smem(k_matvec_ring<WT, MODE, R>, smem);
     if (e != cudaSuccess)
         return e;
-    const int rows_per_pass = gated(MODE) ? 1 : R, n_logical = n_out / (gated(MODE) ? 2 : 1);
-    const int wanted = (n_logical + STREAM_WARPS * rows_per_pass - 1) / (STREAM_WARPS * rows_per_pass);
-    const int n_blocks = multiprocessors() < wanted ? multiprocessors() : wanted;
+    const int n_blocks = stream_blocks(n_out, MODE, R, multiprocessors()); /* one a multiprocessor */
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
     return cudaLaunchKernelEx(&cfg, k_matvec_ring<WT, MODE, R>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
