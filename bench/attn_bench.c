@@ -46,13 +46,13 @@ int main(int argc, char **argv) {
     const int64_t n_ctx = pos + 1, kv_dim = (int64_t)n_head_kv * hd, q_dim = (int64_t)n_head * hd;
     cuda_attn_params p = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .head_dim_v = hd, .n_rot = hd,
                           .rope_neox = 1, .eps = 1e-6f, .n_ctx = n_ctx, .kv_type = CUDA_KV_F16};
-    const int n_split = argc > 5 ? atoi(argv[5]) : cuda_attention_split_count(&p, 0);
+    const int n_split = argc > 5 ? atoi(argv[5]) : cuda_attention_split_count(&p);
     const size_t cache_bytes = cuda_kv_layer_bytes(CUDA_KV_F16, n_ctx, kv_dim);
     void *kc = device_random(cache_bytes), *vc = device_random(cache_bytes);
     float *qkv = device_random((size_t)(q_dim + 2 * kv_dim) * 4), *cs = device_random((size_t)n_ctx * hd * 4);
     float *out = NULL, *part = NULL;
     cuda_step_state *state = NULL;
-    const cuda_step_state st = {0, 0, pos, 0, 0};
+    const cuda_step_state st = {0, 0, pos, 0};
     cudaEvent_t e0, e1;
     if (!kc || !vc || !qkv || !cs || cudaMalloc((void **)&out, (size_t)q_dim * 4) != cudaSuccess ||
         cudaMalloc((void **)&part, (size_t)n_head * 128 * (hd + 2) * 4) != cudaSuccess ||

@@ -15,12 +15,11 @@
  * environment, through the prefill's GEMM (cuda_gemm) instead, with TFLOP/s.
  *
  * Prints one line per matrix (its N_LAYER launches in one graph: microseconds a launch,
- * weight bytes read per second), one for the four in sequence and, where they fit one
- * (Q8_0, Q4_0), one for them as one chain a layer (cuda_chain: wo, gate|up, down, qkv).
- * With ATTN_POS=P in the environment, the decode attention (cuda_attention_decode, the
- * cluster kernel; F16 caches of P + 1 rows a layer, heads of HEAD_DIM, default 128, Q/K
- * norms) runs between qkv and wo in the layer and before each chain, as in the decode
- * step, and one more line times it alone (bytes: the K and V rows it reads). Build (after
+ * weight bytes read per second) and one for the four in sequence. With ATTN_POS=P in the
+ * environment, the decode attention (cuda_attention_decode, the cluster kernel; F16
+ * caches of P + 1 rows a layer, heads of HEAD_DIM, default 128, Q/K norms) runs between
+ * qkv and wo in the layer, as in the decode step, and one more line times it alone
+ * (bytes: the K and V rows it reads). Build (after
  * `make CUDA=1`):
  *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
  *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
@@ -41,7 +40,7 @@ static const char *const mat_names[N_MAT] = {"qkv", "wo", "gate_up", "down"};
 
 /* The name of output line m (main's loop) */
 static const char *line_name(int m) {
-    return m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : m == N_MAT + 1 ? "chain" : "attn";
+    return m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : "attn";
 }
 
 /* One matrix of type t, (n_out, n_in), its bytes set to constants: Q8_0 quants 51,
@@ -54,16 +53,6 @@ static int make_weight(cuda_weight *w, int t, int64_t n_out, int64_t n_in) {
     if (db && (cudaMalloc(&w->d, db) != cudaSuccess || cudaMemset(w->d, 0x20, db) != cudaSuccess))
         return -1;
     return 0;
-}
-
-/* A layer's matrices lw (qkv, wo, gate_up, down) as a chain: wo (reading wo_in), gate|up,
- * down, qkv */
-static void layer_links(const cuda_weight *lw, float *x, const float *nw, float *wo_in, float *qkv, float *ff,
-                        cuda_chain_link links[4]) {
-    links[0] = (cuda_chain_link){&lw[1], MV_ADD, wo_in, NULL, x};
-    links[1] = (cuda_chain_link){&lw[2], MV_NORM_SWIGLU, x, nw, ff};
-    links[2] = (cuda_chain_link){&lw[3], MV_ADD, ff, NULL, x};
-    links[3] = (cuda_chain_link){&lw[0], MV_NORM_STORE, x, nw, qkv};
 }
 
 int main(int argc, char **argv) {
@@ -135,12 +124,6 @@ int main(int argc, char **argv) {
     double layer_bytes = 0.0;
     for (int m = 0; m < N_MAT; m++)
         layer_bytes += (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1]);
-    /* the chain (chain.cu) counts its matvecs in a step state */
-    cuda_step_state *state = NULL;
-    if (cudaMalloc((void **)&state, sizeof *state) != cudaSuccess || cudaMemset(state, 0, sizeof *state) != cudaSuccess) {
-        fprintf(stderr, "gpu_matvec_bench: out of memory\n");
-        return 1;
-    }
     /* ATTN_POS: the attention's caches (n_layer) of pos + 1 rows, its state (pos), its
      * output att (q_dim), which wo then reads; RoPE angles (pos + 1, hd / 2) and norm
      * weights: zeros, only the time means anything */
@@ -174,32 +157,14 @@ int main(int argc, char **argv) {
     }
     float *wo_in = attn ? att : qkv; /* what wo reads */
     /* m < N_MAT: that matrix of every layer; m == N_MAT: the four in order; m == N_MAT + 1:
-     * wo, gate|up, down and qkv of each layer as one chain (cuda_chain), where they fit one;
-     * m == N_MAT + 2: the attention alone (ATTN_POS) */
-    for (int m = 0; m <= N_MAT + 2; m++) {
-        if (m == N_MAT + 1) {
-            cuda_chain_link probe[4];
-            layer_links(w, x, nw, wo_in, qkv, ff, probe);
-            if (T > 0 || !cuda_chain_fits(probe, 4))
-                continue;
-        }
-        if (m == N_MAT + 2 && (T > 0 || !attn))
+     * the attention alone (ATTN_POS) */
+    for (int m = 0; m <= N_MAT + 1; m++) {
+        if (m == N_MAT + 1 && (T > 0 || !attn))
             continue;
         cudaGraph_t g;
         cudaGraphExec_t ge;
         cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
-        if (m == N_MAT + 1) {
-            e = cudaMemsetAsync(state, 0, sizeof *state, st);
-            for (int l = 0; l < n_layer && e == cudaSuccess; l++) {
-                cuda_chain_link links[4];
-                layer_links(w + l * N_MAT, x, nw, wo_in, qkv, ff, links);
-                if (attn)
-                    e = cuda_attention_decode(&ap, qkv, kc[l], vc[l], astate, att, st);
-                if (e == cudaSuccess)
-                    e = cuda_chain(links, 4, 1e-6f, state, 4u * (unsigned)l, st);
-            }
-        }
-        for (int l = 0; l < n_layer && e == cudaSuccess && m == N_MAT + 2; l++)
+        for (int l = 0; l < n_layer && e == cudaSuccess && m == N_MAT + 1; l++)
             e = cuda_attention_decode(&ap, qkv, kc[l], vc[l], astate, att, st);
         for (int l = 0; l < n_layer && e == cudaSuccess && m <= N_MAT; l++)
             for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
@@ -237,10 +202,10 @@ int main(int argc, char **argv) {
         }
         const double us = 1e3 * ms / REPS / n_layer; /* per launch, or per layer */
         const double bytes = m < N_MAT       ? (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1])
-                             : m == N_MAT + 2 ? 2.0 * (pos + 1) * (double)kv_dim * 2.0 /* K and V rows, F16 */
+                             : m == N_MAT + 1 ? 2.0 * (pos + 1) * (double)kv_dim * 2.0 /* K and V rows, F16 */
                                               : layer_bytes;
         double flops = 0.0; /* 2 T n_out n_in */
-        for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && m <= N_MAT + 1; k++)
+        for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && m <= N_MAT; k++)
             flops += 2.0 * T * (double)shape[k][0] * (double)shape[k][1];
         printf("%s T=%d %5lldx%-5lld %-8s %8.2f us  %7.1f GB/s  %6.1f TFLOP/s\n", cuda_wtype_name(t), T,
                (long long)(m < N_MAT ? shape[m][0] : 0), (long long)(m < N_MAT ? shape[m][1] : 0),

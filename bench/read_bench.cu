@@ -1,7 +1,8 @@
 // read_bench.cu - how fast this GPU reads a buffer far larger than L2, by the ways a decode
 // kernel can stream its weights: 16-byte loads into registers (grid-stride, or each block
 // a contiguous slice as a matvec's rows), U loads in flight a thread; and bulk copies into
-// a ring of shared memory (cp.async.bulk, one producer lane a block, as chain.cu), with
+// a ring of shared memory (cp.async.bulk, one producer lane a block, as the chain kernel
+// that the fifty-second session removed), with
 // consumer warps that read each stage once from shared memory; and the ring's stages
 // issued as several copies (by one lane or several). The ceiling the decode matvecs and
 // the chain are measured against (docs/perf-log.md, twenty-first session: 4.5-4.6 TB/s

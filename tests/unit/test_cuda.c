@@ -615,7 +615,7 @@ static double attention_case(const attn_case *ac, int *cache_ok) {
          cudaMalloc((void **)&dpart, (size_t)n_head * ac->n_split * (hd + 2) * sizeof(float)) != cudaSuccess))
         goto done;
     {
-        const cuda_step_state st = {0, 0, pos, 0, 0};
+        const cuda_step_state st = {0, 0, pos, 0};
         cudaMemcpy(dstate, &st, sizeof st, cudaMemcpyHostToDevice);
     }
     cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, neox, n_ctx, window);
@@ -1089,7 +1089,7 @@ static double embed_case(int type, int n_vocab, int n_in, float scale) {
     float *x = malloc((size_t)(N_TOK + 1) * n_in * sizeof(float)), *dx = NULL;
     int32_t *dtok = NULL;
     cuda_step_state *dstate = NULL;
-    const cuda_step_state s0 = {~0ull, tokens[1], 5, 0, 0};
+    const cuda_step_state s0 = {~0ull, tokens[1], 5, 0};
     cuda_step_state s;
     double worst = INFINITY, err = 0.0, vmax = 0.0;
     if (make_matrix(type, n_vocab, n_in, &m) != 0 || !x)
@@ -1515,118 +1515,6 @@ void test_cuda_gemm(void) {
     cuda_gemm_set_mmq(-1);
 }
 
-/* A random matrix of type (Q8_0 or Q4_0) straight on the device (upload_weight): random
- * quants, scales in [0.01, 0.05) as make_matrix's, but no values on the host, which at
- * Qwen3-8B's gate|up would be 0.8 GB of doubles (for device-against-device checks). */
-static int random_device_weight(int type, int n_out, int n_in, cuda_weight *dw) {
-    const size_t w_bytes = (size_t)n_out * cuda_row_bytes(type, n_in);
-    const size_t nd = (size_t)n_out * cuda_scale_row_bytes(type, n_in) / 2;
-    host_matrix m = {type, n_out, n_in, malloc(w_bytes), malloc(nd * sizeof(uint16_t)), NULL};
-    int ok = m.w && m.d;
-    *dw = (cuda_weight){type, n_in, n_out, NULL, NULL, NULL};
-    for (size_t i = 0; ok && i < w_bytes; i += 4) {
-        const uint32_t r = rnd();
-        memcpy(m.w + i, &r, 4);
-    }
-    for (size_t i = 0; ok && i < nd; i++)
-        m.d[i] = quant_f16_sat(0.01f + 0.02f * (rndf() + 1.0f));
-    ok = ok && upload_weight(&m, dw) == 0;
-    free_matrix(&m);
-    return ok ? 0 : -1;
-}
-
-/* cuda_chain (chain.cu) against the same matvecs one by one through cuda_matvec (the
- * streaming kernel with the int8 input, checked against the host above): a Qwen3
- * layer's wo (+= x), gate|up (SwiGLU, or GeGLU), down (+= x) and the next qkv, from the
- * same attention output and residual. Returns the worst |difference| / max |y| over the
- * outputs x, h and qkv (-1: out of memory or a launch failed); *same: whether a second
- * run of the chain gave the same bits. The bound (the caller's): the chain quantizes
- * x * norm_w before its 1 / rms (chain.cu), cuda_matvec after it, so a quant can round
- * the other way where x 127 / max is within an ulp of a .5 (run_case's flip, ~1e-4 of
- * a row's sum at these lengths), and such a flip in h moves down's rows further. */
-static double chain_case(int type, int n_embd, int q_dim, int kv_dim, int n_ff, int gelu, int *same) {
-    const int n_qkv = q_dim + 2 * kv_dim;
-    const int glu = gelu ? MV_NORM_GEGLU : MV_NORM_SWIGLU;
-    const float eps = 1e-6f;
-    cuda_weight wo, gate_up, down, qkv;
-    float *attn = random_floats((size_t)q_dim, 2.0f, 0.0f), *x0 = random_floats((size_t)n_embd, 2.0f, 0.0f);
-    float *nw1 = random_floats((size_t)n_embd, 0.5f, 1.0f), *nw2 = random_floats((size_t)n_embd, 0.5f, 1.0f);
-    float *out[2][3] = {{NULL}}; /* [one by one, chain][x, h, qkv] */
-    const size_t n_out[3] = {(size_t)n_embd, (size_t)n_ff, (size_t)n_qkv};
-    float *dattn = NULL, *dx = NULL, *dh = NULL, *dqkv = NULL, *dnw1 = NULL, *dnw2 = NULL;
-    cuda_step_state *dstate = NULL;
-    double worst = -1.0;
-    *same = 0;
-    memset(&wo, 0, sizeof wo), memset(&gate_up, 0, sizeof gate_up), memset(&down, 0, sizeof down);
-    memset(&qkv, 0, sizeof qkv);
-    if (!attn || !x0 || !nw1 || !nw2 || random_device_weight(type, n_embd, q_dim, &wo) ||
-        random_device_weight(type, 2 * n_ff, n_embd, &gate_up) || random_device_weight(type, n_embd, n_ff, &down) ||
-        random_device_weight(type, n_qkv, n_embd, &qkv) || !(dattn = to_device(attn, (size_t)q_dim * 4)) ||
-        !(dx = to_device(x0, (size_t)n_embd * 4)) || !(dnw1 = to_device(nw1, (size_t)n_embd * 4)) ||
-        !(dnw2 = to_device(nw2, (size_t)n_embd * 4)) || cudaMalloc((void **)&dh, (size_t)n_ff * 4) != cudaSuccess ||
-        cudaMalloc((void **)&dqkv, (size_t)n_qkv * 4) != cudaSuccess ||
-        cudaMalloc((void **)&dstate, sizeof *dstate) != cudaSuccess)
-        goto done;
-    const cuda_chain_link links[4] = {{&wo, MV_ADD, dattn, NULL, dx},
-                                      {&gate_up, glu, dx, dnw1, dh},
-                                      {&down, MV_ADD, dh, NULL, dx},
-                                      {&qkv, MV_NORM_STORE, dx, dnw2, dqkv}};
-    if (!cuda_chain_fits(links, 4))
-        goto done;
-    for (int run = 0; run < 3; run++) { /* one by one, the chain, the chain again */
-        float **o = out[run > 0];
-        cudaMemcpy(dx, x0, (size_t)n_embd * 4, cudaMemcpyHostToDevice);
-        cudaMemset(dstate, 0, sizeof *dstate);
-        cudaError_t e = cudaSuccess;
-        if (run == 0) {
-            cuda_matvec_set_stream_min(1); /* every matrix streamed with the int8 input, as at 8B */
-            for (int k = 0; k < 4 && e == cudaSuccess; k++)
-                e = cuda_matvec(links[k].w, links[k].mode, links[k].x, links[k].norm_w, eps, links[k].y, dstate, 0);
-            cuda_matvec_set_stream_min(0);
-        } else {
-            e = cuda_chain(links, 4, eps, dstate, 0, 0);
-        }
-        if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
-            goto done;
-        const float *dev[3] = {dx, dh, dqkv};
-        for (int k = 0; k < 3; k++) {
-            float *h = malloc(n_out[k] * 4);
-            if (!h)
-                goto done;
-            cudaMemcpy(h, dev[k], n_out[k] * 4, cudaMemcpyDeviceToHost);
-            if (run == 2) { /* the second chain: bit for bit the first */
-                *same = (k == 0 || *same) && memcmp(h, o[k], n_out[k] * 4) == 0;
-                free(h);
-            } else {
-                o[k] = h;
-            }
-        }
-    }
-    worst = 0.0;
-    for (int k = 0; k < 3; k++) {
-        double ymax = 0.0, e = 0.0;
-        for (size_t i = 0; i < n_out[k]; i++)
-            ymax = fmax(ymax, fabs(out[0][k][i]));
-        for (size_t i = 0; i < n_out[k]; i++) {
-            const double d = fabs((double)out[1][k][i] - out[0][k][i]) / (ymax > 0 ? ymax : 1.0);
-            e = d > e || isnan(d) ? d : e;
-        }
-        worst = e > worst ? e : worst;
-    }
-done:
-    for (int r = 0; r < 2; r++)
-        for (int k = 0; k < 3; k++)
-            free(out[r][k]);
-    cuda_weight *ws[4] = {&wo, &gate_up, &down, &qkv};
-    for (int k = 0; k < 4; k++) {
-        cudaFree(ws[k]->w);
-        cudaFree(ws[k]->d);
-    }
-    cudaFree(dattn), cudaFree(dx), cudaFree(dh), cudaFree(dqkv), cudaFree(dnw1), cudaFree(dnw2), cudaFree(dstate);
-    free(attn), free(x0), free(nw1), free(nw2);
-    return worst;
-}
-
 void test_cuda(void) {
     if (!er_cuda_available()) {
         printf("cuda: no CUDA device here, nothing to test\n");
@@ -1746,21 +1634,6 @@ void test_cuda(void) {
             free_matrix(&m);
         }
     }
-    /* the chain (wo, gate|up, down, next qkv in one kernel) at the shapes of Qwen3-0.6B,
-     * 4B (rows of 2,560 and 9,728: stages of 3 and 5 rows) and 8B, against the matvecs */
-    static const int chain_shapes[][4] = {{1024, 2048, 1024, 3072}, {2560, 4096, 1024, 9728},
-                                          {4096, 4096, 1024, 12288}};
-    static const int chain_types[2] = {CUDA_W_Q8_0, CUDA_W_Q4_0};
-    cuda_matvec_set_int8(1);
-    for (int ti = 0; ti < 2; ti++) {
-        for (size_t i = 0; i < sizeof chain_shapes / sizeof chain_shapes[0]; i++) {
-            const int t = chain_types[ti], *cs = chain_shapes[i], gelu = i == 0 && t == CUDA_W_Q4_0;
-            int same = 0;
-            const double err = chain_case(t, cs[0], cs[1], cs[2], cs[3], gelu, &same);
-            CHECK(err >= 0.0 && err <= 2e-3 && same, "%s chain (n_embd %d, n_ff %d%s): error %.3g of max |y|, rerun %s",
-                  cuda_wtype_name(t), cs[0], cs[3], gelu ? ", GeGLU" : "", err, same ? "identical" : "DIFFERS");
-        }
-    }
     /* the output head of Qwen3, in the quantized types (the float ones: 0.6-1.2 GB here) */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         if (cuda_wtype_block(t) == 1)
@@ -1863,8 +1736,7 @@ void test_cuda(void) {
     /* the split decode over a long context (n_head, n_head_kv, head_dim, position, window,
      * biases): Qwen3-0.6B's heads at 1 to 16,384 positions, Qwen3-8B's and 32B's, heads of
      * 64, 256 (with a window), 80 and 8 dims, Qwen2's biases; each with the device's
-     * block count (cuda_attention_split_count), its count between chains
-     * (CUDA_SPLIT_PER_SM_CHAIN a multiprocessor), one block, 7 (shares not a power of two)
+     * block count (cuda_attention_split_count), one block, 7 (shares not a power of two)
      * and 128 (more blocks than rounds of keys: empty shares), each in the F16 cache (the
      * default, its own kernel for heads of 64, 128 and 256) and in F32 or Q8_0 by turns */
     static const int split[][6] = {{16, 8, 128, 0, 0, 0},     {16, 8, 128, 15, 0, 0},    {16, 8, 128, 16, 0, 0},
@@ -1877,11 +1749,9 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
         const int *a = split[i];
         const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, a[4]);
-        const int n_dev = cuda_attention_split_count(&p, 0);
-        const int n_chain = cuda_attention_split_count(&p, CUDA_SPLIT_PER_SM_CHAIN);
-        const int counts[] = {n_dev, n_chain, 1, 7, 128};
-        CHECK(n_dev >= 1 && n_dev <= CUDA_ATT_SPLIT_MAX && n_chain >= 1 && n_chain <= n_dev,
-              "split counts %d, %d for %d heads", n_dev, n_chain, a[0]);
+        const int n_dev = cuda_attention_split_count(&p);
+        const int counts[] = {n_dev, 1, 7, 128};
+        CHECK(n_dev >= 1 && n_dev <= CUDA_ATT_SPLIT_MAX, "split count %d for %d heads", n_dev, a[0]);
         for (int c = 0; c < 2 * (int)(sizeof counts / sizeof counts[0]); c++) { /* each count in F16, then another */
             const int other = a[2] % 32 == 0 && (i + (size_t)c) % 2 ? CUDA_KV_Q8_0 : CUDA_KV_F32;
             const int kv = c % 2 ? other : CUDA_KV_F16;
@@ -1902,7 +1772,7 @@ void test_cuda(void) {
     for (size_t i = 0; i < sizeof spiked / sizeof spiked[0]; i++) {
         const int *a = spiked[i];
         const cuda_attn_params p = plain_attn(a[0], a[1], a[2], 1, a[3] + 1, 0);
-        const int counts[] = {cuda_attention_split_count(&p, 0), 1};
+        const int counts[] = {cuda_attention_split_count(&p), 1};
         for (int c = 0; c < 2; c++) {
             const attn_case ac = {a[0], a[1], a[2], a[3], 0, 1, 1, 0, CUDA_KV_F16, counts[c], 6};
             int cache_ok = 0;
@@ -1915,7 +1785,7 @@ void test_cuda(void) {
     }
     const cuda_attn_params qwen3_06b = {.n_head = 16, .n_head_kv = 8, .head_dim = 128, .kv_type = CUDA_KV_F16};
     printf("  split decode attention: worst error %.2e (%d blocks per head at Qwen3-0.6B's shape)\n", split_worst,
-           cuda_attention_split_count(&qwen3_06b, 0));
+           cuda_attention_split_count(&qwen3_06b));
 
     /* the prefill's Q/K/V preparation (n_head, n_head_kv, head_dim, tokens, pos0, norms,
      * biases): Qwen3, Qwen2 (biases), Gemma-3 (256 dims), stories260K, 80-dim heads */

@@ -526,7 +526,7 @@ static split_launch split_kernel(const cuda_attn_params *p) {
     return sl;
 }
 
-extern "C" int cuda_attention_split_count(const cuda_attn_params *p, int per_sm_max) {
+extern "C" int cuda_attention_split_count(const cuda_attn_params *p) {
     int dev = 0, n_sm = 0, per_sm = 0;
     const split_launch sl = split_kernel(p);
     if (!sl.fn || sl.grid_heads < 1 || allow_smem(sl.fn, sl.smem) != cudaSuccess ||
@@ -534,8 +534,6 @@ extern "C" int cuda_attention_split_count(const cuda_attn_params *p, int per_sm_
         cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sl.fn, ATT_WARPS * 32, sl.smem) != cudaSuccess)
         return 1;
-    if (per_sm_max > 0 && per_sm > per_sm_max)
-        per_sm = per_sm_max;
     const int n = per_sm * n_sm / sl.grid_heads;
     return n < 1 ? 1 : n > CUDA_ATT_SPLIT_MAX ? CUDA_ATT_SPLIT_MAX : n;
 }

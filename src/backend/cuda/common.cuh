@@ -252,8 +252,7 @@ typedef struct xq_block {
 /* Elements 8 i .. 8 i + 7 of the input, v, quantized with their block (quant8_f32: called
  * by whole warps, lanes 4k .. 4k + 3 holding a block) into xq at xq_slot, and by the
  * block's first lane its scale and sum of quants into xb[i / 4]; stored only where i < n8
- * (the lanes past the input hold zeros). The decode matvecs' int8 input (matvec.cu,
- * chain.cu). */
+ * (the lanes past the input hold zeros). The decode matvecs' int8 input (matvec.cu). */
 template <int WT>
 static __device__ __forceinline__ void quant8_store(const float v[8], int i, int n8, int4 *xq, xq_block *xb) {
     constexpr int CE = CHUNK_ELEMS(WT);
@@ -296,13 +295,9 @@ static __device__ __forceinline__ void stage_norm_weights(const float *const &no
  * elements i = thread + j T, G at a time, all their loads first; x 16-byte aligned, n_in
  * a multiple of 32. w0: stage_norm_weights of the first round. With a norm it ends with
  * a barrier of the T threads (bar 1: threads_sync), else with none.
- * x, norm_w and n_in come by reference (as in stage_norm_weights) so that a chain
- * phase's fields (chain.cu) are read where they are used, as before these functions
- * were shared: passed by value, they stayed in registers through the rounds, k_chain
- * took 80 -> 88 registers (Q8_0), and its layer measured 0-1% slower (H200,
- * docs/perf-log.md, twenty-second session). By reference its SASS is the earlier one
- * but for where one value is loaded. (matvec.cu passes copies: a __restrict__ pointer
- * binds to no reference of this type.) */
+ * x, norm_w and n_in come by reference (as in stage_norm_weights): the resident chain
+ * kernel this was shared with (removed in the fifty-second session) read its fields
+ * where they were used. matvec.cu passes copies. */
 template <int WT, int T, int G>
 static __device__ __forceinline__ float stage_quant(const float *const &x, const float *const &norm_w, bool norm,
                                                     float eps, const int &n_in, int4 *xq, xq_block *xb, float *red,

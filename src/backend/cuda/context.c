@@ -53,8 +53,7 @@ void cuda_context_free(void *ctx) {
     cudaFreeHost(cc->batch_host);
     cudaFree(cc->k_cache);
     cudaFree(cc->v_cache);
-    cudaFree(cc->arena); /* (synchronizes: no chain of this context runs past here) */
-    cuda_chain_release(cc);
+    cudaFree(cc->arena);
     free(cc);
 }
 
@@ -101,13 +100,11 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
     cc->split_min = env_int("EDGERUNNER_CUDA_SPLIT_MIN", CUDA_SPLIT_MIN);
     {
         const cuda_attn_params ap = cuda_layer_attn(cc, 0); /* the shape, alike in every layer */
-        /* EDGERUNNER_CUDA_N_SPLIT (1 to CUDA_ATT_SPLIT_MAX) overrides the blocks per KV head
-         * of both, for measurements. attn_part holds n_split's states, the larger. */
+        /* EDGERUNNER_CUDA_N_SPLIT (1 to CUDA_ATT_SPLIT_MAX) overrides the blocks per KV head,
+         * for measurements. */
         const int64_t n_env = env_int("EDGERUNNER_CUDA_N_SPLIT", -1);
-        const int64_t n_split = n_env >= 0 ? n_env : cuda_attention_split_count(&ap, 0);
-        const int64_t n_chain = n_env >= 0 ? n_env : cuda_attention_split_count(&ap, CUDA_SPLIT_PER_SM_CHAIN);
+        const int64_t n_split = n_env >= 0 ? n_env : cuda_attention_split_count(&ap);
         cc->n_split = (int)(n_split < 1 ? 1 : n_split > CUDA_ATT_SPLIT_MAX ? CUDA_ATT_SPLIT_MAX : n_split);
-        cc->n_split_chain = (int)(n_chain < 1 ? 1 : n_chain > cc->n_split ? cc->n_split : n_chain);
         /* the fused epilogues: not with post-norms, nor rows k_split_norm does not take */
         cc->fuse_epilogues = env_int("EDGERUNNER_CUDA_FUSE", 1) != 0 && cuda_gemm_epi_norm_fits(c->n_embd);
         for (int64_t il = 0; il < c->n_layer; il++)

@@ -45,7 +45,6 @@ __global__ void k_commit(cuda_step_state *state, int32_t *out_ids) {
     out_ids[state->n_out] = token;
     state->n_out += 1;
     state->pos += 1;
-    state->chain_ctr = 0; /* the next step's chains count from 0 */
 }
 
 /* one block per row of y: row rows[blockIdx.x] of x, or row blockIdx.x without rows */

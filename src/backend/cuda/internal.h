@@ -110,7 +110,6 @@ typedef struct cuda_context {
     cudaGraphExec_t step;    /* the decode step, captured at first use */
     cudaGraphExec_t step_long; /* the same with the split attention (positions >= split_min) */
     int n_split;             /* blocks per head of the split attention (cuda_attention_split_count) */
-    int n_split_chain;       /* the same between chains (CUDA_SPLIT_PER_SM_CHAIN), <= n_split */
     int64_t split_min;       /* the first position whose step splits its attention over the context */
 } cuda_context;
 
@@ -128,27 +127,11 @@ enum { CUDA_SMALL_PROMPT = 4 };
  *   Qwen3-8B Q4_0 563 / 533 at 256, 535 / 532 at 512, 523 / 535 at 640, 488 / 531 at 1,024.
  * The crossover moves with the model (1.7B's near 256, 4B's past 640); 512 takes most of
  * what splitting gains (+9-17% from 768 at 0.6B and 1.7B) for a few percent at 4B.
- * Checked on an H100 after a6aee5e's merge and CUDA_SPLIT_PER_SM_CHAIN (forty-fourth
- * session): split against cluster, 256 steps from 256 keys, 8B Q8_0 298 / 303, 4B Q8_0
- * 463 / 476, 0.6B level; from 768 split wins in all four files measured. The
- * environment variable EDGERUNNER_CUDA_SPLIT_MIN overrides it (0: always split), for
- * tests and measurements. */
+ * Checked on an H100 after a6aee5e's merge (forty-fourth session): split against
+ * cluster, 256 steps from 256 keys, 8B Q8_0 298 / 303, 4B Q8_0 463 / 476, 0.6B level;
+ * from 768 split wins in all four files measured. The environment variable
+ * EDGERUNNER_CUDA_SPLIT_MIN overrides it (0: always split), for tests and measurements. */
 enum { CUDA_SPLIT_MIN = 512 };
-
-/* The split attention's blocks a multiprocessor where chains (chain.cu) run before and
- * after it; elsewhere as many as fit (3 at Qwen3's heads). Measured, not explained in
- * full: a chain block takes a whole multiprocessor's shared memory, so no attention block
- * shares a multiprocessor with it, on either side. On an H100, this rule (33 blocks per KV
- * head) against 3 a multiprocessor (49), tok/s at 1,024 / 4,096 / 16,384 keys, two runs
- * each: 8B Q8_0 297 / 282 / 243-245 against 291 / 277 / 242-243, 4B Q8_0 456-457 /
- * 419-420 / 339-343 against 442-443 / 411-412 / 346-348, 4B Q4_0 618-620 / 568-569 /
- * 424-429 against 606-608 / 542-545 / 426-428. Where no chain runs, fewer blocks lost 1-5%
- * (8B Q4_0, 1.7B, 0.6B; both in docs/perf-log.md, forty-third and forty-fourth sessions).
- * 8B Q8_0 ran chains then; since the forty-fifth session it does not (cuda_chain_pays),
- * nor 4B since the fifty-first (k_matvec_ring; 3 a multiprocessor, the ring against the
- * chain, H100, 256 steps at 1,024 / 4,096 / 16,384 keys: Q8_0 477 / 460 / 378 against
- * 455 / 418 / 345, Q4_0 616 / 567 / 428 against 615 / 566 / 427). */
-enum { CUDA_SPLIT_PER_SM_CHAIN = 2 };
 
 /* upload.c */
 er_status cuda_model_upload(const model_view *m, void **out);
@@ -163,8 +146,6 @@ er_status cuda_alloc(void **p, size_t bytes, const char *what);
 /* context.c */
 er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_params *p, void **out);
 void cuda_context_free(void *ctx);
-/* Gives back the chain kernels (step.c, chain_owner) if cc holds them. */
-void cuda_chain_release(const cuda_context *cc);
 /* The attention parameters of layer il. */
 cuda_attn_params cuda_layer_attn(const cuda_context *cc, int64_t il);
 

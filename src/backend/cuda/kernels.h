@@ -41,7 +41,6 @@ typedef struct cuda_step_state {
     int32_t token;                 /* the token the next step feeds */
     int32_t pos;                   /* its position */
     int32_t n_out;                 /* tokens written to out_ids */
-    uint32_t chain_ctr;            /* cuda_chain's arrivals this step (cuda_commit clears it) */
 } cuda_step_state;
 
 /* What a matvec does before and after its dot products. */
@@ -89,31 +88,6 @@ int cuda_matvec_takes_int8(const cuda_weight *w, int mode);
 /* Whether w's matvec in this mode streams through k_matvec_ring (on 16-byte aligned
  * buffers, as the step's). */
 int cuda_matvec_takes_ring(const cuda_weight *w, int mode);
-/* The rows one block of the streaming matvec sums in a pass (two a warp, ungated). */
-int cuda_matvec_stream_block_rows(void);
-
-/* One matvec of a chain: y = w x in mode MV_ADD, MV_NORM_STORE, MV_NORM_SWIGLU or
- * MV_NORM_GEGLU (no acc), x (n_in), norm_w (n_in) for the NORM modes. */
-enum { CUDA_CHAIN_MAX = 4 };
-typedef struct cuda_chain_link {
-    const cuda_weight *w;
-    int mode;
-    const float *x;
-    const float *norm_w;
-    float *y;
-} cuda_chain_link;
-/* Whether links[0..n) can run as one chain: Q8_0 or Q4_0 all (int8 input on), rows of
- * n_in a multiple of 256, one part each, at most CUDA_CHAIN_MAX. */
-int cuda_chain_fits(const cuda_chain_link *links, int n);
-/* Whether a layer's chain of these links measured faster than its matvecs (chain.cu). */
-int cuda_chain_pays(const cuda_chain_link *links, int n);
-/* The n matvecs one after another in one resident kernel that streams every one's
- * weights without waiting for the previous one's result (chain.cu): the first waits for
- * the previous kernel, each next one for every block to have finished the one before
- * (state->chain_ctr, of which `base` matvecs' arrivals are already counted this step). */
-cudaError_t cuda_chain(const cuda_chain_link *links, int n, float eps, cuda_step_state *state, unsigned int base,
-                       cudaStream_t stream);
-
 /* x (n_embd) = row state->token of the embedding matrix times scale (Gemma-3's
  * embd_scale, else 1); resets the argmax key. */
 cudaError_t cuda_embed_state(const cuda_weight *embd, float scale, cuda_step_state *state, float *x,
@@ -185,9 +159,8 @@ cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *
 /* The most blocks per head cuda_attention_decode_split takes. */
 enum { CUDA_ATT_SPLIT_MAX = 128 };
 /* Blocks per head for cuda_attention_decode_split: as many as are resident on the device
- * at once, at most per_sm_max a multiprocessor where per_sm_max > 0, in [1,
- * CUDA_ATT_SPLIT_MAX]. */
-int cuda_attention_split_count(const cuda_attn_params *p, int per_sm_max);
+ * at once, in [1, CUDA_ATT_SPLIT_MAX]. */
+int cuda_attention_split_count(const cuda_attn_params *p);
 
 /* Prefill: qkv (n_tokens, q + 2 kv) of tokens at pos0.. : biases + Q/K norm + RoPE in
  * place on q, K/V (with their biases) to the caches. */

@@ -61,7 +61,7 @@
  * Unless EDGERUNNER_CUDA_MV_INT8=0 (then f32, as every other type; the K types alone
  * with EDGERUNNER_CUDA_MV_INT8_K=0: the switch is a template argument, I8, of each
  * kernel). The block
- * quantizes the input as it loads it (stage_quant, as chain.cu): x times the norm
+ * quantizes the input as it loads it (stage_quant): x times the norm
  * weights, the RMSNorm's 1 / rms left out of the quants and multiplied into each row's
  * sum, so that the block reduction runs beside the quantization; into xq, swizzled as
  * xs: a Q4_0 chunk's 32 quants are 2 16-byte units (xq_slot), a Q8_0 chunk's 16 one.
@@ -1155,8 +1155,6 @@ extern "C" int cuda_matvec_int8(void) {
         int8_mode = env_switch("EDGERUNNER_CUDA_MV_INT8", 1);
     return int8_mode;
 }
-
-extern "C" int cuda_matvec_stream_block_rows(void) { return 2 * STREAM_WARPS; }
 
 /* Every decode matvec of these types takes the int8 input. Measured on the H200
  * (docs/perf-log.md): the head and the streaming matvecs first (ninth and tenth

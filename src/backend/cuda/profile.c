@@ -303,7 +303,7 @@ er_status cuda_profile(void *ctx, int64_t pos, const int32_t *tokens, int64_t n_
     cuda_context *cc = ctx;
     er_status st = ER_OK;
     const model_config *c = &cc->cm->m->config;
-    const cuda_step_state s = {0, 1, (int32_t)pos, 0, 0};
+    const cuda_step_state s = {0, 1, (int32_t)pos, 0};
     kernel_list k;
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL, step = NULL;

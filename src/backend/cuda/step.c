@@ -6,15 +6,16 @@
  *   embed(state.token) ; per layer: matvec qkv (RMSNorm folded in) ; fused Q/K norm +
  *   RoPE + KV write + attention ; matvec wo (+= residual) ; matvec gate|up with SwiGLU
  *   (RMSNorm of the residual folded in) ; matvec down (+= residual) ; output head
- *   (RMSNorm folded in) with the argmax ; commit (token -> out_ids, pos + 1). Where
- *   wo, gate|up, down and the next layer's qkv are all Q8_0 or all Q4_0 and the chain
- *   pays (chain_links), the four run as one chain (chain.cu): 2 kernels per layer,
- *   attention and chain. wo ran inside the attention kernel (its product added into an
- *   accumulator beside the residual) until the twenty-fourth session: with wo's matvec
- *   on the int8 input it was faster apart, measured on the H200 (docs/perf-log.md;
- *   edgerunner bench -n 128, alternated), Qwen3-0.6B decode folded / apart: Q8_0
- *   1,903-1,918 / 2,030-2,042 tok/s, Q4_0 2,077-2,200 / 2,247-2,249 (larger wo were
- *   always faster apart).
+ *   (RMSNorm folded in) with the argmax ; commit (token -> out_ids, pos + 1). The
+ *   large matrices stream through k_matvec_ring (matvec.cu), whose loads of a matrix's
+ *   weights start before the previous kernel ends. A resident kernel that ran wo,
+ *   gate|up, down and the next qkv as one chain measured no faster anywhere once the
+ *   ring took gate|up (docs/perf-log.md, fifty-first session), and went. wo ran inside
+ *   the attention kernel (its product added into an accumulator beside the residual)
+ *   until the twenty-fourth session: with wo's matvec on the int8 input it was faster
+ *   apart, measured on the H200 (docs/perf-log.md; edgerunner bench -n 128,
+ *   alternated), Qwen3-0.6B decode folded / apart: Q8_0 1,903-1,918 / 2,030-2,042
+ *   tok/s, Q4_0 2,077-2,200 / 2,247-2,249 (larger wo were always faster apart).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
@@ -49,8 +50,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/internal.h"
@@ -61,55 +60,6 @@ static float embd_scale(const model_config *c) { return c->features & ER_FEAT_EM
 /* The gated FFN's matvec mode. */
 static int glu_mode(const model_config *c) { return c->features & ER_FEAT_GEGLU ? MV_NORM_GEGLU : MV_NORM_SWIGLU; }
 
-/* The one context whose step graphs may hold chains. A chain's blocks wait for each
- * other at its grid counter, so two chains at once on one GPU (two contexts decoding
- * from two threads) could each hold multiprocessors that the other's blocks wait for.
- * Every other kernel finishes on its own, so other contexts run beside it without
- * chains. Claimed by the first context that captures one; cuda_chain_release gives it
- * back when that context is freed. */
-static _Atomic(const cuda_context *) chain_owner;
-
-static int chain_claim(const cuda_context *cc) {
-    const cuda_context *owner = NULL;
-    return atomic_compare_exchange_strong(&chain_owner, &owner, cc) || owner == cc;
-}
-
-void cuda_chain_release(const cuda_context *cc) {
-    const cuda_context *mine = cc;
-    atomic_compare_exchange_strong(&chain_owner, &mine, NULL);
-}
-
-/* The layer's wo, gate|up and down, and the next layer's qkv where there is one, as the
- * links of one chain (cuda_chain, chain.cu) after the layer's attention: 3 or 4, or 0
- * where they do not fit one (post-norms, types), where the chain did not measure faster
- * (cuda_chain_pays: Qwen3-4B's shapes without k_matvec_ring), where another
- * context holds the chains (chain_owner), or EDGERUNNER_CUDA_CHAIN=0; =1: wherever they
- * fit (to compare). */
-static int chain_links(const cuda_context *cc, int64_t il, cuda_chain_link *links) {
-    const cuda_model *cm = cc->cm;
-    const model_config *c = &cm->m->config;
-    const cuda_layer *l = &cm->layers[il];
-    static int wanted = -1; /* 0 never, 1 wherever it fits, 2 where it pays */
-    if (wanted < 0) {
-        const char *env = getenv("EDGERUNNER_CUDA_CHAIN");
-        wanted = env && (!strcmp(env, "0") || !strcmp(env, "1")) ? env[0] - '0' : 2;
-    }
-    if (!wanted || l->post_attn_norm || l->post_ffn_norm)
-        return 0;
-    links[0] = (cuda_chain_link){&l->wo, MV_ADD, cc->attn, NULL, cc->x};
-    links[1] = (cuda_chain_link){&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, cc->h};
-    links[2] = (cuda_chain_link){&l->down, MV_ADD, cc->h, NULL, cc->x};
-    if (!cuda_chain_fits(links, 3) || (wanted == 2 && !cuda_chain_pays(links, 3)) || !chain_claim(cc))
-        return 0;
-    if (il + 1 < c->n_layer) {
-        const cuda_layer *next = &cm->layers[il + 1];
-        links[3] = (cuda_chain_link){&next->qkv, MV_NORM_STORE, cc->x, next->attn_norm, cc->qkv};
-        if (cuda_chain_fits(links, 4))
-            return 4;
-    }
-    return 3;
-}
-
 er_status cuda_enqueue_step(cuda_context *cc, int split) {
     er_status st = ER_OK;
     const cuda_model *cm = cc->cm;
@@ -117,28 +67,17 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
     const size_t layer_kv = cc->kv_layer_stride;
     const int n_embd = (int)c->n_embd;
     CUDA_TRY(cuda_embed_state(&cm->token_embd, embd_scale(c), cc->state, cc->x, cc->stream));
-    int qkv_done = 0;        /* this layer's qkv ran in the previous layer's chain */
-    unsigned int chained = 0; /* matvecs of this step's chains so far (cuda_chain's base) */
     for (int64_t il = 0; il < c->n_layer; il++) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
         uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
-        if (!qkv_done)
-            CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state,
-                                 cc->stream));
-        cuda_chain_link links[CUDA_CHAIN_MAX];
-        const int n_links = chain_links(cc, il, links);
+        CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state,
+                             cc->stream));
         if (split)
-            CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part,
-                                                 n_links ? cc->n_split_chain : cc->n_split, cc->attn, cc->stream));
+            CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part, cc->n_split, cc->attn,
+                                                 cc->stream));
         else
             CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, cc->stream));
-        qkv_done = n_links == 4;
-        if (n_links) {
-            CUDA_TRY(cuda_chain(links, n_links, c->norm_eps, cc->state, chained, cc->stream));
-            chained += (unsigned int)n_links;
-            continue;
-        }
         if (l->post_attn_norm) {
             CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_attn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
@@ -324,7 +263,7 @@ er_status cuda_decode(void *ctx, const int32_t *tokens, int64_t n, int64_t n_pas
     const int64_t n_vocab = cc->cm->m->config.n_vocab;
     if (n <= CUDA_SMALL_PROMPT) {
         for (int64_t i = 0; i < n; i++) {
-            const cuda_step_state s = {0, tokens[i], (int32_t)(n_past + i), 0, 0};
+            const cuda_step_state s = {0, tokens[i], (int32_t)(n_past + i), 0};
             cudaGraphExec_t step;
             if ((st = cuda_step_graph(cc, n_past + i, &step)) != ER_OK)
                 return st;

@@ -1,7 +1,8 @@
 /*
- * sync.cuh - how the threads of a resident kernel wait for data (chain.cu, and the
- * single-file benches bench/phase_chain_bench.cu and grid_barrier_bench.cu, which include
- * it by its path: it needs nothing but the CUDA headers):
+ * sync.cuh - how the threads of a kernel wait for data: the engine's kernels take
+ * smem_addr and threads_sync (through common.cuh), the rest serves the single-file benches
+ * bench/read_bench.cu, phase_chain_bench.cu and grid_barrier_bench.cu, which include it by
+ * its path (it needs nothing but the CUDA headers):
  *   mbarriers in shared memory that count the bytes of bulk copies (cp.async.bulk) and
  *     the arrivals of the warps that free a stage;
  *   a counter in global memory that only grows: a grid's barrier, each block adding one

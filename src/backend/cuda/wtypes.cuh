@@ -211,9 +211,8 @@ CUDA_WT_FN int cuda_wtype_int8_dot(int type) {
     return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0 || type == CUDA_W_Q4_K || type == CUDA_W_Q5_K ||
            type == CUDA_W_Q6_K;
 }
-/* Of those, the ones whose chunk has one scale and no offset (chunk_isum): the chain
- * (chain.cu) and the streaming matvec's scales loaded before its wait (stream_chunks)
- * keep only that scale. */
+/* Of those, the ones whose chunk has one scale and no offset (chunk_isum): the streaming
+ * matvec's scales loaded before its wait (stream_chunks) keep only that scale. */
 CUDA_WT_FN int cuda_wtype_int8_one_scale(int type) { return type == CUDA_W_Q4_0 || type == CUDA_W_Q8_0; }
 /* Of those, the ones whose chunk adds an offset (d q + m: Q4_K, Q5_K), m times the sum of
  * the input's quants of the block: the batch GEMM stages that sum with the quants. */
