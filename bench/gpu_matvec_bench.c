@@ -19,7 +19,8 @@
  * environment, the decode attention (cuda_attention_decode, the cluster kernel; F16
  * caches of P + 1 rows a layer, heads of HEAD_DIM, default 128, Q/K norms) runs between
  * qkv and wo in the layer, as in the decode step, and one more line times it alone
- * (bytes: the K and V rows it reads). Build (after
+ * (bytes: the K and V rows it reads). With Q8=1, gate|up hands down its output quantized
+ * where cuda_matvec_q8_handoff allows (MV_NORM_SWIGLU_Q8, MV_ADD_Q8). Build (after
  * `make CUDA=1`):
  *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
  *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
@@ -71,7 +72,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int64_t shape[N_MAT][2] = {{q_dim + 2 * kv_dim, n_embd}, {n_embd, q_dim}, {2 * n_ff, n_embd}, {n_embd, n_ff}};
-    const int mode[N_MAT] = {MV_NORM_STORE, MV_ADD, MV_NORM_SWIGLU, MV_ADD};
+    int mode[N_MAT] = {MV_NORM_STORE, MV_ADD, MV_NORM_SWIGLU, MV_ADD};
     cuda_weight *w = calloc((size_t)n_layer * N_MAT, sizeof *w); /* (n_layer, N_MAT) */
     float *x = NULL, *nw = NULL, *qkv = NULL, *ff = NULL;   /* (n_embd), (max n_embd n_ff), (q_dim + 2 kv_dim), (n_ff) */
     const int64_t n_max = n_ff > n_embd ? n_ff : n_embd;
@@ -116,6 +117,14 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "gpu_matvec_bench: out of device memory at layer %d\n", l);
                 return 1;
             }
+    const char *q8_env = getenv("Q8");
+    if (q8_env && atoi(q8_env))
+        cuda_matvec_set_q8_handoff(1);
+    if (T == 0 && q8_env && atoi(q8_env) && cuda_matvec_q8_handoff(&w[2], &w[3])) {
+        mode[2] = MV_NORM_SWIGLU_Q8;
+        mode[3] = MV_ADD_Q8;
+        fprintf(stderr, "gpu_matvec_bench: gate|up hands down its output quantized\n");
+    }
     cudaStream_t st;
     cudaEvent_t e0, e1;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);

@@ -1515,6 +1515,65 @@ void test_cuda_gemm(void) {
     cuda_gemm_set_mmq(-1);
 }
 
+/* A random matrix of type (Q8_0 or Q4_0) straight on the device (upload_weight): random
+ * quants, scales in [0.01, 0.05) as make_matrix's, but no values on the host, which at
+ * Qwen3-8B's gate|up would be 0.8 GB of doubles (for device-against-device checks). */
+static int random_device_weight(int type, int n_out, int n_in, cuda_weight *dw) {
+    const size_t w_bytes = (size_t)n_out * cuda_row_bytes(type, n_in);
+    const size_t nd = (size_t)n_out * cuda_scale_row_bytes(type, n_in) / 2;
+    host_matrix m = {type, n_out, n_in, malloc(w_bytes), malloc(nd * sizeof(uint16_t)), NULL};
+    int ok = m.w && m.d;
+    *dw = (cuda_weight){type, n_in, n_out, NULL, NULL, NULL};
+    for (size_t i = 0; ok && i < w_bytes; i += 4) {
+        const uint32_t r = rnd();
+        memcpy(m.w + i, &r, 4);
+    }
+    for (size_t i = 0; ok && i < nd; i++)
+        m.d[i] = quant_f16_sat(0.01f + 0.02f * (rndf() + 1.0f));
+    ok = ok && upload_weight(&m, dw) == 0;
+    free_matrix(&m);
+    return ok ? 0 : -1;
+}
+
+/* A Qwen3 layer's gate|up (SwiGLU) and down of one type on the same random input, with
+ * the hidden vector in f32 (MV_NORM_SWIGLU, MV_ADD) and handed over quantized
+ * (MV_NORM_SWIGLU_Q8, MV_ADD_Q8): the residual must come out bit for bit the same (the
+ * same rows' sums, quantized as down's staging quantizes them). 1: identical, 0: the
+ * handoff does not take these shapes here (cuda_matvec_q8_handoff), -1: they differ,
+ * -2: out of memory or a launch failed. */
+static int q8_handoff_case(int type, int n_embd, int n_ff) {
+    const float eps = 1e-6f;
+    cuda_weight gate_up, down;
+    float *x0 = random_floats((size_t)n_embd, 2.0f, 0.0f), *nw = random_floats((size_t)n_embd, 0.5f, 1.0f);
+    float *out[2] = {malloc((size_t)n_embd * 4), malloc((size_t)n_embd * 4)}; /* f32, quantized */
+    float *dx = NULL, *dnw = NULL, *dh = NULL;
+    int result = -2;
+    memset(&gate_up, 0, sizeof gate_up), memset(&down, 0, sizeof down);
+    if (!x0 || !nw || !out[0] || !out[1] || random_device_weight(type, 2 * n_ff, n_embd, &gate_up) ||
+        random_device_weight(type, n_embd, n_ff, &down) || !(dx = to_device(x0, (size_t)n_embd * 4)) ||
+        !(dnw = to_device(nw, (size_t)n_embd * 4)) || cudaMalloc((void **)&dh, (size_t)n_ff * 4) != cudaSuccess)
+        goto done;
+    result = 0;
+    if (!cuda_matvec_q8_handoff(&gate_up, &down))
+        goto done;
+    result = -2;
+    for (int q8 = 0; q8 < 2; q8++) {
+        cudaMemcpy(dx, x0, (size_t)n_embd * 4, cudaMemcpyHostToDevice);
+        cudaMemset(dh, 0xff, (size_t)n_ff * 4); /* no block of the handoff left from the run before */
+        if (cuda_matvec(&gate_up, q8 ? MV_NORM_SWIGLU_Q8 : MV_NORM_SWIGLU, dx, dnw, eps, dh, NULL, 0) != cudaSuccess ||
+            cuda_matvec(&down, q8 ? MV_ADD_Q8 : MV_ADD, dh, NULL, 0.0f, dx, NULL, 0) != cudaSuccess ||
+            cudaDeviceSynchronize() != cudaSuccess)
+            goto done;
+        cudaMemcpy(out[q8], dx, (size_t)n_embd * 4, cudaMemcpyDeviceToHost);
+    }
+    result = memcmp(out[0], out[1], (size_t)n_embd * 4) ? -1 : 1;
+done:
+    cudaFree(gate_up.w), cudaFree(gate_up.d), cudaFree(down.w), cudaFree(down.d);
+    cudaFree(dx), cudaFree(dnw), cudaFree(dh);
+    free(x0), free(nw), free(out[0]), free(out[1]);
+    return result;
+}
+
 void test_cuda(void) {
     if (!er_cuda_available()) {
         printf("cuda: no CUDA device here, nothing to test\n");
@@ -1634,6 +1693,20 @@ void test_cuda(void) {
             free_matrix(&m);
         }
     }
+    /* the quantized handoff between gate|up and down at Qwen3-8B's shapes (where this
+     * device's multiprocessors let the handoff take them) and 4B's (not on 132) */
+    static const int q8_shapes[][2] = {{4096, 12288}, {2560, 9728}};
+    int q8_taken = 0;
+    cuda_matvec_set_q8_handoff(1);
+    for (int ti = 0; ti < 2; ti++)
+        for (size_t i = 0; i < sizeof q8_shapes / sizeof q8_shapes[0]; i++) {
+            const int t = ti ? CUDA_W_Q4_0 : CUDA_W_Q8_0, r = q8_handoff_case(t, q8_shapes[i][0], q8_shapes[i][1]);
+            CHECK(r >= 0, "%s gate|up -> down handed over quantized (n_embd %d, n_ff %d): %s", cuda_wtype_name(t),
+                  q8_shapes[i][0], q8_shapes[i][1], r == -1 ? "residual DIFFERS from the f32 handoff" : "failed");
+            q8_taken += r == 1;
+        }
+    cuda_matvec_set_q8_handoff(-1);
+    printf("  quantized gate|up -> down handoff: %d of 4 shapes taken, identical\n", q8_taken);
     /* the output head of Qwen3, in the quantized types (the float ones: 0.6-1.2 GB here) */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         if (cuda_wtype_block(t) == 1)

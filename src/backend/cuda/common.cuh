@@ -223,7 +223,7 @@ static __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 
 /* The modes whose rows are gate and up halves, y[i] = act(gate[i] . x) * (up[i] . x). */
 static __host__ __device__ __forceinline__ constexpr bool gated(int mode) {
-    return mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
+    return mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU || mode == MV_NORM_SWIGLU_Q8;
 }
 
 /* 16-byte unit q of chunk c of a staged input of Q units a chunk (a power of 2): rotated

@@ -51,6 +51,11 @@ enum cuda_matvec_mode {
     MV_NORM_SWIGLU = 3, /* y[i] = silu(W[i] xn) * W[n_out/2 + i] xn, xn = rmsnorm(x); y has n_out/2 */
     MV_NORM_ARGMAX = 4, /* y = W rmsnorm(x), and the argmax folded into state->argmax_key */
     MV_NORM_GEGLU = 5,  /* MV_NORM_SWIGLU with gelu (tanh approximation, cpu_geglu) for silu: Gemma-3 */
+    /* The handoff of a gated FFN's hidden vector already quantized (cuda_matvec_q8_handoff):
+     * gate|up stores y as the int8 input of down's matvec (cuda_q8_handoff_bytes), which
+     * down then copies instead of quantizing it. */
+    MV_NORM_SWIGLU_Q8 = 6, /* MV_NORM_SWIGLU, y quantized for MV_ADD_Q8 of the same weight type */
+    MV_ADD_Q8 = 7,         /* MV_ADD, x quantized by MV_NORM_SWIGLU_Q8 */
 };
 
 /* One token: y (n_out, or n_out/2 for the gated modes) from x (n_in). norm_w (n_in) for the NORM modes. */
@@ -88,6 +93,17 @@ int cuda_matvec_takes_int8(const cuda_weight *w, int mode);
 /* Whether w's matvec in this mode streams through k_matvec_ring (on 16-byte aligned
  * buffers, as the step's). */
 int cuda_matvec_takes_ring(const cuda_weight *w, int mode);
+/* Whether a layer's gate|up (SwiGLU) and down hand the hidden vector over quantized
+ * (MV_NORM_SWIGLU_Q8 then MV_ADD_Q8): while it is on (off by default, unmeasured:
+ * EDGERUNNER_CUDA_Q8_HANDOFF=1 or cuda_matvec_set_q8_handoff), where both take
+ * k_matvec_ring, in one type, and gate|up's blocks own whole blocks of 32 outputs
+ * without a pass more than its rows take (matvec.cu). */
+int cuda_matvec_q8_handoff(const cuda_weight *gate_up, const cuda_weight *down);
+/* Tests: 1 turns the quantized handoff on, 0 off, -1 back to EDGERUNNER_CUDA_Q8_HANDOFF. */
+void cuda_matvec_set_q8_handoff(int on);
+/* Bytes of the quantized hidden vector of n elements (a multiple of 32): n int8 and n / 32
+ * blocks, as down's matvec stages its input, 16-byte aligned. */
+size_t cuda_q8_handoff_bytes(int64_t n);
 /* x (n_embd) = row state->token of the embedding matrix times scale (Gemma-3's
  * embd_scale, else 1); resets the argmax key. */
 cudaError_t cuda_embed_state(const cuda_weight *embd, float scale, cuda_step_state *state, float *x,

@@ -651,7 +651,7 @@ static __device__ __forceinline__ void store_pass(float *__restrict__ y, int r, 
             if (rk >= n_logical)
                 break;
             float v = a[k] * scale;
-            if (MODE == MV_ADD)
+            if (MODE == MV_ADD || MODE == MV_ADD_Q8)
                 v += __ldcg(y + rk);
             y[rk] = v;
         }
@@ -765,6 +765,23 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
 #define RING_SCALE_BYTES(WT) (2 * CHUNK_ELEMS(WT))
 #define RING_SLOT_BYTES(WT, R) ((R) * (512 + RING_SCALE_BYTES(WT)))
 
+/* k_matvec_ring's first pass row of warp gw (warp `warp` of block b), and the one after
+ * r: every n_warps-th logical row; with MV_NORM_SWIGLU_Q8 the block's 16 warps take
+ * blocks of 32 rows b, b + gridDim.x, ..., the first 16 rows of one in a pass and the
+ * other 16 in the next, so that the block holds all 32 outputs of a block of down's input
+ * (store_q8_pass). */
+static_assert(STREAM_WARPS == 16, "MV_NORM_SWIGLU_Q8: a block's warps take 16 rows of 32 a pass");
+template <int MODE>
+static __device__ __forceinline__ int ring_first_row(int gw, int b) {
+    return MODE == MV_NORM_SWIGLU_Q8 ? gw + 16 * b : gw;
+}
+template <int MODE, int R>
+static __device__ __forceinline__ int ring_next_row(int r, int n_warps) {
+    if (MODE == MV_NORM_SWIGLU_Q8)
+        return r & 16 ? r + 16 + 32 * ((int)gridDim.x - 1) : r + 16;
+    return r + (gated(MODE) ? 1 : R) * n_warps;
+}
+
 /* A warp's cursor over the steps of its passes: pass row r, step s of n_steps, and the
  * pass's R rows and scales (pass_rows). */
 template <int MODE, int R>
@@ -782,7 +799,7 @@ template <int WT, int MODE, int R>
 static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uint8_t *slot, const uint8_t *w,
                                                   const __half *d, size_t rb, size_t sb, int n_logical, int n_warps,
                                                   int n_steps, int lane) {
-    constexpr int SCB = RING_SCALE_BYTES(WT), SL = SCB / 16, STEP = gated(MODE) ? 1 : R;
+    constexpr int SCB = RING_SCALE_BYTES(WT), SL = SCB / 16;
     if (cur.r < n_logical) {
 #pragma unroll
         for (int k = 0; k < R; k++)
@@ -798,12 +815,42 @@ static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uin
         }
         if (++cur.s == n_steps) {
             cur.s = 0;
-            cur.r += STEP * n_warps;
+            cur.r = ring_next_row<MODE, R>(cur.r, n_warps);
             if (cur.r < n_logical)
                 pass_rows<MODE, R>(w, d, rb, sb, cur.r, n_logical, n_warps, cur.rows, cur.scales);
         }
     }
     cp_async_commit();
+}
+
+/* Blocks of 32 outputs a MV_NORM_SWIGLU_Q8 block may own (cuda_matvec_q8_handoff) */
+#define Q8_GROUPS_MAX 8
+
+/* MV_NORM_SWIGLU_Q8's output of pass `pass` of a warp (row r, h its SwiGLU, on every
+ * lane): into the block's 32 of the row's block of down's input (hq, Q8_GROUPS_MAX of
+ * them); the warp that brings the 32nd (arrived[], counted in shared memory) quantizes
+ * them as stage_quant would (quant8_store: lanes 0..3, 8 each) into y, the int8 input of
+ * down's matvec, so that down copies it instead of quantizing the f32 vector. */
+template <int WT>
+static __device__ __forceinline__ void store_q8_pass(float h, int r, int pass, int n_logical, float (*hq)[32],
+                                                     int *arrived, float *__restrict__ y, int lane) {
+    const int g = pass >> 1; /* the block's g-th block of 32 rows */
+    int n = 0;
+    if (lane == 0) {
+        hq[g][r & 31] = h;
+        __threadfence_block(); /* the value before the count */
+        n = atomicAdd(&arrived[g], 1);
+    }
+    if (__shfl_sync(0xffffffffu, n, 0) != 31)
+        return;
+    __threadfence_block();
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        v[e] = lane < 4 ? hq[g][8 * lane + e] : 0.0f;
+    const int first = (r >> 5) * 4; /* the row block's first group of 8 */
+    quant8_store<WT>(v, first + lane, first + 4, reinterpret_cast<int4 *>(y),
+                     reinterpret_cast<xq_block *>(reinterpret_cast<uint8_t *>(y) + n_logical));
 }
 
 /* k_matvec_stream's work (Q8_0 and Q4_0 on the int8 input, rows of whole steps of 32
@@ -829,7 +876,10 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
     constexpr bool norm = MODE == MV_NORM_STORE || gated(MODE);
-    constexpr int parts = gated(MODE) ? 2 : 1, STEP = gated(MODE) ? 1 : R, SCB = RING_SCALE_BYTES(WT);
+    constexpr bool q8_out = MODE == MV_NORM_SWIGLU_Q8, q8_in = MODE == MV_ADD_Q8;
+    __shared__ float hq[q8_out ? Q8_GROUPS_MAX : 1][32]; /* (store_q8_pass) */
+    __shared__ int arrived[q8_out ? Q8_GROUPS_MAX : 1];
+    constexpr int parts = gated(MODE) ? 2 : 1, SCB = RING_SCALE_BYTES(WT);
     const int n_logical = n_out / parts;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
@@ -837,25 +887,35 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     const int n_steps = n_in / CHUNK_ELEMS(WT) / 32;
     const staged_x sx = staged_at<WT, true>(smem, n_in);
     uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * RING_STEPS * RING_SLOT_BYTES(WT, R);
+    const int r0 = ring_first_row<MODE>(gw, blockIdx.x);
     ring_cursor<MODE, R> cur;
-    cur.r = gw;
+    cur.r = r0;
     cur.s = 0;
-    if (gw < n_logical)
-        pass_rows<MODE, R>(w, d, rb, sb, gw, n_logical, n_warps, cur.rows, cur.scales);
+    if (r0 < n_logical)
+        pass_rows<MODE, R>(w, d, rb, sb, r0, n_logical, n_warps, cur.rows, cur.scales);
     for (int i = 0; i < RING_STEPS; i++) /* the weights do not depend on the previous kernel */
         ring_issue<WT, MODE, R>(cur, ring + i * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps, n_steps,
                                 lane);
     constexpr int G = STREAM_GROUPS(norm);
     float4 w0[2 * G];
     stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
+    if (q8_out && threadIdx.x < Q8_GROUPS_MAX)
+        arrived[threadIdx.x] = 0; /* (the barrier below orders it before any arrival) */
     pdl_wait();
     pdl_launch_next();
-    const float scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, (const float *)norm_w, norm, eps, n_in,
-                                                           sx.xq, sx.xb, red, w0);
+    float scale = 1.0f;
+    if constexpr (q8_in) { /* already quantized, in this layout: a copy */
+        const int n16 = (int)(staged_x_bytes(WT, true, n_in) / 16);
+        for (int i = (int)threadIdx.x; i < n16; i += STREAM_THREADS)
+            reinterpret_cast<int4 *>(smem)[i] = __ldcg(reinterpret_cast<const int4 *>(x) + i);
+    } else {
+        scale = stage_quant<WT, STREAM_THREADS, G>((const float *)x, (const float *)norm_w, norm, eps, n_in, sx.xq,
+                                                   sx.xb, red, w0);
+    }
     __syncthreads();
 
-    int slot = 0;
-    for (int r = gw; r < n_logical; r += STEP * n_warps) {
+    int slot = 0, pass = 0;
+    for (int r = r0; r < n_logical; r = ring_next_row<MODE, R>(r, n_warps), pass++) {
         float a[R];
 #pragma unroll
         for (int k = 0; k < R; k++)
@@ -885,7 +945,9 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
 #pragma unroll
             for (int k = 0; k < R; k++)
                 a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
-        if (lane == 0)
+        if constexpr (q8_out)
+            store_q8_pass<WT>(silu(a[0] * scale) * (a[1] * scale), r, pass, n_logical, hq, arrived, y, lane);
+        else if (lane == 0)
             store_pass<MODE, R>(y, r, a, scale, n_logical, n_warps);
     }
     cp_async_wait_all();
@@ -1130,6 +1192,20 @@ static cudaError_t launch(const cuda_weight *w, const float *x, const float *nor
                               rows, x, norm_w, eps, y);
 }
 
+/* MV_NORM_SWIGLU_Q8 and MV_ADD_Q8: k_matvec_ring only (cuda_matvec_q8_handoff says where) */
+template <int WT, int MODE, bool I8>
+static cudaError_t launch_q8(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+                             cudaStream_t stream) {
+    if constexpr (I8 && cuda_wtype_int8_one_scale(WT)) {
+        const int rows = stream_pass_rows(w, MODE);
+        constexpr int R3 = gated(MODE) || WT == CUDA_W_Q4_0 ? 2 : 3; /* (as launch_stream) */
+        if (streams(w, MODE) && ring_takes(w, rows) && w->n_out % (gated(MODE) ? 64 : 1) == 0)
+            return rows == 3 ? launch_ring_r<WT, MODE, R3>(w, x, norm_w, eps, y, stream)
+                             : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
+    }
+    return cudaErrorInvalidValue;
+}
+
 template <int WT, bool I8>
 static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,
                                float *y, cuda_step_state *state, cudaStream_t stream) {
@@ -1140,6 +1216,8 @@ static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, c
     case MV_NORM_SWIGLU: return launch<WT, MV_NORM_SWIGLU, I8>(w, x, norm_w, eps, y, stream);
     case MV_NORM_GEGLU: return launch<WT, MV_NORM_GEGLU, I8>(w, x, norm_w, eps, y, stream);
     case MV_NORM_ARGMAX: return launch_head<WT, I8>(w, x, norm_w, eps, y, state, stream);
+    case MV_NORM_SWIGLU_Q8: return launch_q8<WT, MV_NORM_SWIGLU_Q8, I8>(w, x, norm_w, eps, y, stream);
+    case MV_ADD_Q8: return launch_q8<WT, MV_ADD_Q8, I8>(w, x, norm_w, eps, y, stream);
     }
     return cudaErrorInvalidValue;
 }
@@ -1180,6 +1258,34 @@ extern "C" int cuda_matvec_takes_int8(const cuda_weight *w, int mode) {
 
 extern "C" int cuda_matvec_takes_ring(const cuda_weight *w, int mode) {
     return cuda_matvec_takes_int8(w, mode) && streams(w, mode) && ring_takes(w, stream_pass_rows(w, mode));
+}
+
+extern "C" size_t cuda_q8_handoff_bytes(int64_t n) { return staged_x_bytes(CUDA_W_Q8_0, true, (int)n); }
+
+/* The quantized handoff: off unless EDGERUNNER_CUDA_Q8_HANDOFF=1 (read once) or
+ * cuda_matvec_set_q8_handoff says otherwise. Off by default until a card has measured it
+ * (docs/perf-log.md, fifty-second session: prepared, not yet run). */
+static int q8_handoff_mode = -1;
+
+extern "C" void cuda_matvec_set_q8_handoff(int on) { q8_handoff_mode = on < 0 ? -1 : on != 0; }
+
+/* MV_NORM_SWIGLU_Q8's blocks own blocks of 32 rows (ring_first_row): where that takes
+ * no more passes than every n_warps-th row would (Qwen3-8B's 12,288 rows on 132
+ * multiprocessors: 6 either way; not 4B's 9,728: 6 against 5), and Q8_GROUPS_MAX such
+ * blocks at most. */
+extern "C" int cuda_matvec_q8_handoff(const cuda_weight *gate_up, const cuda_weight *down) {
+    if (q8_handoff_mode < 0)
+        q8_handoff_mode = env_switch("EDGERUNNER_CUDA_Q8_HANDOFF", 0);
+    if (!q8_handoff_mode || gate_up->type != down->type || gate_up->next || down->next || gate_up->n_out != 2 * down->n_in ||
+        down->n_in % 32 != 0 || !cuda_matvec_takes_ring(gate_up, MV_NORM_SWIGLU) ||
+        !cuda_matvec_takes_ring(down, MV_ADD))
+        return 0;
+    const int n_logical = (int)down->n_in, n_blocks = stream_blocks((int)gate_up->n_out, MV_NORM_SWIGLU, 2,
+                                                                      multiprocessors());
+    const int n_warps = n_blocks * STREAM_WARPS, groups = (n_logical / 32 + n_blocks - 1) / n_blocks;
+    const size_t extra = Q8_GROUPS_MAX * (32 + 1) * sizeof(float); /* hq, arrived */
+    return groups <= Q8_GROUPS_MAX && 2 * groups <= (n_logical + n_warps - 1) / n_warps &&
+           ring_smem(gate_up->type, (int)gate_up->n_in, 2) + 32 * sizeof(float) + extra <= SMEM_BLOCK_MAX;
 }
 
 static cudaError_t matvec_part(const cuda_weight *w, int mode, const float *x, const float *norm_w, float eps,

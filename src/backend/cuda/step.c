@@ -16,6 +16,10 @@
  *   apart, measured on the H200 (docs/perf-log.md; edgerunner bench -n 128,
  *   alternated), Qwen3-0.6B decode folded / apart: Q8_0 1,903-1,918 / 2,030-2,042
  *   tok/s, Q4_0 2,077-2,200 / 2,247-2,249 (larger wo were always faster apart).
+ * With EDGERUNNER_CUDA_Q8_HANDOFF=1 (off: not yet measured on a card), gate|up stores
+ * the hidden vector already quantized for down where both take the ring
+ * (cuda_matvec_q8_handoff: Qwen3-8B), so that down copies its input rather than
+ * quantizing it (MV_NORM_SWIGLU_Q8, MV_ADD_Q8).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
@@ -84,12 +88,16 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
         } else {
             CUDA_TRY(cuda_matvec(&l->wo, MV_ADD, cc->attn, NULL, 0.0f, cc->x, cc->state, cc->stream));
         }
-        CUDA_TRY(cuda_matvec(&l->gate_up, glu_mode(c), cc->x, l->ffn_norm, c->norm_eps, cc->h, cc->state, cc->stream));
+        /* h handed to down already quantized where that is on (cuda_matvec_q8_handoff) */
+        const int q8 =
+            !l->post_ffn_norm && glu_mode(c) == MV_NORM_SWIGLU && cuda_matvec_q8_handoff(&l->gate_up, &l->down);
+        CUDA_TRY(cuda_matvec(&l->gate_up, q8 ? MV_NORM_SWIGLU_Q8 : glu_mode(c), cc->x, l->ffn_norm, c->norm_eps, cc->h,
+                             cc->state, cc->stream));
         if (l->post_ffn_norm) {
             CUDA_TRY(cuda_matvec(&l->down, MV_STORE, cc->h, NULL, 0.0f, cc->post, cc->state, cc->stream));
             CUDA_TRY(cuda_add_rmsnorm(cc->post, l->post_ffn_norm, 1, n_embd, c->norm_eps, cc->x, cc->stream));
         } else {
-            CUDA_TRY(cuda_matvec(&l->down, MV_ADD, cc->h, NULL, 0.0f, cc->x, cc->state, cc->stream));
+            CUDA_TRY(cuda_matvec(&l->down, q8 ? MV_ADD_Q8 : MV_ADD, cc->h, NULL, 0.0f, cc->x, cc->state, cc->stream));
         }
     }
     CUDA_TRY(cuda_matvec(&cm->output, MV_NORM_ARGMAX, cc->x, cm->output_norm, c->norm_eps, cc->logits, cc->state,
