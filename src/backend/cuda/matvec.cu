@@ -1276,8 +1276,8 @@ extern "C" void cuda_matvec_set_q8_handoff(int on) { q8_handoff_mode = on < 0 ? 
 extern "C" int cuda_matvec_q8_handoff(const cuda_weight *gate_up, const cuda_weight *down) {
     if (q8_handoff_mode < 0)
         q8_handoff_mode = env_switch("EDGERUNNER_CUDA_Q8_HANDOFF", 0);
-    if (!q8_handoff_mode || gate_up->type != down->type || gate_up->next || down->next || gate_up->n_out != 2 * down->n_in ||
-        down->n_in % 32 != 0 || !cuda_matvec_takes_ring(gate_up, MV_NORM_SWIGLU) ||
+    if (!q8_handoff_mode || gate_up->type != down->type || gate_up->next || down->next ||
+        gate_up->n_out != 2 * down->n_in || down->n_in % 32 != 0 || !cuda_matvec_takes_ring(gate_up, MV_NORM_SWIGLU) ||
         !cuda_matvec_takes_ring(down, MV_ADD))
         return 0;
     const int n_logical = (int)down->n_in, n_blocks = stream_blocks((int)gate_up->n_out, MV_NORM_SWIGLU, 2,
