@@ -145,7 +145,9 @@ er_status cuda_context_create(const model_view *m, void *dev, const backend_ctx_
         cc->qkv = cuda_arena_take(a, &used, (size_t)(n_batch * (q_dim + 2 * kv_dim)) * f);
         cc->attn = cuda_arena_take(a, &used, (size_t)q_dim * f);
         cc->attn_part = cuda_arena_take(a, &used, (size_t)(c->n_head * cc->n_split * (c->head_dim + 2)) * f);
-        cc->h = cuda_arena_take(a, &used, (size_t)c->n_ff * f); /* (holds cuda_q8_handoff_bytes(n_ff) too) */
+        /* h: the FFN's hidden vector in f32, or handed to down quantized (cuda_matvec_q8_handoff) */
+        const size_t h_bytes = (size_t)c->n_ff * f, hq_bytes = cuda_q8_handoff_bytes(c->n_ff);
+        cc->h = cuda_arena_take(a, &used, h_bytes > hq_bytes ? h_bytes : hq_bytes);
         cc->post = cuda_arena_take(a, &used, (size_t)(n_batch * c->n_embd) * f);
         cc->gu = cuda_arena_take(a, &used, (size_t)(n_batch * 2 * c->n_ff) * f);
         cc->xh = cuda_arena_take(a, &used, (size_t)(n_batch * max64(max64(c->n_embd, q_dim), c->n_ff)) * 2);

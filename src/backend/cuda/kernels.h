@@ -104,6 +104,7 @@ void cuda_matvec_set_q8_handoff(int on);
 /* Bytes of the quantized hidden vector of n elements (a multiple of 32): n int8 and n / 32
  * blocks, as down's matvec stages its input, 16-byte aligned. */
 size_t cuda_q8_handoff_bytes(int64_t n);
+
 /* x (n_embd) = row state->token of the embedding matrix times scale (Gemma-3's
  * embd_scale, else 1); resets the argmax key. */
 cudaError_t cuda_embed_state(const cuda_weight *embd, float scale, cuda_step_state *state, float *x,
