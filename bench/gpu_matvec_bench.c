@@ -118,9 +118,8 @@ int main(int argc, char **argv) {
                 return 1;
             }
     const char *q8_env = getenv("Q8");
-    if (q8_env && atoi(q8_env))
-        cuda_matvec_set_q8_handoff(1);
-    if (T == 0 && q8_env && atoi(q8_env) && cuda_matvec_q8_handoff(&w[2], &w[3])) {
+    cuda_matvec_set_q8_handoff(T == 0 && q8_env && atoi(q8_env));
+    if (cuda_matvec_q8_handoff(&w[2], &w[3])) {
         mode[2] = MV_NORM_SWIGLU_Q8;
         mode[3] = MV_ADD_Q8;
         fprintf(stderr, "gpu_matvec_bench: gate|up hands down its output quantized\n");
