@@ -826,15 +826,15 @@ static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uin
 /* Blocks of 32 outputs a MV_NORM_SWIGLU_Q8 block may own (cuda_matvec_q8_handoff) */
 #define Q8_GROUPS_MAX 8
 
-/* MV_NORM_SWIGLU_Q8's output of pass `pass` of a warp (row r, h its SwiGLU, on every
- * lane): into the block's 32 of the row's block of down's input (hq, Q8_GROUPS_MAX of
- * them); the warp that brings the 32nd (arrived[], counted in shared memory) quantizes
- * them as stage_quant would (quant8_store: lanes 0..3, 8 each) into y, the int8 input of
- * down's matvec, so that down copies it instead of quantizing the f32 vector. */
+/* MV_NORM_SWIGLU_Q8's output of a warp's pass (row r, h its SwiGLU, on every lane):
+ * into the block's 32 of the row's block of down's input (hq, Q8_GROUPS_MAX of them);
+ * the warp that brings the 32nd (arrived[], counted in shared memory) quantizes them as
+ * stage_quant would (quant8_store: lanes 0..3, 8 each) into y, the int8 input of down's
+ * matvec, so that down copies it instead of quantizing the f32 vector. */
 template <int WT>
-static __device__ __forceinline__ void store_q8_pass(float h, int r, int pass, int n_logical, float (*hq)[32],
-                                                     int *arrived, float *__restrict__ y, int lane) {
-    const int g = pass >> 1; /* the block's g-th block of 32 rows */
+static __device__ __forceinline__ void store_q8_pass(float h, int r, int n_logical, float (*hq)[32], int *arrived,
+                                                     float *__restrict__ y, int lane) {
+    const int g = ((r >> 5) - (int)blockIdx.x) / (int)gridDim.x; /* the block's g-th (ring_next_row) */
     int n = 0;
     if (lane == 0) {
         hq[g][r & 31] = h;
@@ -904,7 +904,8 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     pdl_wait();
     pdl_launch_next();
     float scale = 1.0f;
-    if constexpr (q8_in) { /* already quantized, in this layout: a copy */
+    if constexpr (q8_in) { /* already quantized, in this layout: a copy (not stage_async,
+                            * whose wait would also wait for the ring's copies) */
         const int n16 = (int)(staged_x_bytes(WT, true, n_in) / 16);
         for (int i = (int)threadIdx.x; i < n16; i += STREAM_THREADS)
             reinterpret_cast<int4 *>(smem)[i] = __ldcg(reinterpret_cast<const int4 *>(x) + i);
@@ -914,8 +915,8 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     }
     __syncthreads();
 
-    int slot = 0, pass = 0;
-    for (int r = r0; r < n_logical; r = ring_next_row<MODE, R>(r, n_warps), pass++) {
+    int slot = 0;
+    for (int r = r0; r < n_logical; r = ring_next_row<MODE, R>(r, n_warps)) {
         float a[R];
 #pragma unroll
         for (int k = 0; k < R; k++)
@@ -946,7 +947,7 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
             for (int k = 0; k < R; k++)
                 a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
         if constexpr (q8_out)
-            store_q8_pass<WT>(silu(a[0] * scale) * (a[1] * scale), r, pass, n_logical, hq, arrived, y, lane);
+            store_q8_pass<WT>(silu(a[0] * scale) * (a[1] * scale), r, n_logical, hq, arrived, y, lane);
         else if (lane == 0)
             store_pass<MODE, R>(y, r, a, scale, n_logical, n_warps);
     }
@@ -1112,17 +1113,24 @@ static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const flo
                               n_out, x, norm_w, eps, y);
 }
 
+/* k_matvec_ring at `rows` (stream_pass_rows, where ring_takes) rows a warp and pass; Q8_0
+ * and Q4_0 only */
+template <int WT, int MODE>
+static cudaError_t launch_ring(const cuda_weight *w, int rows, const float *x, const float *norm_w, float eps,
+                               float *y, cudaStream_t stream) {
+    constexpr int R3 = gated(MODE) || WT == CUDA_W_Q4_0 ? 2 : 3; /* (ring_takes: not Q4_0 at 3) */
+    return rows == 3 ? launch_ring_r<WT, MODE, R3>(w, x, norm_w, eps, y, stream)
+                     : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
+}
+
 /* R 3 only for the types of int8 input (the matrices of 8B and the like; fewer instances) */
 template <int WT, int MODE, bool I8>
 static cudaError_t launch_stream(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  cudaStream_t stream) {
     const int rows = stream_pass_rows(w, MODE);
-    if constexpr (I8 && cuda_wtype_int8_one_scale(WT)) {
-        constexpr int R3 = gated(MODE) || WT == CUDA_W_Q4_0 ? 2 : 3; /* (ring_takes: not Q4_0 at 3) */
+    if constexpr (I8 && cuda_wtype_int8_one_scale(WT))
         if (ring_takes(w, rows))
-            return rows == 3 ? launch_ring_r<WT, MODE, R3>(w, x, norm_w, eps, y, stream)
-                             : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
-    }
+            return launch_ring<WT, MODE>(w, rows, x, norm_w, eps, y, stream);
     if constexpr (I8 && !gated(MODE))
         if (rows == 3)
             return launch_stream_r<WT, MODE, I8, 3>(w, x, norm_w, eps, y, stream);
@@ -1198,10 +1206,8 @@ static cudaError_t launch_q8(const cuda_weight *w, const float *x, const float *
                              cudaStream_t stream) {
     if constexpr (I8 && cuda_wtype_int8_one_scale(WT)) {
         const int rows = stream_pass_rows(w, MODE);
-        constexpr int R3 = gated(MODE) || WT == CUDA_W_Q4_0 ? 2 : 3; /* (as launch_stream) */
         if (streams(w, MODE) && ring_takes(w, rows) && w->n_out % (gated(MODE) ? 64 : 1) == 0)
-            return rows == 3 ? launch_ring_r<WT, MODE, R3>(w, x, norm_w, eps, y, stream)
-                             : launch_ring_r<WT, MODE, 2>(w, x, norm_w, eps, y, stream);
+            return launch_ring<WT, MODE>(w, rows, x, norm_w, eps, y, stream);
     }
     return cudaErrorInvalidValue;
 }
