@@ -1574,6 +1574,89 @@ done:
     return result;
 }
 
+/* qkv's matvec and the decode attention as one kernel (cuda_qkv_attention_decode) against
+ * the two kernels of the step (cuda_matvec MV_NORM_STORE, cuda_attention_decode) on the
+ * same random layer (x, norms, RoPE table, caches of rows 0..pos - 1 in kv_type): the
+ * caches after both must be bit for bit the same (its q, k and v are the matvec's sums),
+ * the outputs within 1e-5 of the largest (the keys are split over other warps). Returns
+ * that relative error, 0 where the kernel does not take the shape, -1 where the caches
+ * differ, -2 where memory or a launch failed. */
+static double qkv_attention_case(int type, int n_embd, int n_head, int n_head_kv, int pos, int kv_type) {
+    const int hd = 128, half = hd / 2, q_dim = n_head * hd, kv_dim = n_head_kv * hd, n_ctx = pos + 1;
+    const float eps = 1e-6f;
+    const size_t cache_bytes = cuda_kv_layer_bytes(kv_type, n_ctx, kv_dim);
+    cuda_weight qkv;
+    float *x = random_floats((size_t)n_embd, 2.0f, 0.0f), *nw = random_floats((size_t)n_embd, 0.5f, 1.0f);
+    float *qn = random_floats((size_t)hd, 0.5f, 1.0f), *kn = random_floats((size_t)hd, 0.5f, 1.0f);
+    float *cs = malloc((size_t)n_ctx * half * 2 * sizeof(float));
+    float *kv_vals = random_floats((size_t)n_ctx * kv_dim, 1.0f, 0.0f);
+    uint8_t *cache = calloc(cache_bytes, 1), *got[2][2] = {{malloc(cache_bytes), malloc(cache_bytes)},
+                                                          {malloc(cache_bytes), malloc(cache_bytes)}};
+    float *out[2] = {malloc((size_t)q_dim * 4), malloc((size_t)q_dim * 4)};
+    float *dx = NULL, *dnw = NULL, *dqn = NULL, *dkn = NULL, *dcs = NULL, *dqkv = NULL, *dout = NULL;
+    uint8_t *dkc = NULL, *dvc = NULL;
+    cuda_step_state *dstate = NULL;
+    double result = -2.0;
+    memset(&qkv, 0, sizeof qkv);
+    if (!x || !nw || !qn || !kn || !cs || !kv_vals || !cache || !got[0][0] || !got[0][1] || !got[1][0] ||
+        !got[1][1] || !out[0] || !out[1] || random_device_weight(type, q_dim + 2 * kv_dim, n_embd, &qkv))
+        goto done;
+    for (int i = 0; i < n_ctx * half; i++) {
+        const double a = 3.14159265 * rndf();
+        cs[2 * i] = (float)cos(a);
+        cs[2 * i + 1] = (float)sin(a);
+    }
+    kv_encode(kv_type, kv_vals, pos, n_ctx, kv_dim, cache); /* rows 0..pos - 1; row pos is the kernels' */
+    {
+        const cuda_step_state st = {0, 0, pos, 0};
+        if (!(dx = to_device(x, (size_t)n_embd * 4)) || !(dnw = to_device(nw, (size_t)n_embd * 4)) ||
+            !(dqn = to_device(qn, (size_t)hd * 4)) || !(dkn = to_device(kn, (size_t)hd * 4)) ||
+            !(dcs = to_device(cs, (size_t)n_ctx * half * 2 * sizeof(float))) ||
+            !(dkc = to_device(cache, cache_bytes)) || !(dvc = to_device(cache, cache_bytes)) ||
+            !(dstate = to_device(&st, sizeof st)) ||
+            cudaMalloc((void **)&dqkv, (size_t)(q_dim + 2 * kv_dim) * 4) != cudaSuccess ||
+            cudaMalloc((void **)&dout, (size_t)q_dim * 4) != cudaSuccess)
+            goto done;
+    }
+    cuda_attn_params p = plain_attn(n_head, n_head_kv, hd, 1, n_ctx, 0);
+    p.q_norm = dqn;
+    p.k_norm = dkn;
+    p.rope_cs = (const float2 *)dcs;
+    p.kv_type = kv_type;
+    result = 0.0;
+    if (!cuda_qkv_attention_takes(&qkv, &p))
+        goto done;
+    result = -2.0;
+    for (int fused = 0; fused < 2; fused++) {
+        cudaMemcpy(dkc, cache, cache_bytes, cudaMemcpyHostToDevice);
+        cudaMemcpy(dvc, cache, cache_bytes, cudaMemcpyHostToDevice);
+        cudaMemset(dout, 0xff, (size_t)q_dim * 4);
+        if ((fused ? cuda_qkv_attention_decode(&qkv, dx, dnw, eps, &p, dkc, dvc, dstate, dout, 0)
+                   : cuda_matvec(&qkv, MV_NORM_STORE, dx, dnw, eps, dqkv, NULL, 0) != cudaSuccess
+                       ? cudaErrorUnknown
+                       : cuda_attention_decode(&p, dqkv, dkc, dvc, dstate, dout, 0)) != cudaSuccess ||
+            cudaDeviceSynchronize() != cudaSuccess)
+            goto done;
+        cudaMemcpy(out[fused], dout, (size_t)q_dim * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(got[fused][0], dkc, cache_bytes, cudaMemcpyDeviceToHost);
+        cudaMemcpy(got[fused][1], dvc, cache_bytes, cudaMemcpyDeviceToHost);
+    }
+    result = -1.0;
+    if (memcmp(got[0][0], got[1][0], cache_bytes) || memcmp(got[0][1], got[1][1], cache_bytes))
+        goto done;
+    double err = 0.0, vmax = 0.0;
+    for (int i = 0; i < q_dim; i++)
+        track_error(out[1][i], out[0][i], &err, &vmax);
+    result = vmax > 0.0 ? err / vmax : err;
+    result = result > 0.0 ? result : 1e-30; /* (0 means "not taken") */
+done:
+    cudaFree(qkv.w), cudaFree(qkv.d), cudaFree(dx), cudaFree(dnw), cudaFree(dqn), cudaFree(dkn), cudaFree(dcs);
+    cudaFree(dkc), cudaFree(dvc), cudaFree(dstate), cudaFree(dqkv), cudaFree(dout);
+    free(x), free(nw), free(qn), free(kn), free(cs), free(kv_vals), free(cache);
+    free(got[0][0]), free(got[0][1]), free(got[1][0]), free(got[1][1]), free(out[0]), free(out[1]);
+    return result;
+}
+
 void test_cuda(void) {
     if (!er_cuda_available()) {
         printf("cuda: no CUDA device here, nothing to test\n");
@@ -1712,6 +1795,26 @@ void test_cuda(void) {
     cuda_matvec_set_int8(-1);
     cuda_matvec_set_q8_handoff(-1);
     printf("  quantized gate|up -> down handoff: %d of 4 shapes taken, identical\n", q8_taken);
+    /* qkv and the attention as one kernel: Qwen3-0.6B's and 1.7B's layers at 1 to 300
+     * positions in Q8_0 and Q4_0 (the F16 cache; 0.6B also F32 and Q8_0), 4B's in Q4_0
+     * (its Q8_0 rows pass a block's shared memory: not taken) */
+    static const int qa[][6] = {{CUDA_W_Q8_0, 1024, 16, 8, 0, CUDA_KV_F16},  {CUDA_W_Q8_0, 1024, 16, 8, 1, CUDA_KV_F16},
+                                {CUDA_W_Q8_0, 1024, 16, 8, 37, CUDA_KV_F16}, {CUDA_W_Q8_0, 1024, 16, 8, 300, CUDA_KV_F16},
+                                {CUDA_W_Q4_0, 1024, 16, 8, 129, CUDA_KV_F16}, {CUDA_W_Q8_0, 1024, 16, 8, 50, CUDA_KV_F32},
+                                {CUDA_W_Q8_0, 1024, 16, 8, 50, CUDA_KV_Q8_0}, {CUDA_W_Q8_0, 2048, 16, 8, 100, CUDA_KV_F16},
+                                {CUDA_W_Q4_0, 2048, 16, 8, 3, CUDA_KV_F16},  {CUDA_W_Q4_0, 2560, 32, 8, 64, CUDA_KV_F16},
+                                {CUDA_W_Q8_0, 2560, 32, 8, 64, CUDA_KV_F16}};
+    cuda_matvec_set_int8(1);
+    for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++) {
+        const double r = qkv_attention_case(qa[i][0], qa[i][1], qa[i][2], qa[i][3], qa[i][4], qa[i][5]);
+        const int want_taken = i + 1 < sizeof qa / sizeof qa[0];
+        CHECK(want_taken ? r > 0.0 && r <= 1e-5 : r == 0.0,
+              "%s qkv and attention as one kernel (n_embd %d, %d heads, %d KV heads, pos %d, %s cache): %s %.3g",
+              cuda_wtype_name(qa[i][0]), qa[i][1], qa[i][2], qa[i][3], qa[i][4], kv_name(qa[i][5]),
+              r == -1.0 ? "caches DIFFER" : r < 0.0 ? "failed" : r == 0.0 ? "not taken" : "error", r);
+    }
+    cuda_matvec_set_int8(-1);
+    printf("  qkv and the decode attention as one kernel: %zu shapes\n", sizeof qa / sizeof qa[0]);
     /* the output head of Qwen3, in the quantized types (the float ones: 0.6-1.2 GB here) */
     for (int t = 0; t < CUDA_W_COUNT; t++) {
         if (cuda_wtype_block(t) == 1)

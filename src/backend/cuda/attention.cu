@@ -20,6 +20,7 @@
  * (flash-decoding: k_attention_decode_split and its F16 form, then k_attention_merge).
  */
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/matvec.cuh"
 
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
@@ -275,6 +276,177 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
     }
 }
 
+/* ---- qkv's matvec and the attention as one kernel (decode before the split) ----
+ *
+ * In the step, qkv's matvec and the attention are two kernels, and the attention reads
+ * back from L2 the rows qkv has just stored: at Qwen3-0.6B a boundary (~0.9 us) and the
+ * attention's own ~3.5 us of a ~15.7 us layer, most of it latency (docs/perf-log.md,
+ * twenty-eighth session). Here a cluster of QA_CLUSTER blocks per KV head computes the
+ * group's rows of qkv (its G query heads, its K and its V: (G + 2) hd rows, QA_ROWS(G) a
+ * block) as k_matvec does (the weights copied to shared memory before the wait, the
+ * input normalized and quantized after it, the same sums: q, k and v are bit for bit
+ * those of the matvec), hands each row to every block of the cluster in distributed
+ * shared memory, and attends as k_attention_decode does, the G heads side by side
+ * (QA_WARPS / G warps a head in each block, every K and V row read once per block).
+ * Rank 0 merges the blocks' states. One kernel boundary and one round trip to L2 fewer;
+ * but the group's weights are read by QA_CLUSTER multiprocessors, not all of them
+ * (cuda_qkv_attention_takes: where they fit in shared memory). */
+#define QA_CLUSTER 8
+#define QA_THREADS 512
+#define QA_WARPS (QA_THREADS / 32)
+#define QA_HD 128 /* head dims (DPL 4) */
+#define QA_ROWS(G) (((G) + 2) * QA_HD / QA_CLUSTER)
+
+/* Dynamic shared memory of a k_qkv_attention block: the staged int8 input, then its
+ * QA_ROWS rows' quants and their scales */
+static size_t qkv_attention_smem(int wt, int n_in, int group) {
+    const size_t rows = (size_t)QA_ROWS(group);
+    return staged_x_bytes(wt, true, n_in) + rows * (cuda_row_bytes(wt, n_in) + scale_row_bytes(wt, n_in));
+}
+
+/* Its static shared memory (the arrays at the top of k_qkv_attention) */
+static size_t qkv_attention_static(int group) {
+    return sizeof(float) * (32 + (size_t)(group + 2) * QA_HD + (size_t)group * QA_HD + QA_HD + 2 * QA_WARPS +
+                            QA_WARPS * QA_HD + 2 * group * QA_CLUSTER + (size_t)group * QA_CLUSTER * QA_HD);
+}
+
+/* grid (n_head_kv, QA_CLUSTER), clusters of (1, QA_CLUSTER): block s of KV head g. */
+template <int WT, int KV, int G>
+__global__ void __launch_bounds__(QA_THREADS, 1)
+k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, const float *__restrict__ x,
+                const float *__restrict__ norm_w, float eps, const cuda_attn_params p, void *k_cache, void *v_cache,
+                const cuda_step_state *state, float *__restrict__ out) {
+    constexpr int DPL = QA_HD / 32, RB = QA_ROWS(G), WPH = QA_WARPS / G;
+    static_assert(RB % 2 == 0 && QA_WARPS % G == 0 && G * QA_HD <= QA_THREADS, "k_qkv_attention's shape");
+    extern __shared__ __align__(16) uint8_t qa_smem[];
+    __shared__ float red[32];
+    __shared__ float qkv_s[(G + 2) * QA_HD]; /* the group's rows: G queries, K, V (every block's) */
+    __shared__ float q_s[G][QA_HD];          /* the queries, normed and rotated */
+    __shared__ float k_new[QA_HD];
+    __shared__ float w_m[QA_WARPS], w_l[QA_WARPS], w_acc[QA_WARPS][QA_HD];
+    /* every block's state per head, stored there by the blocks (in rank 0's) */
+    __shared__ float c_m[G][QA_CLUSTER], c_l[G][QA_CLUSTER], c_acc[G][QA_CLUSTER][QA_HD];
+    const int g = blockIdx.x, s = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hd = QA_HD, q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
+    const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
+    /* arrived now, waited for before the first store into another block's shared memory:
+     * every block of the cluster has started by then */
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+
+    /* the block's rows, local r0 .. r0 + RB - 1 of the group's (G + 2) hd: its queries'
+     * rows of qkv, then its K row's, then its V row's (each part contiguous) */
+    const staged_x sx = staged_at<WT, true>(qa_smem, n_in);
+    uint8_t *wq = qa_smem + staged_x_bytes(WT, true, n_in); /* (RB, rb) */
+    uint8_t *wd = wq + (size_t)RB * rb;                  /* (RB, sb) */
+    const int r0 = s * RB;
+    for (int part = 0; part < 3; part++) {
+        const int lo = part == 0 ? 0 : (G + part - 1) * hd, hi = (G + part) * hd; /* local rows of the part */
+        const int a = max(lo, r0), b = min(hi, r0 + RB);
+        if (a >= b)
+            continue;
+        const size_t row = part == 0 ? (size_t)g * G * hd + (a - lo) : (size_t)q_dim + (part - 1) * kv_dim + g * hd + (a - lo);
+        const size_t nq = (size_t)(b - a) * rb / 16, ns = (size_t)(b - a) * sb / 16;
+        for (size_t i = threadIdx.x; i < nq; i += QA_THREADS)
+            cp_async16(wq + (size_t)(a - r0) * rb + 16 * i, w + row * rb + 16 * i, 16);
+        for (size_t i = threadIdx.x; i < ns; i += QA_THREADS)
+            cp_async16(wd + (size_t)(a - r0) * sb + 16 * i, reinterpret_cast<const uint8_t *>(d) + row * sb + 16 * i,
+                       16);
+    }
+    cp_async_commit();
+    float4 w0[2];
+    stage_norm_weights<QA_THREADS, 1>((const float *)norm_w, true, n_in, (int)threadIdx.x, w0);
+
+    /* the attention's first round, as k_attention_decode: head j of the group by warps
+     * j WPH .. (j + 1) WPH - 1 */
+    pdl_launch_next(); /* at once: wo copies its weights meanwhile, on the other multiprocessors */
+    const int pos = __ldcg(&state->pos); /* the previous step's commit */
+    const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+    const int head = warp / WPH, jb0 = j0 + (s * WPH + warp % WPH) * KB, stride = QA_CLUSTER * WPH * KB;
+    __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
+    uint32_t kv[KB][DPL], vv[KB][DPL]; /* kv_raw */
+    load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, pos + 1, pos, kv_dim, g * hd, hd, lane, kv, vv);
+    float nw[DPL];
+    float2 cs[(DPL + 1) / 2];
+    load_norm<DPL>(warp < G ? p.q_norm : p.k_norm, hd, lane, nw);
+    load_rope<DPL>(p, pos, lane, cs);
+    pdl_wait();
+
+    /* the rows: k_matvec's sums (two rows a warp), each to every block of the cluster */
+    const float scale = stage_quant<WT, QA_THREADS, 1>((const float *)x, (const float *)norm_w, true, eps, n_in, sx.xq, sx.xb, red, w0);
+    cp_async_wait_all();
+    __syncthreads();
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    for (int r = 2 * warp; r < RB; r += 2 * QA_WARPS) {
+        const uint8_t *rows[2] = {wq + (size_t)r * rb, wq + (size_t)(r + 1) * rb};
+        const __half *scales[2] = {reinterpret_cast<const __half *>(wd + (size_t)r * sb),
+                                   reinterpret_cast<const __half *>(wd + (size_t)(r + 1) * sb)};
+        float a[2];
+        rows_dot<WT, true, 2>(rows, scales, n_in, true, sx, lane, a);
+        if (lane < QA_CLUSTER) {
+            cluster_store(&qkv_s[r0 + r], lane, a[0] * scale);
+            cluster_store(&qkv_s[r0 + r + 1], lane, a[1] * scale);
+        }
+    }
+    cluster_sync();
+
+    /* the new rows (decode_new_rows, from shared memory): warp j < G query j, warp G the
+     * K row, warp G + 1 the V row (in place: what the cache holds); block 0 stores them */
+    float *v_new = qkv_s + (G + 1) * hd;
+    const bool writer = s == 0;
+    const size_t at = (size_t)pos * kv_dim + g * hd;
+    if (warp < G) {
+        head_norm_rope<DPL, true>(qkv_s + warp * hd, nullptr, q_s[warp], p.q_norm != nullptr, nw, cs, p, lane);
+    } else if (warp == G) {
+        head_norm_rope<DPL, true>(qkv_s + G * hd, nullptr, k_new, p.k_norm != nullptr, nw, cs, p, lane);
+        store_head_row<DPL, KV>(k_new, nullptr, true, k_new, k_cache, k_d, at, hd, lane, writer);
+    } else if (warp == G + 1) {
+        store_head_row<DPL, KV>(v_new, nullptr, true, v_new, v_cache, v_d, at, hd, lane, writer);
+    }
+    __syncthreads();
+    float m, l, acc[DPL];
+    attend_keys<DPL, KV>(q_s[head], k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, stride, pos + 1, pos, kv_dim,
+                         g * hd, hd, lane, kv, vv, &m, &l, acc);
+
+    /* each head's warps merged (block_state's sums over WPH warps), into rank 0 */
+    if (lane == 0) {
+        w_m[warp] = m;
+        w_l[warp] = l;
+    }
+#pragma unroll
+    for (int t = 0; t < DPL; t++)
+        w_acc[warp][lane + 32 * t] = acc[t];
+    __syncthreads();
+    const int j = (int)threadIdx.x / hd, i = (int)threadIdx.x % hd; /* head j's dim i */
+    if (j < G) {
+        float bm = -INFINITY, bl = 0.0f, ba = 0.0f;
+        for (int v = j * WPH; v < (j + 1) * WPH; v++)
+            bm = fmaxf(bm, w_m[v]);
+        for (int v = j * WPH; v < (j + 1) * WPH; v++) {
+            const float f = w_m[v] == -INFINITY ? 0.0f : expf(w_m[v] - bm);
+            bl += f != 0.0f ? w_l[v] * f : 0.0f;
+            ba += f != 0.0f ? w_acc[v][i] * f : 0.0f;
+        }
+        cluster_store(&c_acc[j][s][i], 0, ba);
+        if (i == 0) {
+            cluster_store(&c_m[j][s], 0, bm);
+            cluster_store(&c_l[j][s], 0, bl);
+        }
+    }
+    cluster_sync();
+    if (s != 0 || j >= G)
+        return;
+    float gm = -INFINITY, gl = 0.0f, ga = 0.0f;
+    for (int r = 0; r < QA_CLUSTER; r++)
+        gm = fmaxf(gm, c_m[j][r]);
+#pragma unroll
+    for (int r = 0; r < QA_CLUSTER; r++) {
+        const float f = c_m[j][r] != -INFINITY ? expf(c_m[j][r] - gm) : 0.0f; /* 0: a block with no keys */
+        gl += f != 0.0f ? c_l[j][r] * f : 0.0f;
+        ga += f != 0.0f ? c_acc[j][r][i] * f : 0.0f;
+    }
+    out[(g * G + j) * hd + i] = ga / gl;
+}
+
 /* Decode over a long context (flash-decoding): grid (n_head, n_split), block s of head h
  * attends over the s-th share of the keys j0..pos (shares of whole rounds of the block's
  * warps) as a block of k_attention_decode does, and stores its state (m, l, acc[hd]) into
@@ -479,6 +651,81 @@ extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const fl
 #define CALL(D) return launch_decode_kv<D>(&cfg, p, qkv, k_cache, v_cache, state, out)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
+}
+
+/* k_qkv_attention's group size for p (1, 2 or 4 query heads a KV head), or 0 where the
+ * kernel does not take it */
+static int qkv_attention_group(const cuda_attn_params *p) {
+    const int group = p->n_head_kv > 0 ? p->n_head / p->n_head_kv : 0;
+    return (group == 2 || group == 4) && p->n_head == group * p->n_head_kv ? group : 0;
+}
+
+extern "C" int cuda_qkv_attention_on(void) {
+    static const int on = env_switch("EDGERUNNER_CUDA_QKV_ATTN", 0);
+    return on;
+}
+
+extern "C" int cuda_qkv_attention_takes(const cuda_weight *qkv, const cuda_attn_params *p) {
+    const int group = qkv_attention_group(p);
+    if (!group || (qkv->type != CUDA_W_Q8_0 && qkv->type != CUDA_W_Q4_0) || qkv->next || !cuda_matvec_int8() ||
+        p->head_dim != QA_HD || p->head_dim_v != QA_HD || p->n_rot > QA_HD || p->qkv_bias ||
+        qkv->n_out != (int64_t)(p->n_head + 2 * p->n_head_kv) * QA_HD || qkv->n_in % 32 != 0 ||
+        qkv->n_in > (1 << 20))
+        return 0;
+    const int n_in = (int)qkv->n_in;
+    return cuda_row_bytes(qkv->type, n_in) % 16 == 0 && scale_row_bytes(qkv->type, n_in) % 16 == 0 &&
+           qkv_attention_smem(qkv->type, n_in, group) + qkv_attention_static(group) <= SMEM_BLOCK_MAX;
+}
+
+template <int WT, int KV, int G>
+static cudaError_t launch_qkv_attention(cudaLaunchConfig_t *cfg, const cuda_weight *qkv, const float *x,
+                                        const float *norm_w, float eps, const cuda_attn_params *p, void *k_cache,
+                                        void *v_cache, const cuda_step_state *state, float *out) {
+    cfg->dynamicSmemBytes = qkv_attention_smem(WT, (int)qkv->n_in, G);
+    const cudaError_t e = allow_smem(k_qkv_attention<WT, KV, G>, cfg->dynamicSmemBytes);
+    if (e != cudaSuccess)
+        return e;
+    return cudaLaunchKernelEx(cfg, k_qkv_attention<WT, KV, G>, (const uint8_t *)qkv->w, (const __half *)qkv->d,
+                              (int)qkv->n_in, x, norm_w, eps, *p, k_cache, v_cache, state, out);
+}
+template <int WT, int KV>
+static cudaError_t launch_qkv_attention_g(cudaLaunchConfig_t *cfg, int group, const cuda_weight *qkv, const float *x,
+                                          const float *norm_w, float eps, const cuda_attn_params *p, void *k_cache,
+                                          void *v_cache, const cuda_step_state *state, float *out) {
+    return group == 2 ? launch_qkv_attention<WT, KV, 2>(cfg, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out)
+                      : launch_qkv_attention<WT, KV, 4>(cfg, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out);
+}
+template <int WT>
+static cudaError_t launch_qkv_attention_kv(cudaLaunchConfig_t *cfg, int group, const cuda_weight *qkv, const float *x,
+                                           const float *norm_w, float eps, const cuda_attn_params *p, void *k_cache,
+                                           void *v_cache, const cuda_step_state *state, float *out) {
+#define CALL(KV) return launch_qkv_attention_g<WT, KV>(cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out)
+    DISPATCH_KV(p->kv_type, CALL);
+#undef CALL
+}
+
+extern "C" cudaError_t cuda_qkv_attention_decode(const cuda_weight *qkv, const float *x, const float *norm_w,
+                                                 float eps, const cuda_attn_params *p, void *k_cache, void *v_cache,
+                                                 const cuda_step_state *state, float *out, cudaStream_t stream) {
+    if (!cuda_qkv_attention_takes(qkv, p))
+        return cudaErrorInvalidValue;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = 1;
+    attr[1].val.clusterDim.y = QA_CLUSTER;
+    attr[1].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(p->n_head_kv, QA_CLUSTER);
+    cfg.blockDim = dim3(QA_THREADS);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 2;
+    const int group = qkv_attention_group(p);
+    return qkv->type == CUDA_W_Q8_0
+               ? launch_qkv_attention_kv<CUDA_W_Q8_0>(&cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out)
+               : launch_qkv_attention_kv<CUDA_W_Q4_0>(&cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out);
 }
 
 /* The split decode's kernel for the shape and cache type (fn NULL where none), the heads
