@@ -1798,12 +1798,13 @@ void test_cuda(void) {
     /* qkv and the attention as one kernel: Qwen3-0.6B's and 1.7B's layers at 1 to 300
      * positions in Q8_0 and Q4_0 (the F16 cache; 0.6B also F32 and Q8_0), 4B's in Q4_0
      * (its Q8_0 rows pass a block's shared memory: not taken) */
-    static const int qa[][6] = {{CUDA_W_Q8_0, 1024, 16, 8, 0, CUDA_KV_F16},  {CUDA_W_Q8_0, 1024, 16, 8, 1, CUDA_KV_F16},
-                                {CUDA_W_Q8_0, 1024, 16, 8, 37, CUDA_KV_F16}, {CUDA_W_Q8_0, 1024, 16, 8, 300, CUDA_KV_F16},
-                                {CUDA_W_Q4_0, 1024, 16, 8, 129, CUDA_KV_F16}, {CUDA_W_Q8_0, 1024, 16, 8, 50, CUDA_KV_F32},
-                                {CUDA_W_Q8_0, 1024, 16, 8, 50, CUDA_KV_Q8_0}, {CUDA_W_Q8_0, 2048, 16, 8, 100, CUDA_KV_F16},
-                                {CUDA_W_Q4_0, 2048, 16, 8, 3, CUDA_KV_F16},  {CUDA_W_Q4_0, 2560, 32, 8, 64, CUDA_KV_F16},
-                                {CUDA_W_Q8_0, 2560, 32, 8, 64, CUDA_KV_F16}};
+    static const int qa[][6] = {
+        {CUDA_W_Q8_0, 1024, 16, 8, 0, CUDA_KV_F16},   {CUDA_W_Q8_0, 1024, 16, 8, 1, CUDA_KV_F16},
+        {CUDA_W_Q8_0, 1024, 16, 8, 37, CUDA_KV_F16},  {CUDA_W_Q8_0, 1024, 16, 8, 300, CUDA_KV_F16},
+        {CUDA_W_Q4_0, 1024, 16, 8, 129, CUDA_KV_F16}, {CUDA_W_Q8_0, 1024, 16, 8, 50, CUDA_KV_F32},
+        {CUDA_W_Q8_0, 1024, 16, 8, 50, CUDA_KV_Q8_0}, {CUDA_W_Q8_0, 2048, 16, 8, 100, CUDA_KV_F16},
+        {CUDA_W_Q4_0, 2048, 16, 8, 3, CUDA_KV_F16},   {CUDA_W_Q4_0, 2560, 32, 8, 64, CUDA_KV_F16},
+        {CUDA_W_Q8_0, 2560, 32, 8, 64, CUDA_KV_F16}};
     cuda_matvec_set_int8(1);
     for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++) {
         const double r = qkv_attention_case(qa[i][0], qa[i][1], qa[i][2], qa[i][3], qa[i][4], qa[i][5]);

@@ -344,7 +344,7 @@ k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         const int a = max(lo, r0), b = min(hi, r0 + RB);
         if (a >= b)
             continue;
-        const size_t row = part == 0 ? (size_t)g * G * hd + (a - lo) : (size_t)q_dim + (part - 1) * kv_dim + g * hd + (a - lo);
+        const size_t row = (part == 0 ? (size_t)g * G * hd : (size_t)q_dim + (part - 1) * kv_dim + g * hd) + (a - lo);
         const size_t nq = (size_t)(b - a) * rb / 16, ns = (size_t)(b - a) * sb / 16;
         for (size_t i = threadIdx.x; i < nq; i += QA_THREADS)
             cp_async16(wq + (size_t)(a - r0) * rb + 16 * i, w + row * rb + 16 * i, 16);
@@ -372,7 +372,8 @@ k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     pdl_wait();
 
     /* the rows: k_matvec's sums (two rows a warp), each to every block of the cluster */
-    const float scale = stage_quant<WT, QA_THREADS, 1>((const float *)x, (const float *)norm_w, true, eps, n_in, sx.xq, sx.xb, red, w0);
+    const float scale =
+        stage_quant<WT, QA_THREADS, 1>((const float *)x, (const float *)norm_w, true, eps, n_in, sx.xq, sx.xb, red, w0);
     cp_async_wait_all();
     __syncthreads();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
@@ -723,9 +724,9 @@ extern "C" cudaError_t cuda_qkv_attention_decode(const cuda_weight *qkv, const f
     cfg.attrs = attr;
     cfg.numAttrs = 2;
     const int group = qkv_attention_group(p);
-    return qkv->type == CUDA_W_Q8_0
-               ? launch_qkv_attention_kv<CUDA_W_Q8_0>(&cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out)
-               : launch_qkv_attention_kv<CUDA_W_Q4_0>(&cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out);
+    if (qkv->type == CUDA_W_Q8_0)
+        return launch_qkv_attention_kv<CUDA_W_Q8_0>(&cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out);
+    return launch_qkv_attention_kv<CUDA_W_Q4_0>(&cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out);
 }
 
 /* The split decode's kernel for the shape and cache type (fn NULL where none), the heads
