@@ -287,13 +287,11 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
  * input normalized and quantized after it, the same sums: q, k and v are bit for bit
  * those of the matvec), hands each row to every block of the cluster in distributed
  * shared memory, and attends as k_attention_decode does, the G heads side by side
- * (QA_WARPS / G warps a head in each block, every K and V row read once per block).
+ * (NT / 32 / G warps a head in each block, every K and V row read once per block).
  * Rank 0 merges the blocks' states. One kernel boundary and one round trip to L2 fewer;
  * but the group's weights are read by QA_CLUSTER multiprocessors, not all of them
  * (cuda_qkv_attention_takes: where they fit in shared memory). */
 #define QA_CLUSTER 8
-#define QA_THREADS 512
-#define QA_WARPS (QA_THREADS / 32)
 #define QA_HD 128 /* head dims (DPL 4) */
 #define QA_ROWS(G) (((G) + 2) * QA_HD / QA_CLUSTER)
 
@@ -304,26 +302,28 @@ static size_t qkv_attention_smem(int wt, int n_in, int group) {
     return staged_x_bytes(wt, true, n_in) + rows * (cuda_row_bytes(wt, n_in) + scale_row_bytes(wt, n_in));
 }
 
-/* Its static shared memory (the arrays at the top of k_qkv_attention) */
-static size_t qkv_attention_static(int group) {
-    return sizeof(float) * (32 + (size_t)(group + 2) * QA_HD + (size_t)group * QA_HD + QA_HD + 2 * QA_WARPS +
-                            QA_WARPS * QA_HD + 2 * group * QA_CLUSTER + (size_t)group * QA_CLUSTER * QA_HD);
+/* Its static shared memory at nt threads (the arrays at the top of k_qkv_attention) */
+static size_t qkv_attention_static(int group, int nt) {
+    const size_t nw = (size_t)nt / 32;
+    return sizeof(float) * (32 + (size_t)(group + 2) * QA_HD + (size_t)group * QA_HD + QA_HD + 2 * nw + nw * QA_HD +
+                            2 * group * QA_CLUSTER + (size_t)group * QA_CLUSTER * QA_HD);
 }
 
-/* grid (n_head_kv, QA_CLUSTER), clusters of (1, QA_CLUSTER): block s of KV head g. */
-template <int WT, int KV, int G>
-__global__ void __launch_bounds__(QA_THREADS, 1)
+/* grid (n_head_kv, QA_CLUSTER), clusters of (1, QA_CLUSTER): block s of KV head g, NT
+ * threads (qkv_attention_threads). */
+template <int WT, int KV, int G, int NT>
+__global__ void __launch_bounds__(NT, 1)
 k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, const float *__restrict__ x,
                 const float *__restrict__ norm_w, float eps, const cuda_attn_params p, void *k_cache, void *v_cache,
                 const cuda_step_state *state, float *__restrict__ out) {
-    constexpr int DPL = QA_HD / 32, RB = QA_ROWS(G), WPH = QA_WARPS / G;
-    static_assert(RB % 2 == 0 && QA_WARPS % G == 0 && G * QA_HD <= QA_THREADS, "k_qkv_attention's shape");
+    constexpr int DPL = QA_HD / 32, RB = QA_ROWS(G), NW = NT / 32, WPH = NW / G;
+    static_assert(RB % 2 == 0 && NW % G == 0 && NW >= G + 2, "k_qkv_attention's shape");
     extern __shared__ __align__(16) uint8_t qa_smem[];
     __shared__ float red[32];
     __shared__ float qkv_s[(G + 2) * QA_HD]; /* the group's rows: G queries, K, V (every block's) */
     __shared__ float q_s[G][QA_HD];          /* the queries, normed and rotated */
     __shared__ float k_new[QA_HD];
-    __shared__ float w_m[QA_WARPS], w_l[QA_WARPS], w_acc[QA_WARPS][QA_HD];
+    __shared__ float w_m[NW], w_l[NW], w_acc[NW][QA_HD];
     /* every block's state per head, stored there by the blocks (in rank 0's) */
     __shared__ float c_m[G][QA_CLUSTER], c_l[G][QA_CLUSTER], c_acc[G][QA_CLUSTER][QA_HD];
     const int g = blockIdx.x, s = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -346,15 +346,15 @@ k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
             continue;
         const size_t row = (part == 0 ? (size_t)g * G * hd : (size_t)q_dim + (part - 1) * kv_dim + g * hd) + (a - lo);
         const size_t nq = (size_t)(b - a) * rb / 16, ns = (size_t)(b - a) * sb / 16;
-        for (size_t i = threadIdx.x; i < nq; i += QA_THREADS)
+        for (size_t i = threadIdx.x; i < nq; i += NT)
             cp_async16(wq + (size_t)(a - r0) * rb + 16 * i, w + row * rb + 16 * i, 16);
-        for (size_t i = threadIdx.x; i < ns; i += QA_THREADS)
+        for (size_t i = threadIdx.x; i < ns; i += NT)
             cp_async16(wd + (size_t)(a - r0) * sb + 16 * i, reinterpret_cast<const uint8_t *>(d) + row * sb + 16 * i,
                        16);
     }
     cp_async_commit();
     float4 w0[2];
-    stage_norm_weights<QA_THREADS, 1>((const float *)norm_w, true, n_in, (int)threadIdx.x, w0);
+    stage_norm_weights<NT, 1>((const float *)norm_w, true, n_in, (int)threadIdx.x, w0);
 
     /* the attention's first round, as k_attention_decode: head j of the group by warps
      * j WPH .. (j + 1) WPH - 1 */
@@ -373,11 +373,11 @@ k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
 
     /* the rows: k_matvec's sums (two rows a warp), each to every block of the cluster */
     const float scale =
-        stage_quant<WT, QA_THREADS, 1>((const float *)x, (const float *)norm_w, true, eps, n_in, sx.xq, sx.xb, red, w0);
+        stage_quant<WT, NT, 1>((const float *)x, (const float *)norm_w, true, eps, n_in, sx.xq, sx.xb, red, w0);
     cp_async_wait_all();
     __syncthreads();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-    for (int r = 2 * warp; r < RB; r += 2 * QA_WARPS) {
+    for (int r = 2 * warp; r < RB; r += 2 * NW) {
         const uint8_t *rows[2] = {wq + (size_t)r * rb, wq + (size_t)(r + 1) * rb};
         const __half *scales[2] = {reinterpret_cast<const __half *>(wd + (size_t)r * sb),
                                    reinterpret_cast<const __half *>(wd + (size_t)(r + 1) * sb)};
@@ -417,8 +417,8 @@ k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     for (int t = 0; t < DPL; t++)
         w_acc[warp][lane + 32 * t] = acc[t];
     __syncthreads();
-    const int j = (int)threadIdx.x / hd, i = (int)threadIdx.x % hd; /* head j's dim i */
-    if (j < G) {
+    for (int t = (int)threadIdx.x; t < G * hd; t += NT) {
+        const int j = t / hd, i = t % hd; /* head j's dim i */
         float bm = -INFINITY, bl = 0.0f, ba = 0.0f;
         for (int v = j * WPH; v < (j + 1) * WPH; v++)
             bm = fmaxf(bm, w_m[v]);
@@ -434,18 +434,21 @@ k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         }
     }
     cluster_sync();
-    if (s != 0 || j >= G)
+    if (s != 0)
         return;
-    float gm = -INFINITY, gl = 0.0f, ga = 0.0f;
-    for (int r = 0; r < QA_CLUSTER; r++)
-        gm = fmaxf(gm, c_m[j][r]);
+    for (int t = (int)threadIdx.x; t < G * hd; t += NT) {
+        const int j = t / hd, i = t % hd;
+        float gm = -INFINITY, gl = 0.0f, ga = 0.0f;
+        for (int r = 0; r < QA_CLUSTER; r++)
+            gm = fmaxf(gm, c_m[j][r]);
 #pragma unroll
-    for (int r = 0; r < QA_CLUSTER; r++) {
-        const float f = c_m[j][r] != -INFINITY ? expf(c_m[j][r] - gm) : 0.0f; /* 0: a block with no keys */
-        gl += f != 0.0f ? c_l[j][r] * f : 0.0f;
-        ga += f != 0.0f ? c_acc[j][r][i] * f : 0.0f;
+        for (int r = 0; r < QA_CLUSTER; r++) {
+            const float f = c_m[j][r] != -INFINITY ? expf(c_m[j][r] - gm) : 0.0f; /* 0: a block with no keys */
+            gl += f != 0.0f ? c_l[j][r] * f : 0.0f;
+            ga += f != 0.0f ? c_acc[j][r][i] * f : 0.0f;
+        }
+        out[(g * G + j) * hd + i] = ga / gl;
     }
-    out[(g * G + j) * hd + i] = ga / gl;
 }
 
 /* Decode over a long context (flash-decoding): grid (n_head, n_split), block s of head h
@@ -666,6 +669,21 @@ extern "C" int cuda_qkv_attention_on(void) {
     return on;
 }
 
+/* Threads of a k_qkv_attention block: 256 (8 warps), unless EDGERUNNER_CUDA_QKV_ATTN_THREADS=512
+ * (read once; for comparison). With 256 a block of wo's k_matvec (512 threads, ~60
+ * registers) fits beside it, and copies its weights while it runs; with 512 (92-107
+ * registers) none does. */
+static int qkv_attention_nt = 0; /* cuda_qkv_attention_set_threads; 0: from the environment */
+static int qkv_attention_threads(void) {
+    if (qkv_attention_nt == 0) {
+        const char *env = getenv("EDGERUNNER_CUDA_QKV_ATTN_THREADS");
+        qkv_attention_nt = env && atoi(env) == 512 ? 512 : 256;
+    }
+    return qkv_attention_nt;
+}
+
+extern "C" void cuda_qkv_attention_set_threads(int nt) { qkv_attention_nt = nt == 512 || nt == 256 ? nt : 0; }
+
 extern "C" int cuda_qkv_attention_takes(const cuda_weight *qkv, const cuda_attn_params *p) {
     const int group = qkv_attention_group(p);
     if (!group || (qkv->type != CUDA_W_Q8_0 && qkv->type != CUDA_W_Q4_0) || qkv->next || !cuda_matvec_int8() ||
@@ -675,26 +693,36 @@ extern "C" int cuda_qkv_attention_takes(const cuda_weight *qkv, const cuda_attn_
         return 0;
     const int n_in = (int)qkv->n_in;
     return cuda_row_bytes(qkv->type, n_in) % 16 == 0 && scale_row_bytes(qkv->type, n_in) % 16 == 0 &&
-           qkv_attention_smem(qkv->type, n_in, group) + qkv_attention_static(group) <= SMEM_BLOCK_MAX;
+           qkv_attention_smem(qkv->type, n_in, group) + qkv_attention_static(group, qkv_attention_threads()) <=
+               SMEM_BLOCK_MAX;
 }
 
-template <int WT, int KV, int G>
+template <int WT, int KV, int G, int NT>
 static cudaError_t launch_qkv_attention(cudaLaunchConfig_t *cfg, const cuda_weight *qkv, const float *x,
                                         const float *norm_w, float eps, const cuda_attn_params *p, void *k_cache,
                                         void *v_cache, const cuda_step_state *state, float *out) {
     cfg->dynamicSmemBytes = qkv_attention_smem(WT, (int)qkv->n_in, G);
-    const cudaError_t e = allow_smem(k_qkv_attention<WT, KV, G>, cfg->dynamicSmemBytes);
+    const cudaError_t e = allow_smem(k_qkv_attention<WT, KV, G, NT>, cfg->dynamicSmemBytes);
     if (e != cudaSuccess)
         return e;
-    return cudaLaunchKernelEx(cfg, k_qkv_attention<WT, KV, G>, (const uint8_t *)qkv->w, (const __half *)qkv->d,
+    return cudaLaunchKernelEx(cfg, k_qkv_attention<WT, KV, G, NT>, (const uint8_t *)qkv->w, (const __half *)qkv->d,
                               (int)qkv->n_in, x, norm_w, eps, *p, k_cache, v_cache, state, out);
 }
 template <int WT, int KV>
 static cudaError_t launch_qkv_attention_g(cudaLaunchConfig_t *cfg, int group, const cuda_weight *qkv, const float *x,
                                           const float *norm_w, float eps, const cuda_attn_params *p, void *k_cache,
                                           void *v_cache, const cuda_step_state *state, float *out) {
-    return group == 2 ? launch_qkv_attention<WT, KV, 2>(cfg, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out)
-                      : launch_qkv_attention<WT, KV, 4>(cfg, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out);
+#define CALL(G, NT)                                                                                        \
+    return launch_qkv_attention<WT, KV, G, NT>(cfg, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out)
+    if (cfg->blockDim.x == 512) {
+        if (group == 2)
+            CALL(2, 512);
+        CALL(4, 512);
+    }
+    if (group == 2)
+        CALL(2, 256);
+    CALL(4, 256);
+#undef CALL
 }
 template <int WT>
 static cudaError_t launch_qkv_attention_kv(cudaLaunchConfig_t *cfg, int group, const cuda_weight *qkv, const float *x,
@@ -719,7 +747,7 @@ extern "C" cudaError_t cuda_qkv_attention_decode(const cuda_weight *qkv, const f
     attr[1].val.clusterDim.y = QA_CLUSTER;
     attr[1].val.clusterDim.z = 1;
     cfg.gridDim = dim3(p->n_head_kv, QA_CLUSTER);
-    cfg.blockDim = dim3(QA_THREADS);
+    cfg.blockDim = dim3(qkv_attention_threads());
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 2;

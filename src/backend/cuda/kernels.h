@@ -182,6 +182,9 @@ int cuda_qkv_attention_takes(const cuda_weight *qkv, const cuda_attn_params *p);
 /* Whether the decode step uses it: EDGERUNNER_CUDA_QKV_ATTN=1 (off by default: not yet
  * measured on a card), read once. */
 int cuda_qkv_attention_on(void);
+/* Its blocks' threads, 256 or 512 (tests; else EDGERUNNER_CUDA_QKV_ATTN_THREADS, 256 by
+ * default; 0: back to that) */
+void cuda_qkv_attention_set_threads(int nt);
 cudaError_t cuda_qkv_attention_decode(const cuda_weight *qkv, const float *x, const float *norm_w, float eps,
                                       const cuda_attn_params *p, void *k_cache, void *v_cache,
                                       const cuda_step_state *state, float *out, cudaStream_t stream);
