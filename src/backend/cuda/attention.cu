@@ -285,7 +285,8 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
  * group's rows of qkv (its G query heads, its K and its V: (G + 2) hd rows, QA_ROWS(G) a
  * block) as k_matvec does (the weights copied to shared memory before the wait, the
  * input normalized and quantized after it, the same sums: q, k and v are bit for bit
- * those of the matvec), hands each row to every block of the cluster in distributed
+ * the matvec's where NT threads stage the input in one round, as k_matvec's 512 do,
+ * n_embd <= 8 NT), hands each row to every block of the cluster in distributed
  * shared memory, and attends as k_attention_decode does, the G heads side by side
  * (NT / 32 / G warps a head in each block, every K and V row read once per block).
  * Rank 0 merges the blocks' states. One kernel boundary and one round trip to L2 fewer;
