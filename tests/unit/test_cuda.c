@@ -1672,7 +1672,35 @@ done:
     return result;
 }
 
+/* Which layers the qkv+attention kernel takes (cuda_qkv_attention_takes, a host rule: it
+ * runs without a device, so CI checks it): Qwen3-0.6B and 1.7B in Q8_0 and Q4_0, 4B in
+ * Q4_0; not 4B Q8_0 nor 8B (a block's rows pass its shared memory), heads of 64, 8 query
+ * heads a KV head, Q/K/V biases, other types. */
+static void qkv_attention_takes_cases(void) {
+    static const struct {
+        int type, n_embd, n_head, n_head_kv, hd, bias, want;
+    } tc[] = {{CUDA_W_Q8_0, 1024, 16, 8, 128, 0, 1}, {CUDA_W_Q4_0, 1024, 16, 8, 128, 0, 1},
+              {CUDA_W_Q8_0, 2048, 16, 8, 128, 0, 1}, {CUDA_W_Q4_0, 2560, 32, 8, 128, 0, 1},
+              {CUDA_W_Q8_0, 2560, 32, 8, 128, 0, 0}, {CUDA_W_Q4_0, 4096, 32, 8, 128, 0, 0},
+              {CUDA_W_Q8_0, 1024, 16, 8, 64, 0, 0},  {CUDA_W_Q8_0, 1024, 32, 4, 128, 0, 0},
+              {CUDA_W_Q8_0, 1024, 16, 8, 128, 1, 0}, {CUDA_W_Q4_K, 1024, 16, 8, 128, 0, 0}};
+    static const float bias[1] = {0.0f}; /* (only whether there is one counts) */
+    cuda_matvec_set_int8(1);
+    for (size_t i = 0; i < sizeof tc / sizeof tc[0]; i++) {
+        const int n_out = (tc[i].n_head + 2 * tc[i].n_head_kv) * tc[i].hd;
+        const cuda_weight w = {tc[i].type, tc[i].n_embd, n_out, NULL, NULL, NULL};
+        cuda_attn_params p = plain_attn(tc[i].n_head, tc[i].n_head_kv, tc[i].hd, 1, 1024, 0);
+        p.qkv_bias = tc[i].bias ? bias : NULL;
+        CHECK(cuda_qkv_attention_takes(&w, &p) == tc[i].want,
+              "qkv+attention kernel %s (%s, n_embd %d, %d heads, %d KV heads of %d%s)",
+              tc[i].want ? "not taken" : "taken", cuda_wtype_name(tc[i].type), tc[i].n_embd, tc[i].n_head,
+              tc[i].n_head_kv, tc[i].hd, tc[i].bias ? ", biases" : "");
+    }
+    cuda_matvec_set_int8(-1);
+}
+
 void test_cuda(void) {
+    qkv_attention_takes_cases();
     if (!er_cuda_available()) {
         printf("cuda: no CUDA device here, nothing to test\n");
         return;
