@@ -640,25 +640,15 @@ static cudaError_t launch_decode_kv(const cudaLaunchConfig_t *cfg, const cuda_at
 extern "C" cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, void *k_cache,
                                              void *v_cache, const cuda_step_state *state, float *out,
                                              cudaStream_t stream) {
-    cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = 1;
-    attr[1].val.clusterDim.y = ATT_CLUSTER;
-    attr[1].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(p->n_head, ATT_CLUSTER);
-    cfg.blockDim = dim3(ATT_WARPS * 32);
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
+    cudaLaunchConfig_t cfg =
+        pdl_cluster_config(dim3(p->n_head, ATT_CLUSTER), dim3(ATT_WARPS * 32), ATT_CLUSTER, stream, attr);
 #define CALL(D) return launch_decode_kv<D>(&cfg, p, qkv, k_cache, v_cache, state, out)
     DISPATCH_DPL(p->head_dim, CALL);
 #undef CALL
 }
 
-/* k_qkv_attention's group size for p (1, 2 or 4 query heads a KV head), or 0 where the
+/* k_qkv_attention's group size for p (2 or 4 query heads a KV head), or 0 where the
  * kernel does not take it */
 static int qkv_attention_group(const cuda_attn_params *p) {
     const int group = p->n_head_kv > 0 ? p->n_head / p->n_head_kv : 0;
@@ -739,19 +729,9 @@ extern "C" cudaError_t cuda_qkv_attention_decode(const cuda_weight *qkv, const f
                                                  const cuda_step_state *state, float *out, cudaStream_t stream) {
     if (!cuda_qkv_attention_takes(qkv, p))
         return cudaErrorInvalidValue;
-    cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = 1;
-    attr[1].val.clusterDim.y = QA_CLUSTER;
-    attr[1].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(p->n_head_kv, QA_CLUSTER);
-    cfg.blockDim = dim3(qkv_attention_threads());
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
+    cudaLaunchConfig_t cfg =
+        pdl_cluster_config(dim3(p->n_head_kv, QA_CLUSTER), dim3(qkv_attention_threads()), QA_CLUSTER, stream, attr);
     const int group = qkv_attention_group(p);
     if (qkv->type == CUDA_W_Q8_0)
         return launch_qkv_attention_kv<CUDA_W_Q8_0>(&cfg, group, qkv, x, norm_w, eps, p, k_cache, v_cache, state, out);

@@ -130,6 +130,19 @@ static inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, 
     return cfg;
 }
 
+/* pdl_config for clusters of (1, cluster_y, 1) blocks; attr: the storage of its two
+ * attributes. */
+static inline cudaLaunchConfig_t pdl_cluster_config(dim3 grid, dim3 block, int cluster_y, cudaStream_t stream,
+                                                    cudaLaunchAttribute attr[2]) {
+    cudaLaunchConfig_t cfg = pdl_config(grid, block, 0, stream, &attr[0]);
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = 1;
+    attr[1].val.clusterDim.y = cluster_y;
+    attr[1].val.clusterDim.z = 1;
+    cfg.numAttrs = 2;
+    return cfg;
+}
+
 /* The multiprocessors of the device (132 on the H200; 132 too where the runtime cannot
  * say), asked once: the same device for the whole process. */
 static inline int multiprocessors(void) {
