@@ -346,12 +346,9 @@ k_qkv_attention(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
         if (a >= b)
             continue;
         const size_t row = (part == 0 ? (size_t)g * G * hd : (size_t)q_dim + (part - 1) * kv_dim + g * hd) + (a - lo);
-        const size_t nq = (size_t)(b - a) * rb / 16, ns = (size_t)(b - a) * sb / 16;
-        for (size_t i = threadIdx.x; i < nq; i += NT)
-            cp_async16(wq + (size_t)(a - r0) * rb + 16 * i, w + row * rb + 16 * i, 16);
-        for (size_t i = threadIdx.x; i < ns; i += NT)
-            cp_async16(wd + (size_t)(a - r0) * sb + 16 * i, reinterpret_cast<const uint8_t *>(d) + row * sb + 16 * i,
-                       16);
+        /* (whole 16-byte units: cuda_qkv_attention_takes) */
+        stage_async(wq + (size_t)(a - r0) * rb, w + row * rb, (size_t)(b - a) * rb);
+        stage_async(wd + (size_t)(a - r0) * sb, reinterpret_cast<const uint8_t *>(d) + row * sb, (size_t)(b - a) * sb);
     }
     cp_async_commit();
     float4 w0[2];
@@ -662,7 +659,7 @@ extern "C" int cuda_qkv_attention_on(void) {
 
 /* Threads of a k_qkv_attention block: 256 (8 warps), unless EDGERUNNER_CUDA_QKV_ATTN_THREADS=512
  * (read once; for comparison). With 256 a block of wo's k_matvec (512 threads, ~60
- * registers) fits beside it, and copies its weights while it runs; with 512 (92-107
+ * registers) fits beside it, and copies its weights while it runs; with 512 (97-109
  * registers) none does. */
 static int qkv_attention_nt = 0; /* cuda_qkv_attention_set_threads; 0: from the environment */
 static int qkv_attention_threads(void) {
