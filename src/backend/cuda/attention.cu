@@ -681,6 +681,7 @@ extern "C" int cuda_qkv_attention_takes(const cuda_weight *qkv, const cuda_attn_
         return 0;
     const int n_in = (int)qkv->n_in;
     return cuda_row_bytes(qkv->type, n_in) % 16 == 0 && scale_row_bytes(qkv->type, n_in) % 16 == 0 &&
+           ((uintptr_t)qkv->w | (uintptr_t)qkv->d) % 16 == 0 && /* rows staged without padding */
            qkv_attention_smem(qkv->type, n_in, group) + qkv_attention_static(group, qkv_attention_threads()) <=
                SMEM_BLOCK_MAX;
 }
