@@ -20,9 +20,7 @@
  * caches of P + 1 rows a layer, heads of HEAD_DIM, default 128, Q/K norms) runs between
  * qkv and wo in the layer, as in the decode step, and one more line times it alone
  * (bytes: the K and V rows it reads). With Q8=1, gate|up hands down its output quantized
- * where cuda_matvec_q8_handoff allows (MV_NORM_SWIGLU_Q8, MV_ADD_Q8). With ATTN_POS and QA=1,
- * qkv and the attention run as one kernel in the layer (cuda_qkv_attention_decode, where
- * it takes the shape), and one more line times it alone ("qkv+attn"). Build (after
+ * where cuda_matvec_q8_handoff allows (MV_NORM_SWIGLU_Q8, MV_ADD_Q8). Build (after
  * `make CUDA=1`):
  *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
  *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
@@ -43,7 +41,7 @@ static const char *const mat_names[N_MAT] = {"qkv", "wo", "gate_up", "down"};
 
 /* The name of output line m (main's loop) */
 static const char *line_name(int m) {
-    return m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : m == N_MAT + 1 ? "attn" : "qkv+attn";
+    return m < N_MAT ? mat_names[m] : m == N_MAT ? "layer" : "attn";
 }
 
 /* One matrix of type t, (n_out, n_in), its bytes set to constants: Q8_0 quants 51,
@@ -166,34 +164,24 @@ int main(int argc, char **argv) {
                                 .k_norm = nw, .rope_cs = cs, .n_ctx = pos + 1, .kv_type = CUDA_KV_F16};
     }
     float *wo_in = attn ? att : qkv; /* what wo reads */
-    const char *qa_env = getenv("QA");
-    const int qa = attn && T == 0 && qa_env && atoi(qa_env) && cuda_qkv_attention_takes(&w[0], &ap);
-    if (qa)
-        fprintf(stderr, "gpu_matvec_bench: qkv and the attention as one kernel\n");
     /* m < N_MAT: that matrix of every layer; m == N_MAT: the four in order; m == N_MAT + 1:
-     * the attention alone (ATTN_POS); m == N_MAT + 2: qkv and the attention as one (QA) */
-    for (int m = 0; m <= N_MAT + 2; m++) {
-        if ((m == N_MAT + 1 && (T > 0 || !attn)) || (m == N_MAT + 2 && !qa))
+     * the attention alone (ATTN_POS) */
+    for (int m = 0; m <= N_MAT + 1; m++) {
+        if (m == N_MAT + 1 && (T > 0 || !attn))
             continue;
         cudaGraph_t g;
         cudaGraphExec_t ge;
         cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
         for (int l = 0; l < n_layer && e == cudaSuccess && m == N_MAT + 1; l++)
             e = cuda_attention_decode(&ap, qkv, kc[l], vc[l], astate, att, st);
-        for (int l = 0; l < n_layer && e == cudaSuccess && m == N_MAT + 2; l++)
-            e = cuda_qkv_attention_decode(&w[l * N_MAT], x, nw, 1e-6f, &ap, kc[l], vc[l], astate, att, st);
         for (int l = 0; l < n_layer && e == cudaSuccess && m <= N_MAT; l++)
             for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && e == cudaSuccess; k++) {
                 const float *in = k == 1 ? wo_in : k == 3 ? ff : x;
                 float *out = k == 0 ? qkv : k == 2 ? ff : x;
-                if (k == 1 && m == N_MAT && attn && !qa) /* the layer: the attention between qkv and wo */
+                if (k == 1 && m == N_MAT && attn) /* the layer: the attention between qkv and wo */
                     e = cuda_attention_decode(&ap, qkv, kc[l], vc[l], astate, att, st);
                 if (e != cudaSuccess)
                     break;
-                if (k == 0 && m == N_MAT && qa) { /* the layer: qkv and the attention as one */
-                    e = cuda_qkv_attention_decode(&w[l * N_MAT], x, nw, 1e-6f, &ap, kc[l], vc[l], astate, att, st);
-                    continue;
-                }
                 e = T > 0 && prefill ? cuda_gemm(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, st)
                     : T > 0          ? cuda_gemm_batch(&w[l * N_MAT + k], xh, T, y, shape[k][0], k == 1 || k == 3, &gs, st)
                                      : cuda_matvec(&w[l * N_MAT + k], mode[k], in, nw, 1e-6f, out, NULL, st);
@@ -223,8 +211,6 @@ int main(int argc, char **argv) {
         const double us = 1e3 * ms / REPS / n_layer; /* per launch, or per layer */
         const double bytes = m < N_MAT       ? (double)cuda_matrix_bytes(t, shape[m][0], shape[m][1])
                              : m == N_MAT + 1 ? 2.0 * (pos + 1) * (double)kv_dim * 2.0 /* K and V rows, F16 */
-                             : m == N_MAT + 2 ? (double)cuda_matrix_bytes(t, shape[0][0], shape[0][1]) +
-                                                    2.0 * (pos + 1) * (double)kv_dim * 2.0
                                               : layer_bytes;
         double flops = 0.0; /* 2 T n_out n_in */
         for (int k = (m < N_MAT ? m : 0); k <= (m < N_MAT ? m : N_MAT - 1) && m <= N_MAT; k++)

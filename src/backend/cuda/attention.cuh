@@ -128,8 +128,8 @@ static __device__ __forceinline__ const float *head_bias(const cuda_attn_params 
 
 /* Bias (when not NULL), RMSNorm (when `norm`) and RoPE of one head vector held by a
  * warp: in[] -> out[] (out in shared memory; it may equal in). nw and cs from load_norm
- * and load_rope. in: what the previous kernel wrote, or with SHARED shared memory. */
-template <int DPL, bool SHARED = false>
+ * and load_rope. */
+template <int DPL>
 static __device__ void head_norm_rope(const float *in, const float *bias, float *out, bool norm, const float nw[DPL],
                                       const float2 cs[(DPL + 1) / 2], const cuda_attn_params p, int lane) {
     const int hd = p.head_dim;
@@ -138,7 +138,7 @@ static __device__ void head_norm_rope(const float *in, const float *bias, float 
 #pragma unroll
     for (int k = 0; k < DPL; k++) {
         const int i = lane + 32 * k;
-        v[k] = i >= hd ? 0.0f : SHARED ? in[i] : __ldcg(in + i); /* the previous kernel's: L2, not a stale L1 */
+        v[k] = i < hd ? __ldcg(in + i) : 0.0f; /* written by the previous kernel: L2, not a stale L1 */
         if (bias && i < hd)
             v[k] += bias[i];
         ss += v[k] * v[k];

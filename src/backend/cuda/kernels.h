@@ -173,21 +173,6 @@ cudaError_t cuda_attention_decode(const cuda_attn_params *p, const float *qkv, v
 cudaError_t cuda_attention_decode_split(const cuda_attn_params *p, const float *qkv, void *k_cache, void *v_cache,
                                         const cuda_step_state *state, float *part, int n_split, float *out,
                                         cudaStream_t stream);
-/* qkv's matvec (RMSNorm of x by norm_w folded in) and cuda_attention_decode as one
- * kernel: a cluster per KV head computes its group's rows of qkv and attends
- * (attention.cu). Only where cuda_qkv_attention_takes says so (Q8_0 or Q4_0 on the int8
- * input, heads of 128, 2 or 4 query heads a KV head, no biases, one part, the group's
- * rows of a block in shared memory); else cudaErrorInvalidValue. */
-int cuda_qkv_attention_takes(const cuda_weight *qkv, const cuda_attn_params *p);
-/* Whether the decode step uses it: EDGERUNNER_CUDA_QKV_ATTN=1 (off by default: not yet
- * measured on a card), read once. */
-int cuda_qkv_attention_on(void);
-/* Its blocks' threads, 256 or 512 (tests; else EDGERUNNER_CUDA_QKV_ATTN_THREADS, 256 by
- * default; 0: back to that) */
-void cuda_qkv_attention_set_threads(int nt);
-cudaError_t cuda_qkv_attention_decode(const cuda_weight *qkv, const float *x, const float *norm_w, float eps,
-                                      const cuda_attn_params *p, void *k_cache, void *v_cache,
-                                      const cuda_step_state *state, float *out, cudaStream_t stream);
 /* The most blocks per head cuda_attention_decode_split takes. */
 enum { CUDA_ATT_SPLIT_MAX = 128 };
 /* Blocks per head for cuda_attention_decode_split: as many as are resident on the device

@@ -16,9 +16,6 @@
  *   apart, measured on the H200 (docs/perf-log.md; edgerunner bench -n 128,
  *   alternated), Qwen3-0.6B decode folded / apart: Q8_0 1,903-1,918 / 2,030-2,042
  *   tok/s, Q4_0 2,077-2,200 / 2,247-2,249 (larger wo were always faster apart).
- * With EDGERUNNER_CUDA_QKV_ATTN=1 (off: not yet measured on a card), qkv's matvec and
- * the attention run as one kernel before the split (cuda_qkv_attention_decode: a cluster
- * per KV head computes its group's q, k and v rows and attends; Qwen3-0.6B to 4B Q4_0).
  * With EDGERUNNER_CUDA_Q8_HANDOFF=1 (off: not yet measured on a card), gate|up stores
  * the hidden vector already quantized for down where both take the ring
  * (cuda_matvec_q8_handoff: Qwen3-8B), so that down copies its input rather than
@@ -78,18 +75,12 @@ er_status cuda_enqueue_step(cuda_context *cc, int split) {
         const cuda_layer *l = &cm->layers[il];
         const cuda_attn_params ap = cuda_layer_attn(cc, il);
         uint8_t *kc = cc->k_cache + il * layer_kv, *vc = cc->v_cache + il * layer_kv;
-        /* qkv and the attention as one kernel where that is on and takes the layer */
-        const int fused = !split && cuda_qkv_attention_on() && cuda_qkv_attention_takes(&l->qkv, &ap);
-        if (fused)
-            CUDA_TRY(cuda_qkv_attention_decode(&l->qkv, cc->x, l->attn_norm, c->norm_eps, &ap, kc, vc, cc->state,
-                                               cc->attn, cc->stream));
-        else
-            CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state,
-                                 cc->stream));
+        CUDA_TRY(cuda_matvec(&l->qkv, MV_NORM_STORE, cc->x, l->attn_norm, c->norm_eps, cc->qkv, cc->state,
+                             cc->stream));
         if (split)
             CUDA_TRY(cuda_attention_decode_split(&ap, cc->qkv, kc, vc, cc->state, cc->attn_part, cc->n_split, cc->attn,
                                                  cc->stream));
-        else if (!fused)
+        else
             CUDA_TRY(cuda_attention_decode(&ap, cc->qkv, kc, vc, cc->state, cc->attn, cc->stream));
         if (l->post_attn_norm) {
             CUDA_TRY(cuda_matvec(&l->wo, MV_STORE, cc->attn, NULL, 0.0f, cc->post, cc->state, cc->stream));
