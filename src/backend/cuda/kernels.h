@@ -94,8 +94,8 @@ int cuda_matvec_takes_int8(const cuda_weight *w, int mode);
  * buffers, as the step's). */
 int cuda_matvec_takes_ring(const cuda_weight *w, int mode);
 /* Whether a layer's gate|up (SwiGLU) and down hand the hidden vector over quantized
- * (MV_NORM_SWIGLU_Q8 then MV_ADD_Q8): while it is on (off by default, unmeasured:
- * EDGERUNNER_CUDA_Q8_HANDOFF=1 or cuda_matvec_set_q8_handoff), where both take
+ * (MV_NORM_SWIGLU_Q8 then MV_ADD_Q8): while it is on (by default; off with
+ * EDGERUNNER_CUDA_Q8_HANDOFF=0 or cuda_matvec_set_q8_handoff), where both take
  * k_matvec_ring, in one type, and gate|up's blocks own whole blocks of 32 outputs
  * without a pass more than its rows take (matvec.cu). */
 int cuda_matvec_q8_handoff(const cuda_weight *gate_up, const cuda_weight *down);

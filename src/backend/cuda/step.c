@@ -16,10 +16,10 @@
  *   apart, measured on the H200 (docs/perf-log.md; edgerunner bench -n 128,
  *   alternated), Qwen3-0.6B decode folded / apart: Q8_0 1,903-1,918 / 2,030-2,042
  *   tok/s, Q4_0 2,077-2,200 / 2,247-2,249 (larger wo were always faster apart).
- * With EDGERUNNER_CUDA_Q8_HANDOFF=1 (off: not yet measured on a card), gate|up stores
- * the hidden vector already quantized for down where both take the ring
- * (cuda_matvec_q8_handoff: Qwen3-8B), so that down copies its input rather than
- * quantizing it (MV_NORM_SWIGLU_Q8, MV_ADD_Q8).
+ * Where gate|up and down both take the ring (cuda_matvec_q8_handoff: Qwen3-8B), gate|up
+ * stores the hidden vector already quantized for down, which copies its input rather
+ * than quantizing it (MV_NORM_SWIGLU_Q8, MV_ADD_Q8; off with EDGERUNNER_CUDA_Q8_HANDOFF=0):
+ * 8B Q4_0 decode +0.9 to +1.5% on an H100, Q8_0 level (docs/perf-log.md).
  * Everything the step needs (token, position) lives in device memory, so the same
  * graph is replayed for every token and the host waits only once per generation.
  * From position split_min on (CUDA_SPLIT_MIN, internal.h) a second graph is replayed:
