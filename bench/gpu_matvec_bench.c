@@ -20,8 +20,8 @@
  * caches of P + 1 rows a layer, heads of HEAD_DIM, default 128, Q/K norms) runs between
  * qkv and wo in the layer, as in the decode step, and one more line times it alone
  * (bytes: the K and V rows it reads). Gate|up hands down its output quantized where
- * cuda_matvec_q8_handoff allows (MV_NORM_SWIGLU_Q8, MV_ADD_Q8), as in the step; Q8=0 in
- * the environment turns that off. Build (after
+ * cuda_matvec_q8_handoff allows (MV_NORM_SWIGLU_Q8, MV_ADD_Q8), as in the step; Q8=0 or 1
+ * in the environment overrides the step's choice. Build (after
  * `make CUDA=1`):
  *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
  *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
@@ -119,7 +119,8 @@ int main(int argc, char **argv) {
                 return 1;
             }
     const char *q8_env = getenv("Q8");
-    cuda_matvec_set_q8_handoff(T == 0 && (!q8_env || atoi(q8_env)));
+    /* unset: the library's own choice, as the step's (EDGERUNNER_CUDA_Q8_HANDOFF, on by default) */
+    cuda_matvec_set_q8_handoff(T > 0 ? 0 : q8_env ? atoi(q8_env) != 0 : -1);
     if (cuda_matvec_q8_handoff(&w[2], &w[3])) {
         mode[2] = MV_NORM_SWIGLU_Q8;
         mode[3] = MV_ADD_Q8;
