@@ -1765,14 +1765,17 @@ void test_cuda(void) {
      * (the new row alone), 4 and 8 (a part of one warp's keys, not aligned to them), 130
      * (more than one round of the cluster, 128 keys) and more than the context; head sizes
      * 128 and 64 (Qwen3, Llama-like), 256 (Gemma-3, window 512), 80 and 8 (lanes past the
-     * head); each in every cache type (Q8_0 where the head is whole blocks). */
+     * head); each in every cache type (Q8_0 where the head is whole blocks). Windows past
+     * the context at 300 and 511 keys: 3 and 4 rounds, the F16 cache's rounds 1-3 copied
+     * before the wait (ATT_PRE_ROUNDS), and 3,000 with 4,096: later rounds loaded after it. */
     static const int win[][5] = {
         {16, 8, 128, 0, 1},        {16, 8, 128, 5, 1},        {16, 8, 128, 1000, 1},
         {16, 8, 128, 3, 4},        {16, 8, 128, 4, 4},        {16, 8, 128, 201, 4},
         {16, 8, 128, 7, 8},        {16, 8, 128, 8, 8},        {16, 8, 128, 9, 8},
         {16, 8, 128, 130, 8},      {16, 8, 128, 129, 130},    {16, 8, 128, 130, 130},
         {16, 8, 128, 131, 130},    {16, 8, 128, 300, 130},    {16, 8, 128, 3000, 130},
-        {16, 8, 128, 100, 5000},   {16, 8, 128, 3000, 4096},  {8, 2, 64, 0, 1},
+        {16, 8, 128, 100, 5000},   {16, 8, 128, 3000, 4096},  {16, 8, 128, 300, 5000},
+        {16, 8, 128, 511, 5000},   {8, 2, 64, 0, 1},
         {8, 2, 64, 200, 1},        {8, 2, 64, 3, 4},          {8, 2, 64, 57, 4},
         {8, 2, 64, 50, 8},         {8, 2, 64, 129, 130},      {8, 2, 64, 500, 130},
         {8, 2, 64, 100, 5000},     {4, 1, 256, 600, 512},     {4, 1, 256, 511, 512},

@@ -6,7 +6,8 @@
  * Decode (one token) is one fused kernel per layer, a thread-block cluster of
  * ATT_CLUSTER blocks per head. Before waiting for the previous kernel, each block loads
  * what does not depend on it: its first round of cached keys and values (earlier steps
- * wrote them), the norm weights and the RoPE angles. Then it applies the per-head Q
+ * wrote them; with an F16 cache the next ATT_PRE_ROUNDS rounds too, copied into shared
+ * memory), the norm weights and the RoPE angles. Then it applies the per-head Q
  * RMSNorm and RoPE to its query, the same to the new K of its KV head (the first block
  * of the group also writes K and V to the cache), and attends over its share of
  * positions j0..pos with an online softmax per warp, the next round's loads in flight
@@ -23,6 +24,10 @@
 
 #define KB 4 /* keys in flight per warp in decode */
 #define ATT_CLUSTER 8 /* blocks per head in decode: the largest portable cluster */
+/* Rounds after the first that k_attention_decode copies into shared memory before the
+ * wait (an F16 cache): with CUDA_SPLIT_MIN 512 the step's cluster kernel has at most 4
+ * rounds of ATT_CLUSTER * ATT_WARPS * KB = 128 keys */
+#define ATT_PRE_ROUNDS 3
 
 /* An element of a decode round as it sits in a register until used: the F16 cache's
  * 16 bits, else the float's bits. F16 elements are widened only where they are used:
@@ -73,6 +78,43 @@ static __device__ __forceinline__ void load_round(const void *k_cache, const __h
     }
 }
 
+/* A warp's rounds 1 .. ATT_PRE_ROUNDS of an F16 cache (heads of 32 DPL), copied before
+ * the wait into its buffer buf, (ATT_PRE_ROUNDS, KB, 2: K then V, 32 DPL) halves: the
+ * keys below pos only (those earlier steps wrote; the rest stay unset, as load_round
+ * leaves them 0). Without it each of those rounds is a round trip to L2 after the wait. */
+template <int DPL>
+static __device__ __forceinline__ void copy_rounds(const void *k_cache, const void *v_cache, uint16_t *buf, int jb0,
+                                                   int stride, int pos, int kv_dim, int off, int lane) {
+    constexpr int HD = 32 * DPL, CHUNKS = HD / 8; /* 16-byte chunks a row */
+    for (int c = lane; c < ATT_PRE_ROUNDS * KB * 2 * CHUNKS; c += 32) {
+        const int row = c / CHUNKS, r = row / (2 * KB) + 1, b = (row / 2) % KB, j = jb0 + r * stride + b;
+        if (j < pos)
+            cp_async16(buf + (size_t)row * HD + 8 * (c % CHUNKS),
+                       static_cast<const uint16_t *>(row % 2 ? v_cache : k_cache) + (size_t)j * kv_dim + off +
+                           8 * (c % CHUNKS),
+                       16);
+    }
+    cp_async_commit();
+}
+
+/* Round r (1 .. ATT_PRE_ROUNDS, keys jb ..) from copy_rounds' buffer, as load_round
+ * would give it */
+template <int DPL>
+static __device__ __forceinline__ void load_round_shared(const uint16_t *buf, int r, int jb, int pos, int lane,
+                                                         uint32_t kv[KB][DPL], uint32_t vv[KB][DPL]) {
+    constexpr int HD = 32 * DPL;
+#pragma unroll
+    for (int b = 0; b < KB; b++) {
+        const bool ok = jb + b < pos;
+        const uint16_t *row = buf + (size_t)(((r - 1) * KB + b) * 2) * HD;
+#pragma unroll
+        for (int t = 0; t < DPL; t++) {
+            kv[b][t] = ok ? row[lane + 32 * t] : 0u;
+            vv[b][t] = ok ? row[HD + lane + 32 * t] : 0u;
+        }
+    }
+}
+
 /* The new rows of a decode step, after the wait (both decode kernels): warp 0 norms and
  * rotates head h's query into q, warp 1 the new K of its KV head into k_new and warp 2
  * rounds the new V into v_new, each as the cache holds it (the writer also stores K and V
@@ -105,12 +147,13 @@ static __device__ __forceinline__ void decode_new_rows(const cuda_attn_params &p
  * is the new row, from k_new/v_new in shared memory (other blocks may not see its store
  * yet). q: the head's query (shared memory); m, l, acc: the warp's state (lane l holds
  * dims l, l + 32, ...). */
-template <int DPL, int KV>
+template <int DPL, int KV, bool PRE>
 static __device__ __forceinline__ void attend_keys(const float *q, const float *k_new, const float *v_new,
                                                    const void *k_cache, const __half *k_d, const void *v_cache,
                                                    const __half *v_d, int jb0, int stride, int j_end, int pos,
                                                    int kv_dim, int off, int hd, int lane, uint32_t kv[KB][DPL],
-                                                   uint32_t vv[KB][DPL], float *m_out, float *l_out, float acc[DPL]) {
+                                                   uint32_t vv[KB][DPL], const uint16_t *pre_buf, float *m_out,
+                                                   float *l_out, float acc[DPL]) {
     const float scale = 1.0f / sqrtf((float)hd);
     float m = -INFINITY, l = 0.0f, qr[DPL];
 #pragma unroll
@@ -118,10 +161,15 @@ static __device__ __forceinline__ void attend_keys(const float *q, const float *
         acc[t] = 0.0f;
         qr[t] = lane + 32 * t < hd ? q[lane + 32 * t] : 0.0f;
     }
-    for (int jb = jb0; jb < j_end; jb += stride) {
+    for (int jb = jb0, r = 0; jb < j_end; jb += stride, r++) {
         uint32_t kn[KB][DPL], vn[KB][DPL]; /* the next round, in flight during this one */
-        if (jb + stride < j_end)
-            load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb + stride, j_end, pos, kv_dim, off, hd, lane, kn, vn);
+        if (jb + stride < j_end) {
+            if (PRE && pre_buf && r < ATT_PRE_ROUNDS) /* copied before the wait (copy_rounds) */
+                load_round_shared<DPL>(pre_buf, r + 1, jb + stride, pos, lane, kn, vn);
+            else
+                load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb + stride, j_end, pos, kv_dim, off, hd, lane, kn,
+                                    vn);
+        }
 #pragma unroll
         for (int b = 0; b < KB; b++) {
             if (jb + b == pos) {
@@ -178,11 +226,12 @@ static __device__ __forceinline__ void attend_keys(const float *q, const float *
  * (decode_new_rows), the online softmax of each warp over keys jb0, jb0 + stride, ...
  * below j_end (attend_keys), and the warps merged into the block's state (block_state:
  * *bm, *bl, and block_acc's accumulator). */
-template <int DPL, int KV>
+template <int DPL, int KV, bool PRE>
 static __device__ __forceinline__ void attend_share(const cuda_attn_params &p, const float *qkv, void *k_cache,
                                                     void *v_cache, int h, int pos, bool writer, int jb0, int stride,
-                                                    int j_end, float *q, float *k_new, float *v_new, float *w_m,
-                                                    float *w_l, float (*w_acc)[32 * DPL], float *bm, float *bl) {
+                                                    int j_end, uint16_t *pre_buf, float *q, float *k_new, float *v_new,
+                                                    float *w_m, float *w_l, float (*w_acc)[32 * DPL], float *bm,
+                                                    float *bl) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = p.head_dim, kvh = h / (p.n_head / p.n_head_kv), kv_dim = p.n_head_kv * hd;
     __half *k_d = kv_scales<KV>(k_cache, p), *v_d = kv_scales<KV>(v_cache, p);
@@ -190,16 +239,20 @@ static __device__ __forceinline__ void attend_share(const cuda_attn_params &p, c
     float nw[DPL];
     float2 cs[(DPL + 1) / 2];
     load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, j_end, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
+    if (PRE && pre_buf)
+        copy_rounds<DPL>(k_cache, v_cache, pre_buf, jb0, stride, pos, kv_dim, kvh * hd, lane);
     load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
     load_rope<DPL>(p, pos, lane, cs);
     pdl_wait();
 
     decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
                              lane);
+    if (PRE && pre_buf)
+        cp_async_wait_all();
     __syncthreads();
     float m, l, acc[DPL];
-    attend_keys<DPL, KV>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, stride, j_end, pos, kv_dim, kvh * hd, hd,
-                         lane, kv, vv, &m, &l, acc);
+    attend_keys<DPL, KV, PRE>(q, k_new, v_new, k_cache, k_d, v_cache, v_d, jb0, stride, j_end, pos, kv_dim, kvh * hd,
+                              hd, lane, kv, vv, pre_buf, &m, &l, acc);
     block_state<DPL>(m, l, acc, w_m, w_l, w_acc, warp, lane, bm, bl);
 }
 
@@ -222,9 +275,11 @@ static __device__ __forceinline__ void cluster_store(float *local, unsigned int 
 /* grid (n_head, ATT_CLUSTER), one cluster per head (blockIdx.y is the block's rank in
  * it). Warp w of block s takes keys j0 + (s * ATT_WARPS + w) * KB + r * stride .. + KB - 1
  * in round r (stride: the keys of a round of the whole cluster; j0 the window's first
- * key, 0 without one), with the next round's loads in flight while it computes this one.
+ * key, 0 without one), with the next round's loads in flight while it computes this one;
+ * with PRE (an F16 cache of heads of 32 DPL, rows in whole 16-byte units: decode_pre)
+ * rounds 1 .. ATT_PRE_ROUNDS come from shared memory, copied before the wait.
  * Rank 0 merges the blocks' states and writes the head's output to out. */
-template <int DPL, int KV>
+template <int DPL, int KV, bool PRE>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void *k_cache, void *v_cache,
                    const cuda_step_state *state, float *__restrict__ out) {
@@ -242,9 +297,11 @@ k_attention_decode(const cuda_attn_params p, const float *__restrict__ qkv, void
      * and full attention (j0 = 0) pays a select and an add */
     const int j0 = p.window > 0 ? max(0, pos - p.window + 1) : 0;
     const int jb0 = j0 + (s * ATT_WARPS + warp) * KB;
+    /* with PRE, the warps' later rounds copied before the wait (copy_rounds) */
+    __shared__ __align__(16) uint16_t pre_s[ATT_WARPS][PRE ? ATT_PRE_ROUNDS * KB * 2 * 32 * DPL : 8];
     float bm, bl;
-    attend_share<DPL, KV>(p, qkv, k_cache, v_cache, h, pos, writer, jb0, ATT_CLUSTER * ATT_WARPS * KB, pos + 1, q,
-                          k_new, v_new, w_m, w_l, w_acc, &bm, &bl);
+    attend_share<DPL, KV, PRE>(p, qkv, k_cache, v_cache, h, pos, writer, jb0, ATT_CLUSTER * ATT_WARPS * KB, pos + 1,
+                               PRE ? pre_s[warp] : nullptr, q, k_new, v_new, w_m, w_l, w_acc, &bm, &bl);
     const int hd = p.head_dim;
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         cluster_store(&c_acc[s][i], 0, block_acc<DPL>(w_m, w_acc, bm, i));
@@ -299,8 +356,8 @@ k_attention_decode_split(const cuda_attn_params p, const float *__restrict__ qkv
     const int share = (n_rounds + n_split - 1) / n_split * round; /* keys per block */
     const int j_begin = j0 + s * share, j_end = min(pos + 1, j_begin + share);
     float bm, bl;
-    attend_share<DPL, KV>(p, qkv, k_cache, v_cache, h, pos, writer, j_begin + warp * KB, round, j_end, q, k_new, v_new,
-                          w_m, w_l, w_acc, &bm, &bl);
+    attend_share<DPL, KV, false>(p, qkv, k_cache, v_cache, h, pos, writer, j_begin + warp * KB, round, j_end, nullptr,
+                                 q, k_new, v_new, w_m, w_l, w_acc, &bm, &bl);
     float *ps = part + ((size_t)h * n_split + s) * (hd + 2); /* (hd + 2): m, l, acc */
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         ps[2 + i] = block_acc<DPL>(w_m, w_acc, bm, i);
@@ -442,14 +499,31 @@ k_attention_merge(const float *__restrict__ part, int n_split, int hd, float *__
     out[h * hd + i] = a / l;
 }
 
+/* Whether k_attention_decode copies its later rounds before the wait (PRE): an F16 cache
+ * of heads of 32 DPL <= 128 whose rows start at 16 bytes, unless EDGERUNNER_CUDA_ATT_PRE=0
+ * (read once; for comparison) */
+static bool decode_pre(const cuda_attn_params *p, int dpl, const void *k_cache, const void *v_cache) {
+    static const int on = env_switch("EDGERUNNER_CUDA_ATT_PRE", 1);
+    return on && p->kv_type == CUDA_KV_F16 && dpl <= 4 && p->head_dim == 32 * dpl &&
+           (p->n_head_kv * p->head_dim) % 8 == 0 && ((uintptr_t)k_cache | (uintptr_t)v_cache) % 16 == 0;
+}
+
+template <int DPL, int KV, bool PRE>
+static cudaError_t launch_decode_pre(const cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
+                                     void *k_cache, void *v_cache, const cuda_step_state *state, float *out) {
+    /* no dynamic shared memory, but the largest carveout (allow_smem says why) */
+    const cudaError_t e = allow_smem(k_attention_decode<DPL, KV, PRE>, 0);
+    if (e != cudaSuccess)
+        return e;
+    return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, KV, PRE>, *p, qkv, k_cache, v_cache, state, out);
+}
 template <int DPL, int KV>
 static cudaError_t launch_decode(const cudaLaunchConfig_t *cfg, const cuda_attn_params *p, const float *qkv,
                                  void *k_cache, void *v_cache, const cuda_step_state *state, float *out) {
-    /* no dynamic shared memory, but the largest carveout (allow_smem says why) */
-    const cudaError_t e = allow_smem(k_attention_decode<DPL, KV>, 0);
-    if (e != cudaSuccess)
-        return e;
-    return cudaLaunchKernelEx(cfg, k_attention_decode<DPL, KV>, *p, qkv, k_cache, v_cache, state, out);
+    if constexpr (KV == CUDA_KV_F16 && DPL <= 4)
+        if (decode_pre(p, DPL, k_cache, v_cache))
+            return launch_decode_pre<DPL, KV, true>(cfg, p, qkv, k_cache, v_cache, state, out);
+    return launch_decode_pre<DPL, KV, false>(cfg, p, qkv, k_cache, v_cache, state, out);
 }
 
 template <int DPL>
