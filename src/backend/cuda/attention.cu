@@ -6,15 +6,15 @@
  * Decode (one token) is one fused kernel per layer, a thread-block cluster of
  * ATT_CLUSTER blocks per head. Before waiting for the previous kernel, each block loads
  * what does not depend on it: its first round of cached keys and values (earlier steps
- * wrote them; with an F16 cache the next ATT_PRE_ROUNDS rounds too, copied into shared
- * memory), the norm weights and the RoPE angles. Then it applies the per-head Q
- * RMSNorm and RoPE to its query, the same to the new K of its KV head (the first block
- * of the group also writes K and V to the cache), and attends over its share of
- * positions j0..pos with an online softmax per warp, the next round's loads in flight
- * during each round. Each block stores its partial result into the shared memory of the
- * cluster's first block (distributed shared memory), which after one cluster barrier
- * merges them: no global ticket, no second launch. The output projection wo is a matvec
- * of its own (step.c says why).
+ * wrote them; with an F16 cache and a grid of one block a multiprocessor the next
+ * ATT_PRE_ROUNDS rounds too, copied into shared memory: decode_pre), the norm weights and
+ * the RoPE angles. Then it applies the per-head Q RMSNorm and RoPE to its query, the
+ * same to the new K of its KV head (the first block of the group also writes K and V to
+ * the cache), and attends over its share of positions j0..pos with an online softmax
+ * per warp, the next round's loads in flight during each round. Each block stores its
+ * partial result into the shared memory of the cluster's first block (distributed shared
+ * memory), which after one cluster barrier merges them: no global ticket, no second
+ * launch. The output projection wo is a matvec of its own (step.c says why).
  * Reads per token: (pos + 1 - j0) * 2 * head_dim elements of the cache per KV head.
  *
  * Over a long context the step splits its attention over the context instead
@@ -500,12 +500,17 @@ k_attention_merge(const float *__restrict__ part, int n_split, int hd, float *__
 }
 
 /* Whether k_attention_decode copies its later rounds before the wait (PRE): an F16 cache
- * of heads of 32 DPL <= 128 whose rows start at 16 bytes, unless EDGERUNNER_CUDA_ATT_PRE=0
- * (read once; for comparison) */
+ * of heads of 32 DPL <= 128 whose rows start at 16 bytes, and a grid of at most one block
+ * a multiprocessor, unless EDGERUNNER_CUDA_ATT_PRE=0 (read once; for comparison). Two
+ * blocks of 32 KB a multiprocessor (32 heads: Qwen3-4B, 8B) do not fit beside qkv's
+ * block, and wait for it to leave: on the H200 (docs/perf-log.md, fifty-fifth session)
+ * the 8B Q4_0 layer at 16 keys took 41.54 -> 42.03 us with them, while at 16 heads
+ * (0.6B, 1.7B) decode after 300 keys gained 1-4%. */
 static bool decode_pre(const cuda_attn_params *p, int dpl, const void *k_cache, const void *v_cache) {
     static const int on = env_switch("EDGERUNNER_CUDA_ATT_PRE", 1);
     return on && p->kv_type == CUDA_KV_F16 && dpl <= 4 && p->head_dim == 32 * dpl &&
-           (p->n_head_kv * p->head_dim) % 8 == 0 && ((uintptr_t)k_cache | (uintptr_t)v_cache) % 16 == 0;
+           (p->n_head_kv * p->head_dim) % 8 == 0 && ((uintptr_t)k_cache | (uintptr_t)v_cache) % 16 == 0 &&
+           p->n_head * ATT_CLUSTER <= multiprocessors();
 }
 
 template <int DPL, int KV, bool PRE>
