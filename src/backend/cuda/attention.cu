@@ -164,7 +164,7 @@ static __device__ __forceinline__ void attend_keys(const float *q, const float *
     for (int jb = jb0, r = 0; jb < j_end; jb += stride, r++) {
         uint32_t kn[KB][DPL], vn[KB][DPL]; /* the next round, in flight during this one */
         if (jb + stride < j_end) {
-            if (PRE && pre_buf && r < ATT_PRE_ROUNDS) /* copied before the wait (copy_rounds) */
+            if (PRE && r < ATT_PRE_ROUNDS) /* copied before the wait (copy_rounds) */
                 load_round_shared<DPL>(pre_buf, r + 1, jb + stride, pos, lane, kn, vn);
             else
                 load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb + stride, j_end, pos, kv_dim, off, hd, lane, kn,
@@ -239,7 +239,7 @@ static __device__ __forceinline__ void attend_share(const cuda_attn_params &p, c
     float nw[DPL];
     float2 cs[(DPL + 1) / 2];
     load_round<DPL, KV>(k_cache, k_d, v_cache, v_d, jb0, j_end, pos, kv_dim, kvh * hd, hd, lane, kv, vv);
-    if (PRE && pre_buf)
+    if (PRE)
         copy_rounds<DPL>(k_cache, v_cache, pre_buf, jb0, stride, pos, kv_dim, kvh * hd, lane);
     load_norm<DPL>(warp == 0 ? p.q_norm : p.k_norm, hd, lane, nw);
     load_rope<DPL>(p, pos, lane, cs);
@@ -247,7 +247,7 @@ static __device__ __forceinline__ void attend_share(const cuda_attn_params &p, c
 
     decode_new_rows<DPL, KV>(p, qkv, h, kvh, pos, writer, nw, cs, k_cache, k_d, v_cache, v_d, q, k_new, v_new, warp,
                              lane);
-    if (PRE && pre_buf)
+    if (PRE)
         cp_async_wait_all();
     __syncthreads();
     float m, l, acc[DPL];
