@@ -499,18 +499,18 @@ k_attention_merge(const float *__restrict__ part, int n_split, int hd, float *__
     out[h * hd + i] = a / l;
 }
 
-/* Whether k_attention_decode copies its later rounds before the wait (PRE): an F16 cache
- * of heads of 32 DPL <= 128 whose rows start at 16 bytes, and a grid of at most one block
- * a multiprocessor, unless EDGERUNNER_CUDA_ATT_PRE=0 (read once; for comparison). Two
- * blocks of 32 KB a multiprocessor (32 heads: Qwen3-4B, 8B) do not fit beside qkv's
- * block, and wait for it to leave: on the H200 (docs/perf-log.md, fifty-fifth session)
- * the 8B Q4_0 layer at 16 keys took 41.54 -> 42.03 us with them, while at 16 heads
- * (0.6B, 1.7B) decode after 300 keys gained 1-4%. */
+/* Whether k_attention_decode copies its later rounds before the wait (PRE), asked by
+ * launch_decode only for an F16 cache and DPL <= 4: heads of exactly 32 DPL whose rows
+ * start at 16 bytes, and a grid of at most one block a multiprocessor, unless
+ * EDGERUNNER_CUDA_ATT_PRE=0 (read once; for comparison). Two blocks of 32 KB a
+ * multiprocessor (32 heads: Qwen3-4B, 8B) do not fit beside qkv's block, and wait for it
+ * to leave: on the H200 (docs/perf-log.md, fifty-fifth session) the 8B Q4_0 layer at 16
+ * keys took 41.54 -> 42.03 us with them, while at 16 heads (0.6B, 1.7B) decode after 300
+ * keys gained 1-4%. */
 static bool decode_pre(const cuda_attn_params *p, int dpl, const void *k_cache, const void *v_cache) {
     static const int on = env_switch("EDGERUNNER_CUDA_ATT_PRE", 1);
-    return on && p->kv_type == CUDA_KV_F16 && dpl <= 4 && p->head_dim == 32 * dpl &&
-           (p->n_head_kv * p->head_dim) % 8 == 0 && ((uintptr_t)k_cache | (uintptr_t)v_cache) % 16 == 0 &&
-           p->n_head * ATT_CLUSTER <= multiprocessors();
+    return on && p->head_dim == 32 * dpl && (p->n_head_kv * p->head_dim) % 8 == 0 &&
+           ((uintptr_t)k_cache | (uintptr_t)v_cache) % 16 == 0 && p->n_head * ATT_CLUSTER <= multiprocessors();
 }
 
 template <int DPL, int KV, bool PRE>
