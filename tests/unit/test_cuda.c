@@ -1604,13 +1604,15 @@ void test_cuda(void) {
                 cuda_matvec_set_int8(int8);
                 /* streamed: 1 two rows a pass, 2 three, 3 and 4 the same through k_matvec_ring
                  * (Q8_0, Q4_0: where the rows are whole steps and not Q4_0 at 3 rows, else as
-                 * 1 and 2) */
-                const int n_stream = int8 ? (cuda_wtype_int8_one_scale(t) ? 4 : 2) : 1;
+                 * 1 and 2), two units a lane and step where the rows are whole steps of them,
+                 * 5 and 6 one unit */
+                const int n_stream = int8 ? (cuda_wtype_int8_one_scale(t) ? 6 : 2) : 1;
                 for (int stream = 0; stream <= n_stream; stream++) {
-                    const int rows3 = stream == 2 || stream == 4;
+                    const int rows3 = stream > 0 && stream % 2 == 0;
                     cuda_matvec_set_stream_min(stream ? 1 : 0);
                     cuda_matvec_set_stream_rows(rows3 ? 3 : 1);
                     cuda_matvec_set_ring(stream >= 3);
+                    cuda_matvec_set_ring_wide(stream >= 5 ? 0 : -1);
                     for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                         const int gated_mode = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
                         if ((stream && mode == MV_NORM_ARGMAX) || (rows3 && gated_mode))
@@ -1622,7 +1624,7 @@ void test_cuda(void) {
                               "%s %s%s%s%s (%d x %d): error %.3g of max(|y|, sum |w x|) (bound %.3g), argmax %s",
                               cuda_wtype_name(t), mode_name(mode),
                               rows3 ? " (streamed, 3 rows)" : stream ? " (streamed)" : "",
-                              stream >= 3 && takes_ring(&m, mode) ? " (ring)" : "",
+                              stream >= 3 && takes_ring(&m, mode) ? (stream >= 5 ? " (ring, 1 unit)" : " (ring)") : "",
                               takes_int8(&m, mode) ? " (int8 input)" : "", shapes[s][0], shapes[s][1], err, tol,
                               argmax_ok ? "ok" : "wrong");
                     }
@@ -1631,6 +1633,7 @@ void test_cuda(void) {
             cuda_matvec_set_stream_min(0);
             cuda_matvec_set_stream_rows(-1);
             cuda_matvec_set_ring(-1);
+            cuda_matvec_set_ring_wide(-1);
             free_matrix(&m);
         }
         /* rows that are not whole 16-byte chunks (the element path), for the types whose

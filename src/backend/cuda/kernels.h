@@ -77,6 +77,10 @@ void cuda_matvec_set_stream_rows(int mode);
  * matvec.cu's ring_takes), 0 to k_matvec_stream, -1 the default (the ring unless
  * EDGERUNNER_CUDA_RING=0). */
 void cuda_matvec_set_ring(int on);
+/* Tests: 0 has k_matvec_ring take one 16-byte unit of each row a lane and step everywhere,
+ * 1 two where the rows are whole steps of them (matvec.cu's ring_units), -1 the default
+ * (two unless EDGERUNNER_CUDA_RING_WIDE=0). */
+void cuda_matvec_set_ring_wide(int on);
 /* Whether the matvecs of the types of cuda_wtype_int8_dot (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the
  * K types also unless EDGERUNNER_CUDA_MV_INT8_K=0) may multiply the input
  * quantized to int8 per block of 32 (d = max |x| / 127, q = round(x / d), as the batch

@@ -758,12 +758,14 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
     }
 }
 
-/* k_matvec_ring: steps (32 chunks of each of a pass's rows, one a lane) each warp keeps in
- * flight in its own ring of shared memory (8 at 3 rows of Q8_0: 16 rings of 12.75 KB) */
-#define RING_STEPS 8
-/* bytes of one ring slot: R rows' 512 quant bytes and their scales (Q8_0 32, Q4_0 64) */
+/* k_matvec_ring: steps (U units of 32 chunks of each of a pass's rows, U chunks a lane)
+ * each warp keeps in flight in its own ring of shared memory, RING_UNITS_IN_FLIGHT / U of
+ * them (8 units at 3 rows of Q8_0: 16 rings of 12.75 KB) */
+#define RING_UNITS_IN_FLIGHT 8
+#define RING_STEPS(U) (RING_UNITS_IN_FLIGHT / (U))
+/* bytes of one ring slot: R rows' 512 U quant bytes and their scales (Q8_0 32 U, Q4_0 64 U) */
 #define RING_SCALE_BYTES(WT) (2 * CHUNK_ELEMS(WT))
-#define RING_SLOT_BYTES(WT, R) ((R) * (512 + RING_SCALE_BYTES(WT)))
+#define RING_SLOT_BYTES(WT, R, U) ((R) * (U) * (512 + RING_SCALE_BYTES(WT)))
 
 /* k_matvec_ring's first pass row of warp gw (warp `warp` of block b), and the one after
  * r: every n_warps-th logical row; with MV_NORM_SWIGLU_Q8 the block's 16 warps take
@@ -791,27 +793,30 @@ struct ring_cursor {
     int r, s;
 };
 
-/* Starts copying the cursor's step into ring slot `slot` (every lane its 16 bytes of each
- * row, lanes 0..R SL-1 a 16-byte piece of the scales), commits it as one group (an empty
- * one past the warp's passes, so that each consumed step waits on the same count), and
- * moves the cursor on. */
-template <int WT, int MODE, int R>
+/* Starts copying the cursor's step into ring slot `slot` (every lane its U units of 16
+ * bytes of each row, lanes 0..R SL-1 a 16-byte piece of the scales), commits it as one
+ * group (an empty one past the warp's passes, so that each consumed step waits on the
+ * same count), and moves the cursor on. */
+template <int WT, int MODE, int R, int U>
 static __device__ __forceinline__ void ring_issue(ring_cursor<MODE, R> &cur, uint8_t *slot, const uint8_t *w,
                                                   const __half *d, size_t rb, size_t sb, int n_logical, int n_warps,
                                                   int n_steps, int lane) {
-    constexpr int SCB = RING_SCALE_BYTES(WT), SL = SCB / 16;
+    constexpr int SCB = RING_SCALE_BYTES(WT), SL = U * SCB / 16;
     if (cur.r < n_logical) {
 #pragma unroll
         for (int k = 0; k < R; k++)
-            cp_async16(slot + k * 512 + 16 * lane, cur.rows[k] + (size_t)cur.s * 512 + 16 * lane, 16);
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                cp_async16(slot + (k * U + u) * 512 + 16 * lane,
+                           cur.rows[k] + ((size_t)cur.s * U + u) * 512 + 16 * lane, 16);
         if (lane < R * SL) { /* (the row picked without indexing: cur stays in registers) */
             const int kl = lane / SL, piece = lane % SL;
             const __half *scales = cur.scales[0];
 #pragma unroll
             for (int k = 1; k < R; k++)
                 scales = k == kl ? cur.scales[k] : scales;
-            cp_async16(slot + R * 512 + kl * SCB + 16 * piece,
-                       reinterpret_cast<const uint8_t *>(scales) + (size_t)cur.s * SCB + 16 * piece, 16);
+            cp_async16(slot + R * U * 512 + kl * U * SCB + 16 * piece,
+                       reinterpret_cast<const uint8_t *>(scales) + (size_t)cur.s * U * SCB + 16 * piece, 16);
         }
         if (++cur.s == n_steps) {
             cur.s = 0;
@@ -853,11 +858,11 @@ static __device__ __forceinline__ void store_q8_pass(float h, int r, int n_logic
                      reinterpret_cast<xq_block *>(reinterpret_cast<uint8_t *>(y) + n_logical));
 }
 
-/* k_matvec_stream's work (Q8_0 and Q4_0 on the int8 input, rows of whole steps of 32
+/* k_matvec_stream's work (Q8_0 and Q4_0 on the int8 input, rows of whole steps of 32 U
  * chunks), with each warp's loads in flight in shared memory rather than registers:
- * RING_STEPS steps of its rows (RING_STEPS 512 R bytes and their scales) issued by
- * cp.async ahead of the step it sums, across its passes, all of the first ones before the
- * wait for the previous kernel. k_matvec_stream holds 4 chunks of 2 rows a lane in
+ * RING_STEPS(U) steps of its rows (8 x 512 R bytes and their scales) issued by cp.async
+ * ahead of the step it sums, across its passes, all of the first ones before the wait
+ * for the previous kernel. k_matvec_stream holds 4 chunks of 2 rows a lane in
  * registers (4 KB a warp) and waits for each batch before it sums it. Measured on the H200
  * (docs/perf-log.md, forty-ninth session; gpu_matvec_bench, us a layer, stream / ring):
  * Qwen3-8B Q8_0 60.4 / 58.4, Q4_0 38.7 / 37.6, 4B Q8_0 40.3 / 36.4, 14B Q8_0 106.0 / 93.8;
@@ -868,9 +873,17 @@ static __device__ __forceinline__ void store_q8_pass(float h, int r, int n_logic
  * layer 130.4 / 124.7 us. On for both cards: the H200 is the one this is tuned for, and
  * only 8B Q8_0 on an H100 loses. Blocks of 8 warps, so that the next kernel's block fits
  * beside one, were slower on an H100 at every Qwen3 size (8B Q8_0 layer 76.3 -> 83.0 us;
- * branch try/ring-half, fiftieth session). */
-template <int WT, int MODE, int R>
-__global__ void __launch_bounds__(STREAM_THREADS, 1)
+ * branch try/ring-half, fiftieth session).
+ * U = 2 halves the bookkeeping a byte (the wait, the syncs, the addresses and the commit
+ * of a step; SASS step loop a 1,024 bytes of 2 rows, U 1 / 2: Q4_0 gate|up 161 / 114
+ * instructions, Q8_0 117 / 77), for where the H200 reads Q4_0 below the copy rate. It is
+ * held to 64 registers (2 blocks' worth: ptxas took 69-76, no spills either way): at 76
+ * random Qwen3-1.7B Q4_0 decode fell 1,517 -> 1,341 tok/s on an H100 (held, 1,525), we
+ * take it because a neighbouring kernel's block, which PDL overlaps, no longer fits. On an H100,
+ * which reads these at ~92% of its copy rate, U = 2 is level: 8B Q4_0 decode 536.8 ->
+ * 538.7 tok/s, layer 48.15 -> 47.88 us (docs/perf-log.md, fifty-seventh session). */
+template <int WT, int MODE, int R, int U>
+__global__ void __launch_bounds__(STREAM_THREADS, U == 1 ? 1 : 2)
 k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
               const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -884,18 +897,18 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n_warps = gridDim.x * STREAM_WARPS, gw = blockIdx.x * STREAM_WARPS + warp;
     const size_t rb = cuda_row_bytes(WT, n_in), sb = scale_row_bytes(WT, n_in);
-    const int n_steps = n_in / CHUNK_ELEMS(WT) / 32;
+    constexpr int STEPS = RING_STEPS(U), SLOT = RING_SLOT_BYTES(WT, R, U);
+    const int n_steps = n_in / CHUNK_ELEMS(WT) / 32 / U;
     const staged_x sx = staged_at<WT, true>(smem, n_in);
-    uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * RING_STEPS * RING_SLOT_BYTES(WT, R);
+    uint8_t *ring = smem + staged_x_bytes(WT, true, n_in) + (size_t)warp * STEPS * SLOT;
     const int r0 = ring_first_row<MODE>(gw, blockIdx.x);
     ring_cursor<MODE, R> cur;
     cur.r = r0;
     cur.s = 0;
     if (r0 < n_logical)
         pass_rows<MODE, R>(w, d, rb, sb, r0, n_logical, n_warps, cur.rows, cur.scales);
-    for (int i = 0; i < RING_STEPS; i++) /* the weights do not depend on the previous kernel */
-        ring_issue<WT, MODE, R>(cur, ring + i * RING_SLOT_BYTES(WT, R), w, d, rb, sb, n_logical, n_warps, n_steps,
-                                lane);
+    for (int i = 0; i < STEPS; i++) /* the weights do not depend on the previous kernel */
+        ring_issue<WT, MODE, R, U>(cur, ring + i * SLOT, w, d, rb, sb, n_logical, n_warps, n_steps, lane);
     constexpr int G = STREAM_GROUPS(norm);
     float4 w0[2 * G];
     stage_norm_weights<STREAM_THREADS, G>((const float *)norm_w, norm, n_in, (int)threadIdx.x, w0);
@@ -923,23 +936,27 @@ k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n
             a[k] = 0.0f;
 #pragma unroll 1
         for (int s = 0; s < n_steps; s++) {
-            uint8_t *at = ring + slot * RING_SLOT_BYTES(WT, R);
-            cp_async_wait<RING_STEPS - 1>(); /* this lane's copies of the step */
-            __syncwarp();                    /* and the other lanes' scale pieces */
-            const int c = 32 * s + lane;
-            uint4 v[R];
-            chunk_sc sc[R];
+            uint8_t *at = ring + slot * SLOT;
+            cp_async_wait<STEPS - 1>(); /* this lane's copies of the step */
+            __syncwarp();               /* and the other lanes' scale pieces */
 #pragma unroll
-            for (int k = 0; k < R; k++) {
-                v[k] = *reinterpret_cast<const uint4 *>(at + k * 512 + 16 * lane);
-                sc[k] = {};
-                const __half *scales = reinterpret_cast<const __half *>(at + R * 512 + k * SCB);
-                sc[k].d[0] = __half2float(scales[lane * CHUNK_ELEMS(WT) / 32]);
+            for (int u = 0; u < U; u++) {
+                const int c = 32 * (U * s + u) + lane;
+                uint4 v[R];
+                chunk_sc sc[R];
+#pragma unroll
+                for (int k = 0; k < R; k++) {
+                    v[k] = *reinterpret_cast<const uint4 *>(at + (k * U + u) * 512 + 16 * lane);
+                    sc[k] = {};
+                    const __half *scales =
+                        reinterpret_cast<const __half *>(at + R * U * 512 + (k * U + u) * SCB);
+                    sc[k].d[0] = __half2float(scales[lane * CHUNK_ELEMS(WT) / 32]);
+                }
+                chunk_dots_sc<WT, true, R>(v, sc, sx, c, a);
             }
-            chunk_dots_sc<WT, true, R>(v, sc, sx, c, a);
             __syncwarp(); /* the slot read by every lane before its scales are overwritten */
-            ring_issue<WT, MODE, R>(cur, at, w, d, rb, sb, n_logical, n_warps, n_steps, lane);
-            slot = slot + 1 == RING_STEPS ? 0 : slot + 1;
+            ring_issue<WT, MODE, R, U>(cur, at, w, d, rb, sb, n_logical, n_warps, n_steps, lane);
+            slot = slot + 1 == STEPS ? 0 : slot + 1;
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
@@ -1078,9 +1095,21 @@ static int ring_on(void) {
 
 extern "C" void cuda_matvec_set_ring(int on) { ring_mode = on < 0 ? -1 : on != 0; }
 
-/* Dynamic shared memory of a k_matvec_ring block: the staged input and 16 warps' rings */
+/* Dynamic shared memory of a k_matvec_ring block: the staged input and 16 warps' rings
+ * (the same at every U) */
 static size_t ring_smem(int wt, int n_in, int rows) {
-    return staged_x_bytes(wt, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS * RING_SLOT_BYTES(wt, rows);
+    return staged_x_bytes(wt, true, n_in) + (size_t)STREAM_WARPS * RING_STEPS(1) * RING_SLOT_BYTES(wt, rows, 1);
+}
+
+/* k_matvec_ring's units a step: 2 where w's rows are whole steps of 2 (Qwen3's matrices
+ * in Q8_0 but 4B's, 1.7B's and 8B's to 32B's in Q4_0), else 1; always 1 with
+ * EDGERUNNER_CUDA_RING_WIDE=0 (read once; to compare) or cuda_matvec_set_ring_wide(0). */
+static int ring_wide_mode = -1;
+extern "C" void cuda_matvec_set_ring_wide(int on) { ring_wide_mode = on < 0 ? -1 : on != 0; }
+static int ring_units(const cuda_weight *w) {
+    if (ring_wide_mode < 0)
+        ring_wide_mode = env_switch("EDGERUNNER_CUDA_RING_WIDE", 1);
+    return ring_wide_mode && w->n_in % (64 * CHUNK_ELEMS(w->type)) == 0 ? 2 : 1;
 }
 
 /* Whether k_matvec_ring takes w at R rows a pass: Q8_0 and Q4_0 rows of whole steps,
@@ -1098,19 +1127,26 @@ static bool ring_takes(const cuda_weight *w, int rows) {
            ring_smem(w->type, (int)w->n_in, rows) + 32 * sizeof(float) <= SMEM_BLOCK_MAX; /* (red[32]) */
 }
 
-template <int WT, int MODE, int R>
-static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+template <int WT, int MODE, int R, int U>
+static cudaError_t launch_ring_u(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
                                  cudaStream_t stream) {
     const int n_out = (int)w->n_out, n_in = (int)w->n_in;
     const size_t smem = ring_smem(WT, n_in, R);
-    cudaError_t e = allow_smem(k_matvec_ring<WT, MODE, R>, smem);
+    cudaError_t e = allow_smem(k_matvec_ring<WT, MODE, R, U>, smem);
     if (e != cudaSuccess)
         return e;
     const int n_blocks = stream_blocks(n_out, MODE, R, multiprocessors()); /* one a multiprocessor */
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_config(dim3(n_blocks), dim3(STREAM_THREADS), smem, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, k_matvec_ring<WT, MODE, R>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
+    return cudaLaunchKernelEx(&cfg, k_matvec_ring<WT, MODE, R, U>, (const uint8_t *)w->w, (const __half *)w->d, n_in,
                               n_out, x, norm_w, eps, y);
+}
+
+template <int WT, int MODE, int R>
+static cudaError_t launch_ring_r(const cuda_weight *w, const float *x, const float *norm_w, float eps, float *y,
+                                 cudaStream_t stream) {
+    return ring_units(w) == 2 ? launch_ring_u<WT, MODE, R, 2>(w, x, norm_w, eps, y, stream)
+                              : launch_ring_u<WT, MODE, R, 1>(w, x, norm_w, eps, y, stream);
 }
 
 /* k_matvec_ring at `rows` (stream_pass_rows, where ring_takes) rows a warp and pass; Q8_0
