@@ -1604,15 +1604,15 @@ void test_cuda(void) {
                 cuda_matvec_set_int8(int8);
                 /* streamed: 1 two rows a pass, 2 three, 3 and 4 the same through k_matvec_ring
                  * (Q8_0, Q4_0: where the rows are whole steps and not Q4_0 at 3 rows, else as
-                 * 1 and 2), two units a lane and step where the rows are whole steps of them,
-                 * 5 and 6 one unit */
+                 * 1 and 2), two units a lane and step where the rows are whole steps of them
+                 * whatever EDGERUNNER_CUDA_RING_WIDE says, 5 and 6 one unit */
                 const int n_stream = int8 ? (cuda_wtype_int8_one_scale(t) ? 6 : 2) : 1;
                 for (int stream = 0; stream <= n_stream; stream++) {
                     const int rows3 = stream > 0 && stream % 2 == 0;
                     cuda_matvec_set_stream_min(stream ? 1 : 0);
                     cuda_matvec_set_stream_rows(rows3 ? 3 : 1);
                     cuda_matvec_set_ring(stream >= 3);
-                    cuda_matvec_set_ring_wide(stream >= 5 ? 0 : -1);
+                    cuda_matvec_set_ring_wide(stream >= 5 ? 0 : 1);
                     for (int mode = MV_STORE; mode <= MV_NORM_GEGLU; mode++) {
                         const int gated_mode = mode == MV_NORM_SWIGLU || mode == MV_NORM_GEGLU;
                         if ((stream && mode == MV_NORM_ARGMAX) || (rows3 && gated_mode))
