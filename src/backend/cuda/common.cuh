@@ -114,6 +114,17 @@ static inline int env_switch(const char *name, int fallback) {
     return env && *env ? atoi(env) != 0 : fallback;
 }
 
+/* A switch that a test or benchmark may set (*mode 0 or 1, by set_switch) or leave to the
+ * environment (*mode -1: `name` read once, on where unset). */
+static inline int read_switch(int *mode, const char *name) {
+    if (*mode < 0)
+        *mode = env_switch(name, 1);
+    return *mode;
+}
+
+/* What a cuda_*_set_* function stores: -1 (back to the environment) for a negative on */
+static inline int set_switch(int on) { return on < 0 ? -1 : on != 0; }
+
 /* A launch that may overlap the previous kernel's tail (programmatic dependent launch:
  * the kernel pdl_waits for it); attr is the storage of its one attribute. */
 static inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,

@@ -378,13 +378,9 @@ extern "C" cudaError_t cuda_gemm(const cuda_weight *w, const uint16_t *x, int n_
  * benchmarks) says otherwise. */
 static int mmq_mode = -1;
 
-extern "C" void cuda_gemm_set_mmq(int on) { mmq_mode = on < 0 ? -1 : on != 0; }
+extern "C" void cuda_gemm_set_mmq(int on) { mmq_mode = set_switch(on); }
 
-static int mmq_on(void) {
-    if (mmq_mode < 0)
-        mmq_mode = env_switch("EDGERUNNER_CUDA_MMQ", 1);
-    return mmq_mode;
-}
+static int mmq_on(void) { return read_switch(&mmq_mode, "EDGERUNNER_CUDA_MMQ"); }
 
 /* Whether a batch GEMM of w (one part) takes the int8 tensor cores: by its type, never by
  * the batch (a token's numbers may not depend on it). The K types too: random Qwen3 Q4_K_M,
@@ -394,9 +390,8 @@ static int mmq_on(void) {
  * EDGERUNNER_CUDA_MMQ_Q6K=0 (read once; for measurements). */
 static bool use_int8(const cuda_weight *w) {
     static int q6k = -1;
-    if (q6k < 0)
-        q6k = env_switch("EDGERUNNER_CUDA_MMQ_Q6K", 1);
-    return mmq_on() && cuda_wtype_int8_mma(w->type) && (q6k || w->type != CUDA_W_Q6_K);
+    const int q6k_on = read_switch(&q6k, "EDGERUNNER_CUDA_MMQ_Q6K");
+    return mmq_on() && cuda_wtype_int8_mma(w->type) && (q6k_on || w->type != CUDA_W_Q6_K);
 }
 
 /* Blocks a batch GEMM aims at, per SM of the H200 (132 SMs): 8 for the F16 tiles, where a

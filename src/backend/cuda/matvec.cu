@@ -1032,9 +1032,8 @@ static int stream_l2(int first_rows, size_t rb) {
  * of the warps, cost a second round trip that a third row in flight does not. */
 static int stream_r3 = -1; /* cuda_matvec_set_stream_rows; -1: from the environment */
 static int stream_rows(int n_logical, int n_warps) {
-    if (stream_r3 < 0)
-        stream_r3 = env_switch("EDGERUNNER_CUDA_STREAM_R3", 1);
-    return stream_r3 == 3 || (stream_r3 && n_logical > 2 * n_warps && n_logical <= 3 * n_warps) ? 3 : 2;
+    const int r3 = read_switch(&stream_r3, "EDGERUNNER_CUDA_STREAM_R3");
+    return r3 == 3 || (r3 && n_logical > 2 * n_warps && n_logical <= 3 * n_warps) ? 3 : 2;
 }
 
 extern "C" void cuda_matvec_set_stream_rows(int mode) { stream_r3 = mode; }
@@ -1087,13 +1086,9 @@ static cudaError_t launch_stream_r(const cuda_weight *w, const float *x, const f
 /* k_matvec_ring instead of k_matvec_stream where it takes the matrix, unless
  * EDGERUNNER_CUDA_RING=0 (read once; to compare) */
 static int ring_mode = -1; /* cuda_matvec_set_ring; -1: from the environment */
-static int ring_on(void) {
-    if (ring_mode < 0)
-        ring_mode = env_switch("EDGERUNNER_CUDA_RING", 1);
-    return ring_mode;
-}
+static int ring_on(void) { return read_switch(&ring_mode, "EDGERUNNER_CUDA_RING"); }
 
-extern "C" void cuda_matvec_set_ring(int on) { ring_mode = on < 0 ? -1 : on != 0; }
+extern "C" void cuda_matvec_set_ring(int on) { ring_mode = set_switch(on); }
 
 /* Dynamic shared memory of a k_matvec_ring block: the staged input and 16 warps' rings
  * (the same at every U) */
@@ -1105,11 +1100,10 @@ static size_t ring_smem(int wt, int n_in, int rows) {
  * in Q8_0 but 4B's, 1.7B's and 8B's to 32B's in Q4_0), else 1; always 1 with
  * EDGERUNNER_CUDA_RING_WIDE=0 (read once; to compare) or cuda_matvec_set_ring_wide(0). */
 static int ring_wide_mode = -1;
-extern "C" void cuda_matvec_set_ring_wide(int on) { ring_wide_mode = on < 0 ? -1 : on != 0; }
+extern "C" void cuda_matvec_set_ring_wide(int on) { ring_wide_mode = set_switch(on); }
 static int ring_units(const cuda_weight *w) {
-    if (ring_wide_mode < 0)
-        ring_wide_mode = env_switch("EDGERUNNER_CUDA_RING_WIDE", 1);
-    return ring_wide_mode && w->n_in % (64 * CHUNK_ELEMS(w->type)) == 0 ? 2 : 1;
+    const int wide = read_switch(&ring_wide_mode, "EDGERUNNER_CUDA_RING_WIDE");
+    return wide && w->n_in % (64 * CHUNK_ELEMS(w->type)) == 0 ? 2 : 1;
 }
 
 /* Whether k_matvec_ring takes w at R rows a pass: Q8_0 and Q4_0 rows of whole steps,
@@ -1268,13 +1262,9 @@ static cudaError_t launch_mode(const cuda_weight *w, int mode, const float *x, c
  * EDGERUNNER_CUDA_MV_INT8=0 (read once) or cuda_matvec_set_int8 says otherwise. */
 static int int8_mode = -1;
 
-extern "C" void cuda_matvec_set_int8(int on) { int8_mode = on < 0 ? -1 : on != 0; }
+extern "C" void cuda_matvec_set_int8(int on) { int8_mode = set_switch(on); }
 
-extern "C" int cuda_matvec_int8(void) {
-    if (int8_mode < 0)
-        int8_mode = env_switch("EDGERUNNER_CUDA_MV_INT8", 1);
-    return int8_mode;
-}
+extern "C" int cuda_matvec_int8(void) { return read_switch(&int8_mode, "EDGERUNNER_CUDA_MV_INT8"); }
 
 /* Every decode matvec of these types takes the int8 input. Measured on the H200
  * (docs/perf-log.md): the head and the streaming matvecs first (ninth and tenth
@@ -1310,18 +1300,16 @@ extern "C" size_t cuda_q8_handoff_bytes(int64_t n) { return staged_x_bytes(CUDA_
  * off / on: Q4_0 530.8, 532.2 / 539.0, 537.1 tok/s; Q8_0 319.9 / 320.2. */
 static int q8_handoff_mode = -1;
 
-extern "C" void cuda_matvec_set_q8_handoff(int on) { q8_handoff_mode = on < 0 ? -1 : on != 0; }
+extern "C" void cuda_matvec_set_q8_handoff(int on) { q8_handoff_mode = set_switch(on); }
 
 /* MV_NORM_SWIGLU_Q8's blocks own blocks of 32 rows (ring_first_row): where that takes
  * no more passes than every n_warps-th row would (Qwen3-8B's 12,288 rows on 132
  * multiprocessors: 6 either way; not 4B's 9,728: 6 against 5), and Q8_GROUPS_MAX such
  * blocks at most. */
 extern "C" int cuda_matvec_q8_handoff(const cuda_weight *gate_up, const cuda_weight *down) {
-    if (q8_handoff_mode < 0)
-        q8_handoff_mode = env_switch("EDGERUNNER_CUDA_Q8_HANDOFF", 1);
-    if (!q8_handoff_mode || gate_up->type != down->type || gate_up->next || down->next ||
-        gate_up->n_out != 2 * down->n_in || down->n_in % 32 != 0 || !cuda_matvec_takes_ring(gate_up, MV_NORM_SWIGLU) ||
-        !cuda_matvec_takes_ring(down, MV_ADD))
+    if (!read_switch(&q8_handoff_mode, "EDGERUNNER_CUDA_Q8_HANDOFF") || gate_up->type != down->type ||
+        gate_up->next || down->next || gate_up->n_out != 2 * down->n_in || down->n_in % 32 != 0 ||
+        !cuda_matvec_takes_ring(gate_up, MV_NORM_SWIGLU) || !cuda_matvec_takes_ring(down, MV_ADD))
         return 0;
     const int n_logical = (int)down->n_in, n_blocks = stream_blocks((int)gate_up->n_out, MV_NORM_SWIGLU, 2,
                                                                       multiprocessors());
