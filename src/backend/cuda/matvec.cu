@@ -876,14 +876,16 @@ static __device__ __forceinline__ void store_q8_pass(float h, int r, int n_logic
  * branch try/ring-half, fiftieth session).
  * U = 2 halves the bookkeeping a byte (the wait, the syncs, the addresses and the commit
  * of a step; SASS step loop a 1,024 bytes of 2 rows, U 1 / 2: Q4_0 gate|up 161 / 114
- * instructions, Q8_0 117 / 77), for where the H200 reads Q4_0 below the copy rate. It is
- * held to 64 registers (2 blocks' worth; ptxas took 69-76, no spills either way): at 76,
+ * instructions, Q8_0 117 / 77), for where the H200 reads Q4_0 below the copy rate. Q4_0's
+ * instances are held to 64 registers (2 blocks' worth; ptxas took 69-76 at U = 2, 64-71 at
+ * U = 1 with chunk_isum's high nibbles in place, 96 in MV_ADD_Q8; no spills held): at 76,
  * random Qwen3-1.7B Q4_0 decode fell 1,517 -> 1,341 tok/s on an H100 (held, 1,525); we
  * take it that a neighbouring kernel's block, which PDL overlaps, no longer fits. On an
  * H100, which reads these at ~92% of its copy rate, U = 2 is level: 8B Q4_0 decode 536.8
- * -> 538.7 tok/s, layer 48.15 -> 47.88 us (docs/perf-log.md, fifty-seventh session). */
+ * -> 538.7 tok/s, layer 48.15 -> 47.88 us (docs/perf-log.md, fifty-seventh session).
+ * Q8_0's is not held: held, 8B Q8_0's layer took 79.9 against 79.2 us (fifty-eighth). */
 template <int WT, int MODE, int R, int U>
-__global__ void __launch_bounds__(STREAM_THREADS, U == 1 ? 1 : 2)
+__global__ void __launch_bounds__(STREAM_THREADS, WT == CUDA_W_Q4_0 ? 2 : 1)
 k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
               const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y) {
     extern __shared__ __align__(16) uint8_t smem[];

@@ -444,14 +444,16 @@ static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xs
             s = __dp4a((int)(words[i] ^ 0x80808080u), x0[i], s);
         return s;
     }
+    /* Q4_0's high nibbles stay in place, as unsigned bytes 16 q (dp4a.u32.s32): no shifts.
+     * hi is 16 times an exact integer (|hi| <= 16 x 15 x 128 x 16 < 2^31). */
     const int x1[4] = {xq[1].x, xq[1].y, xq[1].z, xq[1].w};
-    int s = -8 * xsum;
+    int s = -8 * xsum, hi = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         s = __dp4a((int)(words[i] & 0x0f0f0f0fu), x0[i], s);
-        s = __dp4a((int)((words[i] >> 4) & 0x0f0f0f0fu), x1[i], s);
+        asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(hi) : "r"(words[i] & 0xf0f0f0f0u), "r"(x1[i]), "r"(hi));
     }
-    return s;
+    return s + (hi >> 4);
 }
 
 /* Word i of a 4-bit plane's block (u: its bytes 4i..4i+3; byte e holds element e in its
