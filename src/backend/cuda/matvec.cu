@@ -760,7 +760,10 @@ k_matvec_stream(const uint8_t *__restrict__ w, const __half *__restrict__ d, int
 
 /* k_matvec_ring: steps (U units of 32 chunks of each of a pass's rows, U chunks a lane)
  * each warp keeps in flight in its own ring of shared memory, RING_UNITS_IN_FLIGHT / U of
- * them (8 units at 3 rows of Q8_0: 16 rings of 12.75 KB) */
+ * them (8 units at 3 rows of Q8_0: 16 rings of 12.75 KB). 6 or 4, so that two ring
+ * blocks share a multiprocessor, were slower on an H100: random Qwen3-1.7B Q4_0 decode
+ * 1,524 -> 1,365 / 1,415 tok/s, 8B Q8_0's layer 80.0 -> 88.9 / 93.6 us (docs/perf-log.md,
+ * fifty-eighth session). */
 #define RING_UNITS_IN_FLIGHT 8
 #define RING_STEPS(U) (RING_UNITS_IN_FLIGHT / (U))
 /* bytes of one ring slot: R rows' 512 U quant bytes and their scales (Q8_0 32 U, Q4_0 64 U) */
