@@ -1,4 +1,5 @@
 /* main.c - runs every unit test suite; run from the repository root. */
+#include <stdio.h>
 #include <string.h>
 
 #include "test.h"
@@ -12,6 +13,9 @@ typedef struct suite {
 } suite;
 
 int main(int argc, char **argv) {
+    /* a line at a time, also into a file: a run cut by a time limit (a device call) still
+     * shows how far it got */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     static const suite suites[] = {
         {"gguf", test_gguf},
         {"safetensors", test_safetensors},
