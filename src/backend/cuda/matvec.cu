@@ -886,7 +886,8 @@ static __device__ __forceinline__ void store_q8_pass(float h, int r, int n_logic
  * take it that a neighbouring kernel's block, which PDL overlaps, no longer fits. On an
  * H100, which reads these at ~92% of its copy rate, U = 2 is level: 8B Q4_0 decode 536.8
  * -> 538.7 tok/s, layer 48.15 -> 47.88 us (docs/perf-log.md, fifty-seventh session).
- * Q8_0's is not held: held, 8B Q8_0's layer took 79.9 against 79.2 us (fifty-eighth). */
+ * Q8_0's instances are not held: held, 8B Q8_0's layer took 79.9 us, against 79.2 unheld
+ * (fifty-eighth). */
 template <int WT, int MODE, int R, int U>
 __global__ void __launch_bounds__(STREAM_THREADS, WT == CUDA_W_Q4_0 ? 2 : 1)
 k_matvec_ring(const uint8_t *__restrict__ w, const __half *__restrict__ d, int n_in, int n_out,
