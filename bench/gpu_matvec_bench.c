@@ -21,8 +21,8 @@
  * qkv and wo in the layer, as in the decode step, and one more line times it alone
  * (bytes: the K and V rows it reads). Gate|up hands down its output quantized where
  * cuda_matvec_q8_handoff allows (MV_NORM_SWIGLU_Q8, MV_ADD_Q8), as in the step; Q8=0 or 1
- * in the environment overrides the step's choice. Build (after
- * `make CUDA=1`):
+ * in the environment overrides the step's choice; STREAM=1 streams every matrix. Build
+ * (after `make CUDA=1`):
  *   gcc -std=c11 -O2 -Iinclude -Isrc -I/usr/local/cuda/include -o build/gpu_matvec_bench \
  *       bench/gpu_matvec_bench.c build/libedgerunner.a -lm -lpthread -L/usr/local/cuda/lib64 -lcudart -lstdc++
  */
@@ -118,6 +118,10 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "gpu_matvec_bench: out of device memory at layer %d\n", l);
                 return 1;
             }
+    /* STREAM=1: every matrix streams (through k_matvec_ring where it takes it), not only
+     * those too large for one slice a multiprocessor */
+    const char *stream_env = getenv("STREAM");
+    cuda_matvec_set_stream_min(stream_env && atoi(stream_env) != 0 ? 1 : 0);
     const char *q8_env = getenv("Q8");
     /* unset: the library's own choice, as the step's (EDGERUNNER_CUDA_Q8_HANDOFF, on by default) */
     cuda_matvec_set_q8_handoff(T > 0 ? 0 : q8_env ? atoi(q8_env) != 0 : -1);
