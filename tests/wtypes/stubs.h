@@ -38,6 +38,11 @@ static inline int __dp4a(int a, int b, int c) {
     for (int k = 0; k < 4; k++) c += (int8_t)(a >> (8 * k)) * (int8_t)(b >> (8 * k));
     return c;
 }
+/* dp4a.u32.s32: a's bytes unsigned, b's signed (common.cuh's dp4a_us) */
+static inline int dp4a_us(uint32_t a, int b, int c) {
+    for (int k = 0; k < 4; k++) c += (int)((a >> (8 * k)) & 0xffu) * (int8_t)(b >> (8 * k));
+    return c;
+}
 /* per-byte subtraction, each byte modulo 256 (as the device's) */
 static inline uint32_t __vsub4(uint32_t a, uint32_t b) {
     uint32_t r = 0;

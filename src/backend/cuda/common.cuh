@@ -98,6 +98,14 @@ static __device__ __forceinline__ uint2 quant8_f32(const float v[8], float *d_ou
     return make_uint2(w[0], w[1]);
 }
 
+/* dp4a with a's bytes unsigned and b's signed (dp4a.u32.s32; CUDA's __dp4a has no such
+ * mix): c + the sum of a's 4 bytes (0-255) times b's (-128-127) */
+static __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 /* The sum of a block's 32 quants on each of its 4 lanes, q this lane's 8 (quant8_f32:
  * called by whole warps). The K types with an offset (cuda_wtype_int8_offset) multiply it
  * by theirs. */

@@ -453,7 +453,7 @@ static __device__ __forceinline__ int chunk_isum(uint4 v, const int4 *xq, int xs
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         s = __dp4a((int)(words[i] & 0x0f0f0f0fu), x0[i], s);
-        asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(hi) : "r"(words[i] & 0xf0f0f0f0u), "r"(x1[i]), "r"(hi));
+        hi = dp4a_us(words[i] & 0xf0f0f0f0u, x1[i], hi);
     }
     return s + (hi >> 4);
 }
