@@ -1103,8 +1103,9 @@ static size_t ring_smem(int wt, int n_in, int rows) {
 }
 
 /* k_matvec_ring's units a step: 2 where w's rows are whole steps of 2 (Qwen3's matrices
- * in Q8_0 but 4B's, 1.7B's and 8B's to 32B's in Q4_0), else 1; always 1 with
- * EDGERUNNER_CUDA_RING_WIDE=0 (read once; to compare) or cuda_matvec_set_ring_wide(0). */
+ * in Q8_0 but 4B's; in Q4_0 1.7B's, 8B's and 32B's wo, not 14B's or 32B's others, whose
+ * rows of 5,120, 17,408 and 25,600 are odd numbers of steps of 1,024), else 1; always 1
+ * with EDGERUNNER_CUDA_RING_WIDE=0 (read once; to compare) or cuda_matvec_set_ring_wide(0). */
 static int ring_wide_mode = -1;
 extern "C" void cuda_matvec_set_ring_wide(int on) { ring_wide_mode = set_switch(on); }
 static int ring_units(const cuda_weight *w) {
