@@ -389,9 +389,8 @@ static int mmq_on(void) { return read_switch(&mmq_mode, "EDGERUNNER_CUDA_MMQ"); 
  * 8B 1,716 / 3,923 / 5,248 against 902 / 3,045 / 4,562. Q6_K's unless
  * EDGERUNNER_CUDA_MMQ_Q6K=0 (read once; for measurements). */
 static bool use_int8(const cuda_weight *w) {
-    static int q6k = -1;
-    const int q6k_on = read_switch(&q6k, "EDGERUNNER_CUDA_MMQ_Q6K");
-    return mmq_on() && cuda_wtype_int8_mma(w->type) && (q6k_on || w->type != CUDA_W_Q6_K);
+    static const int q6k = env_switch("EDGERUNNER_CUDA_MMQ_Q6K", 1);
+    return mmq_on() && cuda_wtype_int8_mma(w->type) && (q6k || w->type != CUDA_W_Q6_K);
 }
 
 /* Blocks a batch GEMM aims at, per SM of the H200 (132 SMs): 8 for the F16 tiles, where a
